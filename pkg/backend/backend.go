@@ -1,0 +1,56 @@
+// Package backend defines the Backend interface every store of rate-limit
+// state implements, and the Check and Result types that cross it.
+//
+// A backend owns state and time: it reads its clock (or Redis's), loads each
+// rule's state, applies pkg/limit's semantics and stores the result. It knows
+// nothing of gRPC, Envoy or configuration files. The behaviour every backend
+// must show is written once, in pkg/backend/backendtest.
+package backend
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// Check asks for one descriptor's rules to be decided together.
+type Check struct {
+	// Identity names the descriptor's state: the output of
+	// identity.Encode. Two checks with the same Identity and the same rule
+	// IDs share state.
+	Identity string
+	// Rules are decided together: all admit the cost, or none consumes.
+	Rules []limit.Rule
+	// Cost is what the request asks.
+	Cost limit.Cost
+}
+
+// Result is the answer to one Check.
+type Result struct {
+	// Decision is valid when Err is nil.
+	limit.Decision
+	// Err reports why this check could not be decided (the store is
+	// unreachable, timed out, ...). Errors wrap ErrUnavailable when retrying
+	// later may succeed.
+	Err error
+}
+
+// ErrUnavailable marks errors caused by the store being unreachable or too
+// slow: the service turns them into gRPC Unavailable or applies the domain's
+// failure mode.
+var ErrUnavailable = errors.New("backend unavailable")
+
+// Backend decides checks against some store of state.
+type Backend interface {
+	// Decide decides every check, each one atomically and independently of
+	// the others, and returns one Result per check in the same order. It
+	// never returns fewer results than checks. Checks with no rules get an
+	// allowed Decision with Binding -1.
+	Decide(ctx context.Context, checks []Check) []Result
+	// Ping reports whether the store is reachable now.
+	Ping(ctx context.Context) error
+	// Close releases the backend's resources. Decide must not be called
+	// after Close.
+	Close() error
+}

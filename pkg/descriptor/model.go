@@ -1,0 +1,156 @@
+package descriptor
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// FailureMode says what a domain answers when its backend cannot decide.
+type FailureMode int
+
+// The failure modes. FailureError is the zero value and the default.
+const (
+	// FailureError answers gRPC Unavailable with a reason, so Envoy's own
+	// failure_mode_deny decides.
+	FailureError FailureMode = iota
+	// FailureAllow answers OK.
+	FailureAllow
+	// FailureDeny answers OVER_LIMIT.
+	FailureDeny
+	// FailureLocal decides with the in-process memory backend, each limit
+	// divided by the configured instance count.
+	FailureLocal
+)
+
+var failureModeNames = [...]string{"error", "allow", "deny", "local"}
+
+// String returns the config name of m.
+func (m FailureMode) String() string {
+	if m < 0 || int(m) >= len(failureModeNames) {
+		return fmt.Sprintf("failure_mode(%d)", int(m))
+	}
+	return failureModeNames[m]
+}
+
+// ParseFailureMode parses a config failure_mode. "" means FailureError.
+func ParseFailureMode(s string) (FailureMode, error) {
+	if s == "" {
+		return FailureError, nil
+	}
+	for i, n := range failureModeNames {
+		if n == strings.ToLower(s) {
+			return FailureMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown failure_mode %q (want error, allow, deny or local)", s)
+}
+
+// Entry is one key/value pair of a request descriptor.
+type Entry struct {
+	Key, Value string
+}
+
+// Node is one descriptor of the config tree: a key, an optional value (exact,
+// wildcard pattern, or empty for the key-only default), and what applies
+// when a request descriptor ends at this node.
+type Node struct {
+	// Key and Value as written in the config. Value is "" for a key-only
+	// node and holds the pattern, '*' included, for a wildcard node.
+	Key, Value string
+	// Wildcard is true when Value contains '*'.
+	Wildcard bool
+	// Parent is the node one level up; nil at the top level of a domain.
+	Parent *Node
+	// Depth is 1 for top-level nodes, 2 for their children, ...
+	Depth int
+
+	// Rules hold the limits decided together for a descriptor of exactly
+	// this depth. Empty (and not Unlimited) means no limit: the descriptor is
+	// answered OK without touching a backend.
+	Rules []limit.Rule
+	// Unlimited means always OK, remaining 4294967295, no backend call.
+	Unlimited bool
+	// Replaces lists rule names this node's rules replace (see the
+	// reference's `replaces`): the union over its rules.
+	Replaces []string
+
+	ShadowMode     bool
+	QuotaMode      bool
+	DetailedMetric bool
+	ValueToMetric  bool
+	// ShareThreshold makes every value matching this wildcard node share
+	// one counter: the identity uses Value (the pattern) instead of the
+	// request's value.
+	ShareThreshold bool
+	// Metadata is the node's `metadata`, returned in dynamic metadata.
+	Metadata map[string]any
+
+	// File and Line locate the node in its config file.
+	File string
+	Line int
+}
+
+// Path is the node's stats path, as the reference builds it:
+// "key_value.key2" (value omitted for key-only nodes, the pattern kept for
+// wildcard nodes), without the domain.
+func (n *Node) Path() string {
+	var parts []string
+	for x := n; x != nil; x = x.Parent {
+		p := x.Key
+		if x.Value != "" {
+			p += "_" + x.Value
+		}
+		parts = append(parts, p)
+	}
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	return strings.Join(parts, ".")
+}
+
+// Domain is the compiled config of one domain.
+type Domain struct {
+	// Name is the domain.
+	Name string
+	// FailureMode applies when the backend cannot decide for this domain.
+	FailureMode FailureMode
+	// File is the file the domain was read from (the first one when
+	// MergeDomains joined several).
+	File string
+
+	root level
+}
+
+// Config is a set of compiled domains. It is immutable once built and safe
+// for concurrent use.
+type Config struct {
+	domains map[string]*Domain
+}
+
+// Domain returns the named domain, or nil.
+func (c *Config) Domain(name string) *Domain {
+	if c == nil {
+		return nil
+	}
+	return c.domains[name]
+}
+
+// Domains returns the domain names, sorted.
+func (c *Config) Domains() []string {
+	panic("descriptor: Domains not implemented")
+}
+
+// Match walks entries down d's tree with the reference's rules (per level:
+// exact value, then the first matching wildcard in file order, then the
+// key-only default; no backtracking) and returns the node reached by the
+// last entry, or nil when some entry matched nothing. The caller applies a
+// node's limits only as returned: Match already requires the node's depth
+// to equal len(entries).
+func (d *Domain) Match(entries []Entry) *Node {
+	panic("descriptor: Match not implemented")
+}
+
+// level holds the children of one node (or a domain's top level).
+type level struct{}

@@ -1,0 +1,79 @@
+package limit
+
+import "time"
+
+// Cost is what one request asks of a descriptor's rules.
+type Cost struct {
+	// N is the amount. 0 is a peek: report without consuming.
+	N uint64
+	// Refund gives N back instead of taking it (is_negative_hits). A refund
+	// never raises a rule above its capacity and is always admitted.
+	Refund bool
+}
+
+// Outcome is one rule's answer to one request. See the package doc for the
+// exact meaning of Remaining and Reset.
+type Outcome struct {
+	// Allowed reports whether this rule alone could admit the cost.
+	Allowed bool
+	// Remaining is the whole cost still admissible now, after this request
+	// if the request was admitted.
+	Remaining uint64
+	// Reset: admitted → until the rule is whole again; denied → until the
+	// same cost would be admitted.
+	Reset time.Duration
+}
+
+// Decision is the all-or-nothing answer for all rules of one descriptor.
+type Decision struct {
+	// Allowed is true only if every rule admitted the cost. When false, no
+	// rule consumed anything.
+	Allowed bool
+	// Binding is the index, in the rules given, of the rule that binds: on
+	// denial the denied rule with the longest Reset (waiting that long
+	// satisfies every denied rule); otherwise the rule with the least
+	// Remaining, ties broken by the longest Reset, then the lowest index.
+	// -1 when there are no rules.
+	Binding int
+	// Outcomes holds one Outcome per rule, in the order given.
+	Outcomes []Outcome
+}
+
+// BindingOutcome returns the binding rule's Outcome, or the zero Outcome
+// when there are no rules.
+func (d Decision) BindingOutcome() Outcome {
+	if d.Binding < 0 || d.Binding >= len(d.Outcomes) {
+		return Outcome{}
+	}
+	return d.Outcomes[d.Binding]
+}
+
+// Bind fills d.Allowed and d.Binding from d.Outcomes, following the rule
+// documented on Decision. Backends call it so they agree on the choice.
+func (d *Decision) Bind() {
+	d.Allowed = true
+	d.Binding = -1
+	for _, o := range d.Outcomes {
+		if !o.Allowed {
+			d.Allowed = false
+		}
+	}
+	for i, o := range d.Outcomes {
+		if d.Binding < 0 {
+			if d.Allowed || !o.Allowed {
+				d.Binding = i
+			}
+			continue
+		}
+		b := d.Outcomes[d.Binding]
+		if !d.Allowed {
+			if !o.Allowed && o.Reset > b.Reset {
+				d.Binding = i
+			}
+			continue
+		}
+		if o.Remaining < b.Remaining || (o.Remaining == b.Remaining && o.Reset > b.Reset) {
+			d.Binding = i
+		}
+	}
+}
