@@ -230,3 +230,19 @@ func TestResetIsExact(t *testing.T) {
 		})
 	}
 }
+
+func TestInvalidRulesDoNotPanic(t *testing.T) {
+	rules := []Rule{
+		{Algorithm: Algorithm(99), Unit: Second, Limit: 1},
+		{Algorithm: Algorithm(-1), Unit: Unit(-3), Limit: 1},
+		{Unit: Unit(77), Limit: 1},
+	}
+	for _, r := range rules {
+		_ = r.ID()
+		_ = r.String()
+		_ = r.Key()
+		var s State
+		_ = Decide([]Rule{r}, []*State{&s}, second0, Cost{N: 1})
+		_ = r.Expiry(&s, second0)
+	}
+}
