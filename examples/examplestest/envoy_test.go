@@ -159,7 +159,7 @@ func TestEnvoyBootstrapWiring(t *testing.T) {
 
 	rl := p.ratelimit
 	checks := []struct {
-		what     string
+		what      string
 		got, want any
 	}{
 		{"domain", rl.GetDomain(), "api"},
