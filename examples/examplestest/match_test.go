@@ -6,6 +6,8 @@
 package examplestest
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -119,4 +121,56 @@ func parseProduced(t *testing.T, s string) []descriptor.Entry {
 		out = append(out, descriptor.Entry{Key: k, Value: v})
 	}
 	return out
+}
+
+// mountConfigMap writes a ConfigMap's data the way the kubelet mounts it:
+// the files in a hidden timestamped directory, a "..data" link to it, and
+// one link per key through "..data". Loading the mount point must read each
+// file once (the reference read them twice: its issue #367).
+func mountConfigMap(t *testing.T, cm configMap) string {
+	t.Helper()
+	dir := t.TempDir()
+	stamp := "..2026_01_02_03_04_05.000000001"
+	if err := os.Mkdir(filepath.Join(dir, stamp), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range cm.Data {
+		if err := os.WriteFile(filepath.Join(dir, stamp, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(stamp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestKubernetesConfigMapLoads(t *testing.T) {
+	k := loadKubernetesExample(t)
+	cfg, err := descriptor.Load(descriptor.LoadOptions{}, mountConfigMap(t, k.configMaps[0]))
+	if err != nil {
+		t.Fatalf("ConfigMap %s: %v", k.configMaps[0].Metadata.Name, err)
+	}
+	if got := cfg.Domains(); !slices.Equal(got, []string{"api"}) {
+		t.Errorf("domains %v, want [api]", got)
+	}
+}
+
+func TestIstioDescriptorsMatchConfigMap(t *testing.T) {
+	filters, cm := loadIstioExample(t)
+	cfg, err := descriptor.Load(descriptor.LoadOptions{}, mountConfigMap(t, cm))
+	if err != nil {
+		t.Fatalf("ConfigMap %s: %v", cm.Metadata.Name, err)
+	}
+	if got := cfg.Domains(); !slices.Equal(got, []string{"ingress", "mesh"}) {
+		t.Errorf("domains %v, want [ingress mesh]", got)
+	}
+	for _, f := range filters {
+		t.Run(f.name, func(t *testing.T) {
+			checkDescriptorsMatch(t, cfg.Domain(f.ratelimit.GetDomain()), f.descriptors)
+		})
+	}
 }
