@@ -249,8 +249,14 @@ func (p *parser) node(m *yaml.Node, d *Domain, parent *Node) *Node {
 type ruleSpec struct {
 	rule      limit.Rule
 	unlimited bool
-	replaces  []string
+	replaces  []replace
 	at        *yaml.Node
+}
+
+// replace is one `replaces` name and where it is written.
+type replace struct {
+	name string
+	at   *yaml.Node
 }
 
 // rules reads a node's rate limits (one from rate_limit, or the list of
@@ -285,11 +291,11 @@ func (p *parser) rules(n *Node, maps []*yaml.Node) {
 			n.Rules = append(n.Rules, s.rule)
 		}
 		for _, r := range s.replaces {
-			if names[r] && r != s.rule.Name {
-				p.errorf(s.at, "rate limit replaces '%s', a rate limit of the same descriptor", r)
+			if names[r.name] && r.name != s.rule.Name {
+				p.errorf(r.at, "rate limit replaces '%s', a rate limit of the same descriptor", r.name)
 			}
-			if !slices.Contains(n.Replaces, r) {
-				n.Replaces = append(n.Replaces, r)
+			if !slices.Contains(n.Replaces, r.name) {
+				n.Replaces = append(n.Replaces, r.name)
 			}
 		}
 	}
@@ -390,8 +396,8 @@ func (p *parser) rule(m *yaml.Node) (ruleSpec, bool) {
 		ok = false
 	}
 	for _, x := range s.replaces {
-		if x == r.Name {
-			p.errorf(m, "rate limit '%s' cannot replace itself", x)
+		if x.name == r.Name {
+			p.errorf(x.at, "rate limit '%s' cannot replace itself", x.name)
 			ok = false
 		}
 	}
@@ -399,12 +405,12 @@ func (p *parser) rule(m *yaml.Node) (ruleSpec, bool) {
 }
 
 // replaces reads a `replaces` list: maps holding a non-empty name.
-func (p *parser) replaces(list *yaml.Node) ([]string, bool) {
+func (p *parser) replaces(list *yaml.Node) ([]replace, bool) {
 	if list.Kind != yaml.SequenceNode {
 		p.errorf(list, "replaces must be a list, got %s", describe(list))
 		return nil, false
 	}
-	var names []string
+	var names []replace
 	ok := true
 	for _, item := range list.Content {
 		fields, good := p.mapping(item, "a replaces item")
@@ -412,22 +418,23 @@ func (p *parser) replaces(list *yaml.Node) ([]string, bool) {
 			ok = false
 			continue
 		}
-		name := ""
+		r := replace{at: resolve(item)}
 		for _, f := range fields {
 			if f.name != "name" {
 				p.unknown(f)
 				ok = false
 				continue
 			}
-			name, good = p.str(f.val, "name")
+			r.name, good = p.str(f.val, "name")
+			r.at = f.val
 			ok = ok && good
 		}
-		if name == "" {
-			p.errorf(resolve(item), "replaces item has an empty name")
+		if r.name == "" {
+			p.errorf(r.at, "replaces item has an empty name")
 			ok = false
 			continue
 		}
-		names = append(names, name)
+		names = append(names, r)
 	}
 	return names, ok
 }
