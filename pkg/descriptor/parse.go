@@ -98,6 +98,24 @@ func (p *parser) yamlError(err error, data []byte) {
 	p.errs = append(p.errs, &Error{File: p.file, Line: line, Reason: "bad YAML: " + msg})
 }
 
+// The keys each map of the format accepts. Any other key is an error, even
+// with a null value.
+var (
+	rootKeys       = keySet("domain", "descriptors", "failure_mode")
+	descriptorKeys = keySet("key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode",
+		"quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata")
+	ruleKeys = keySet("unit", "requests_per_unit", "name", "unlimited", "replaces",
+		"algorithm", "burst", "unit_multiplier", "time_zone")
+)
+
+func keySet(keys ...string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
 // domain reads a file's root map.
 func (p *parser) domain(root *yaml.Node) *Domain {
 	fields, ok := p.mapping(root, "the config file root")
@@ -108,6 +126,10 @@ func (p *parser) domain(root *yaml.Node) *Domain {
 	nameAt := root
 	var descriptors *yaml.Node
 	for _, f := range fields {
+		if !rootKeys[f.name] {
+			p.unknown(f)
+			continue
+		}
 		if isNull(f.val) {
 			continue
 		}
@@ -128,8 +150,6 @@ func (p *parser) domain(root *yaml.Node) *Domain {
 				break
 			}
 			d.FailureMode, d.failureModeLine = m, f.val.Line
-		default:
-			p.unknown(f)
 		}
 	}
 	if d.Name == "" {
@@ -180,6 +200,10 @@ func (p *parser) node(m *yaml.Node, d *Domain, parent *Node) *Node {
 	var rateLimit, rateLimits *field
 	var descriptors, shareAt *yaml.Node
 	for i, f := range fields {
+		if !descriptorKeys[f.name] {
+			p.unknown(f)
+			continue
+		}
 		if isNull(f.val) {
 			continue
 		}
@@ -208,8 +232,6 @@ func (p *parser) node(m *yaml.Node, d *Domain, parent *Node) *Node {
 			shareAt = f.val
 		case "metadata":
 			n.Metadata = p.metadata(f.val)
-		default:
-			p.unknown(f)
 		}
 	}
 	ok := true
@@ -313,6 +335,11 @@ func (p *parser) rule(m *yaml.Node) (ruleSpec, bool) {
 	var unitAt, algorithmAt, burstAt, multiplierAt, zoneAt *yaml.Node
 	ok = true
 	for _, f := range fields {
+		if !ruleKeys[f.name] {
+			p.unknown(f)
+			ok = false
+			continue
+		}
 		if isNull(f.val) {
 			continue
 		}
@@ -364,8 +391,6 @@ func (p *parser) rule(m *yaml.Node) (ruleSpec, bool) {
 			if z, good = p.str(f.val, "time_zone"); good {
 				r.Location, good = p.zone(f.val, z)
 			}
-		default:
-			p.unknown(f)
 		}
 		ok = ok && good
 	}
