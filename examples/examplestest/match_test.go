@@ -1,11 +1,7 @@
-//go:build descriptorload
-
-// Built once pkg/descriptor has Load and Match (branch h-descriptor); remove
-// this constraint after merging it.
-
 package examplestest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,28 +26,28 @@ func loadSluiceConfig(t *testing.T, rel ...string) *descriptor.Config {
 	return cfg
 }
 
-// checkDescriptorsMatch asserts that every produced descriptor matches a
-// node of the domain that decides something (rules, or unlimited), and that
-// every node of the domain with rules is reached by some descriptor (no
-// dead config). It returns the matched node paths by descriptor.
-func checkDescriptorsMatch(t *testing.T, d *descriptor.Domain, produced []producedDescriptor) map[string]string {
-	t.Helper()
+// matchProblems matches every produced descriptor against d and lists what
+// is wrong: a descriptor that matches nothing or a node that decides
+// nothing (neither rules nor unlimited), and a node with rules that no
+// descriptor reaches (dead config). matched maps each descriptor to the
+// path of its node.
+func matchProblems(d *descriptor.Domain, produced []producedDescriptor) (matched map[string]string, problems []string) {
 	if d == nil {
-		t.Fatalf("domain not in the sluice config")
+		return nil, []string{"domain not in the sluice config"}
 	}
 	if len(produced) == 0 {
-		t.Fatalf("no descriptors to check")
+		return nil, []string{"no descriptors to check"}
 	}
-	matched := map[string]string{}
+	matched = map[string]string{}
 	reached := map[*descriptor.Node]bool{}
 	for _, p := range produced {
 		n := d.Match(p.entries)
 		switch {
 		case n == nil:
-			t.Errorf("%s matches nothing in domain %s: it would never be limited", p, d.Name)
+			problems = append(problems, fmt.Sprintf("%s matches nothing in domain %s: it would never be limited", p, d.Name))
 			continue
 		case len(n.Rules) == 0 && !n.Unlimited:
-			t.Errorf("%s matches %s, which has no rules", p, n.Path())
+			problems = append(problems, fmt.Sprintf("%s matches %s, which has no rules", p, n.Path()))
 			continue
 		}
 		reached[n] = true
@@ -59,10 +55,58 @@ func checkDescriptorsMatch(t *testing.T, d *descriptor.Domain, produced []produc
 	}
 	d.Walk(func(n *descriptor.Node) {
 		if (len(n.Rules) > 0 || n.Unlimited) && !reached[n] {
-			t.Errorf("%s:%d: %s is never reached by the descriptors the proxy sends", n.File, n.Line, n.Path())
+			problems = append(problems, fmt.Sprintf("%s:%d: %s is never reached by the descriptors the proxy sends", n.File, n.Line, n.Path()))
 		}
 	})
+	return matched, problems
+}
+
+// checkDescriptorsMatch fails the test on every problem matchProblems
+// finds and returns the matched node paths.
+func checkDescriptorsMatch(t *testing.T, d *descriptor.Domain, produced []producedDescriptor) map[string]string {
+	t.Helper()
+	matched, problems := matchProblems(d, produced)
+	for _, p := range problems {
+		t.Error(p)
+	}
 	return matched
+}
+
+func TestMatchProblems(t *testing.T) {
+	const cfg = `domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: allowed
+    value: x
+  - key: dead
+    rate_limit: {unit: second, requests_per_unit: 1}
+`
+	domains, err := descriptor.Parse("d.yaml", []byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := descriptor.NewConfig(domains...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produced := []producedDescriptor{
+		{route: "r", entries: []descriptor.Entry{{Key: "a", Value: "1"}}},
+		{route: "r", entries: []descriptor.Entry{{Key: "nope", Value: "1"}}},
+		{route: "r", entries: []descriptor.Entry{{Key: "allowed", Value: "x"}}},
+	}
+	matched, problems := matchProblems(c.Domain("d"), produced)
+	want := []string{
+		"r [nope=1] matches nothing in domain d: it would never be limited",
+		"r [allowed=x] matches allowed_x, which has no rules",
+		"d.yaml:7: dead is never reached by the descriptors the proxy sends",
+	}
+	if !slices.Equal(problems, want) {
+		t.Errorf("problems\n got %q\nwant %q", problems, want)
+	}
+	if matched["r [a=1]"] != "a" || len(matched) != 1 {
+		t.Errorf("matched %v, want only r [a=1] -> a", matched)
+	}
 }
 
 func TestEnvoyDescriptorsMatchSluiceConfig(t *testing.T) {
@@ -102,6 +146,15 @@ func TestEnvoyDescriptorsMatchSluiceConfig(t *testing.T) {
 		if n := api.Match(entries); n != nil && len(n.Rules) != tt.rules {
 			t.Errorf("%s: %d rules, want %d", tt.descriptor, len(n.Rules), tt.rules)
 		}
+	}
+	// Varying the query string must not buy more OCR calls: every
+	// /api/ocr* path of a user shares one counter.
+	ocr := api.Match(parseProduced(t, "ocr [user=alice, path=/api/ocr]"))
+	if ocr == nil || !ocr.ShareThreshold {
+		t.Errorf("user.path_/api/ocr* must set share_threshold")
+	}
+	if api.FailureMode != descriptor.FailureError {
+		t.Errorf("domain api failure_mode %v, want error (Envoy's failure_mode_deny decides)", api.FailureMode)
 	}
 }
 
