@@ -194,35 +194,40 @@ func TestKubernetesDeployment(t *testing.T) {
 	if c.ReadinessProbe == nil || c.LivenessProbe == nil {
 		t.Fatalf("readiness and liveness probes are required")
 	}
-	var sawHTTP, sawGRPC bool
-	for name, pr := range map[string]*probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-		switch {
-		case pr.HTTPGet != nil && pr.GRPC == nil:
-			sawHTTP = true
-			if pr.HTTPGet.Path != "/healthcheck" || resolve(pr.HTTPGet.Port) != 8080 {
-				t.Errorf("%s probe GET %s on port %v, want /healthcheck on 8080", name, pr.HTTPGet.Path, pr.HTTPGet.Port)
-			}
-		case pr.GRPC != nil && pr.HTTPGet == nil:
-			sawGRPC = true
-			if pr.GRPC.Port != ports["grpc"] {
-				t.Errorf("%s probe on gRPC port %d, container's grpc port is %d", name, pr.GRPC.Port, ports["grpc"])
-			}
-			svc := ""
-			if pr.GRPC.Service != nil {
-				svc = *pr.GRPC.Service
-			}
-			if !slices.Contains(sluiceHealthServices, svc) {
-				t.Errorf("%s probe asks for health service %q; sluice answers %q", name, svc, sluiceHealthServices)
-			}
-		default:
-			t.Errorf("%s probe must be exactly one of httpGet or grpc", name)
+	// Readiness follows sluice's health: gRPC health for the rate-limit
+	// service (or GET /healthcheck, which answers the same).
+	rp := c.ReadinessProbe
+	switch {
+	case rp.GRPC != nil && rp.HTTPGet == nil && rp.TCPSocket == nil:
+		if rp.GRPC.Port != ports["grpc"] {
+			t.Errorf("readiness probe on gRPC port %d, container's grpc port is %d", rp.GRPC.Port, ports["grpc"])
 		}
+		svc := ""
+		if rp.GRPC.Service != nil {
+			svc = *rp.GRPC.Service
+		}
+		if !slices.Contains(sluiceHealthServices, svc) {
+			t.Errorf("readiness probe asks for health service %q; sluice answers %q", svc, sluiceHealthServices)
+		}
+	case rp.HTTPGet != nil && rp.GRPC == nil && rp.TCPSocket == nil:
+		if rp.HTTPGet.Path != "/healthcheck" || resolve(rp.HTTPGet.Port) != ports["http"] {
+			t.Errorf("readiness probe GET %s on port %v, want /healthcheck on the http port", rp.HTTPGet.Path, rp.HTTPGet.Port)
+		}
+	default:
+		t.Errorf("readiness probe must be gRPC health or GET /healthcheck")
+	}
+	// Liveness must not follow the backend (both health endpoints do):
+	// restarting pods cannot fix Redis.
+	lp := c.LivenessProbe
+	if lp.TCPSocket == nil || lp.HTTPGet != nil || lp.GRPC != nil {
+		t.Errorf("liveness probe must be a tcpSocket check: sluice's health endpoints fail while Redis is down")
+	} else if p := resolve(lp.TCPSocket.Port); p != ports["grpc"] && p != ports["http"] {
+		t.Errorf("liveness probe on port %v, which the container does not listen on", lp.TCPSocket.Port)
+	}
+	for name, pr := range map[string]*probe{"readiness": rp, "liveness": lp} {
 		if pr.PeriodSeconds == 0 || pr.TimeoutSeconds == 0 || pr.FailureThreshold == 0 {
 			t.Errorf("%s probe: set periodSeconds, timeoutSeconds and failureThreshold explicitly", name)
 		}
-	}
-	if !sawHTTP || !sawGRPC {
-		t.Errorf("want one probe on HTTP /healthcheck and one on gRPC health")
 	}
 
 	// Environment: only variables sluice reads, with sane values.

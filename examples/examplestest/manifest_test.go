@@ -145,6 +145,9 @@ type probe struct {
 		Port    int     `yaml:"port"`
 		Service *string `yaml:"service"`
 	} `yaml:"grpc"`
+	TCPSocket *struct {
+		Port intOrString `yaml:"port"`
+	} `yaml:"tcpSocket"`
 	PeriodSeconds    int `yaml:"periodSeconds"`
 	TimeoutSeconds   int `yaml:"timeoutSeconds"`
 	FailureThreshold int `yaml:"failureThreshold"`
