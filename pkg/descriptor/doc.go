@@ -3,5 +3,41 @@
 // every error, compiles it into a match tree, and matches request descriptors
 // against it.
 //
-// It knows nothing of backends, Redis or gRPC.
+// It knows nothing of backends, Redis or gRPC: it hands out Nodes carrying
+// limit.Rules, and the service decides what to do with them.
+//
+// # Format
+//
+// A file holds one domain (or a YAML stream of several, one per document):
+//
+//	domain: api                 # required
+//	failure_mode: error         # sluice: error (default), allow, deny or local
+//	descriptors:
+//	  - key: user               # required
+//	    value: alice            # optional; '*' is a wildcard; absent = key-only default
+//	    rate_limit: {unit: second, requests_per_unit: 10}
+//	    rate_limits:            # sluice: several rules instead of rate_limit
+//	      - {name: burst, algorithm: token_bucket, unit: second, requests_per_unit: 10, burst: 30}
+//	      - {unit: day, requests_per_unit: 10000, time_zone: Asia/Shanghai}
+//	    descriptors: [...]      # nested, matched against the next entry
+//	    shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold: bools
+//	    metadata: {...}         # any map, returned in dynamic metadata
+//
+// A rule map takes unit, requests_per_unit, name, unlimited, replaces (the
+// reference's keys) and algorithm, burst, unit_multiplier, time_zone
+// (sluice's). Everything the reference accepts means the same here. Parsing
+// is strict: unknown keys, wrong types, duplicate keys, rules that would
+// share state and the like are errors, and every error of every file is
+// reported (ErrorList), each with its file and line.
+// docs/decisions/0003-config-files-and-extensions.md records the choices.
+//
+// # Matching
+//
+// Domain.Match follows the reference: at each level the exact value wins,
+// then the first wildcard (in file order) whose pattern matches, then the
+// key-only default; there is no backtracking; the node reached by the last
+// entry is returned, so a node's rules apply only to descriptors of exactly
+// its depth. Unlike the reference, keys and values are never joined with
+// '_', so no two different descriptors can be confused. Match does not
+// allocate.
 package descriptor

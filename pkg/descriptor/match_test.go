@@ -220,3 +220,24 @@ descriptors:
 		})
 	}
 }
+
+// TestMatchConcurrent: a compiled config is read-only; under -race this
+// checks that Match shares it safely.
+func TestMatchConcurrent(t *testing.T) {
+	d := parseFile(t, "testdata/match.yaml")
+	done := make(chan string)
+	for range 4 {
+		go func() {
+			got := ""
+			for range 1000 {
+				got = id(d.Match(e("nb", "x", "c", "only")))
+			}
+			done <- got
+		}()
+	}
+	for range 4 {
+		if got := <-done; got != "nb-x.c-only" {
+			t.Errorf("concurrent Match = %q", got)
+		}
+	}
+}

@@ -323,6 +323,11 @@ func (p *parser) rules(n *Node, maps []*yaml.Node) {
 	}
 }
 
+// maxPeriodSeconds is the longest period a rule may have: 100 years of 365
+// days, where pkg/limit caps periods (MaxPeriodMicros). A longer one would
+// be silently shortened, so it is refused here.
+const maxPeriodSeconds = 100 * 365 * 86400
+
 // rule reads one rate-limit map.
 func (p *parser) rule(m *yaml.Node) (ruleSpec, bool) {
 	m = resolve(m)
@@ -410,6 +415,10 @@ func (p *parser) rule(m *yaml.Node) (ruleSpec, bool) {
 		}
 	} else if unitAt == nil {
 		p.errorf(m, "rate limit has no unit (want second, minute, hour, day, week, month or year, or unlimited: true)")
+		ok = false
+	}
+	if multiplierAt != nil && r.Multiplier > 0 && uint64(r.Multiplier)*uint64(r.Unit.Seconds()) > maxPeriodSeconds {
+		p.errorf(multiplierAt, "unit_multiplier %d makes a period longer than 100 years", r.Multiplier)
 		ok = false
 	}
 	if burstAt != nil && !r.Algorithm.HasBurst() {

@@ -1,0 +1,30 @@
+package descriptor
+
+import "testing"
+
+func TestFailureMode(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    FailureMode
+		wantErr bool
+	}{
+		{"", FailureError, false},
+		{"error", FailureError, false},
+		{"allow", FailureAllow, false},
+		{"DENY", FailureDeny, false},
+		{"Local", FailureLocal, false},
+		{"open", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseFailureMode(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("ParseFailureMode(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+		if err == nil && tt.in != "" && got.String() != map[FailureMode]string{0: "error", 1: "allow", 2: "deny", 3: "local"}[got] {
+			t.Errorf("String() = %q", got.String())
+		}
+	}
+	if s := FailureMode(9).String(); s != "failure_mode(9)" {
+		t.Errorf("String() of an invalid mode = %q", s)
+	}
+}
