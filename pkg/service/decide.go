@@ -29,10 +29,10 @@ const (
 type failed uint8
 
 const (
-	notFailed  failed = iota
-	failedOpen        // FailureAllow
-	failedShut        // FailureDeny
-	failedLocal       // FailureLocal: decided by Options.Local
+	notFailed   failed = iota
+	failedOpen         // FailureAllow
+	failedShut         // FailureDeny
+	failedLocal        // FailureLocal: decided by Options.Local
 )
 
 // item is the service's working state for one request descriptor.
