@@ -49,7 +49,7 @@ func TestRequestValidation(t *testing.T) {
 		{name: "long value", req: rq("basic", d("key1", long)), msg: "descriptor 0 entry 0 value is 4097 bytes long, more than the limit of 4096"},
 		{name: "long domain", req: rq(long, d("key1", "x")), msg: "rate limit domain is 4097 bytes long, more than the limit of 4096"},
 		{name: "custom bounds", bounds: RequestBounds{MaxDescriptors: 1, MaxEntries: 1, MaxEntryLen: 3},
-			req: rq("basic", d("key1", "x")), msg: "descriptor 0 entry 0 key is 4 bytes long, more than the limit of 3"},
+			req: rq("bas", d("key1", "x")), msg: "descriptor 0 entry 0 key is 4 bytes long, more than the limit of 3"},
 		{name: "override with UNKNOWN unit", req: rq("basic", override(d("key1", "x"), 5, typev3.RateLimitUnit_UNKNOWN, 0)),
 			msg: "descriptor 0 limit override has invalid unit 0 (UNKNOWN)"},
 		{name: "override with an unlisted unit", req: rq("basic", d("key1", "x"), override(d("key1", "x"), 5, typev3.RateLimitUnit(42), 0)),
