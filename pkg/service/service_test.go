@@ -206,10 +206,10 @@ descriptors:
     rate_limit: {unlimited: true}
 `
 	tests := []struct {
-		name           string
-		quota, shadow  bool
-		exhaust, keys  []string
-		want           rlsv3.RateLimitResponse_Code
+		name          string
+		quota, shadow bool
+		exhaust, keys []string
+		want          rlsv3.RateLimitResponse_Code
 	}{
 		{"all quota descriptors over", false, false, []string{"q1", "q2"}, []string{"q1", "q2"}, OVER},
 		{"some quota descriptors over", false, false, []string{"q1"}, []string{"q1", "q2"}, OK},
@@ -431,11 +431,11 @@ descriptors:
 `
 	h := newHarness(t, Options{}, cfg)
 	steps := []struct {
-		name         string
-		requestAdd   uint32
-		desc         *rlv3.RateLimitDescriptor
-		code         rlsv3.RateLimitResponse_Code
-		remaining    uint32
+		name       string
+		requestAdd uint32
+		desc       *rlv3.RateLimitDescriptor
+		code       rlsv3.RateLimitResponse_Code
+		remaining  uint32
 	}{
 		{"unset means 1", 0, d("c", "1"), OK, 9},
 		{"request hits_addend", 3, d("c", "1"), OK, 6},
