@@ -99,7 +99,9 @@ func TestFailureModes(t *testing.T) {
 			}
 			if _, ok := opts.Local.(useMemory); ok {
 				clock := &fakeClock{now: t0}
-				opts.Local = memory.New(memory.Options{Now: clock.Now})
+				local := memory.New(memory.Options{Now: clock.Now})
+				t.Cleanup(func() { local.Close() })
+				opts.Local = local
 			}
 			h := newHarness(t, opts, failureYAML(tt.mode))
 			for i, c := range tt.calls {
