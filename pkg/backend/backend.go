@@ -21,6 +21,8 @@ type Check struct {
 	// IDs share state.
 	Identity string
 	// Rules are decided together: all admit the cost, or none consumes.
+	// They are shared with the loaded config: a backend must treat them as
+	// read-only.
 	Rules []limit.Rule
 	// Cost is what the request asks.
 	Cost limit.Cost
