@@ -2,6 +2,7 @@ package descriptor
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -90,12 +91,27 @@ type Node struct {
 	// File and Line locate the node in its config file.
 	File string
 	Line int
+
+	// children are the nodes one level down, compiled for Match.
+	children level
+	// pattern is Value compiled for matching, when Wildcard.
+	pattern pattern
+	// path caches Path for nodes built by Parse.
+	path string
 }
 
 // Path is the node's stats path, as the reference builds it:
 // "key_value.key2" (value omitted for key-only nodes, the pattern kept for
 // wildcard nodes), without the domain.
 func (n *Node) Path() string {
+	if n.path != "" {
+		return n.path
+	}
+	return n.buildPath()
+}
+
+// buildPath computes Path by walking up the parents.
+func (n *Node) buildPath() string {
 	var parts []string
 	for x := n; x != nil; x = x.Parent {
 		p := x.Key
@@ -120,13 +136,20 @@ type Domain struct {
 	// MergeDomains joined several).
 	File string
 
+	// root holds the top-level descriptors.
 	root level
+	// line is where the domain's document starts in File.
+	line int
+	// failureModeLine is the line of failure_mode in File, 0 when the
+	// domain does not set it (so merging can tell "unset" from "error").
+	failureModeLine int
 }
 
 // Config is a set of compiled domains. It is immutable once built and safe
 // for concurrent use.
 type Config struct {
 	domains map[string]*Domain
+	names   []string // sorted
 }
 
 // Domain returns the named domain, or nil.
@@ -137,9 +160,12 @@ func (c *Config) Domain(name string) *Domain {
 	return c.domains[name]
 }
 
-// Domains returns the domain names, sorted.
+// Domains returns the domain names, sorted. The slice is the caller's.
 func (c *Config) Domains() []string {
-	panic("descriptor: Domains not implemented")
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.names)
 }
 
 // Match walks entries down d's tree with the reference's rules (per level:
@@ -148,9 +174,31 @@ func (c *Config) Domains() []string {
 // last entry, or nil when some entry matched nothing. The caller applies a
 // node's limits only as returned: Match already requires the node's depth
 // to equal len(entries).
+//
+// Keys and values are compared as opaque byte strings: no joining, so no
+// two different entries can be confused whatever bytes they hold. Match
+// does not allocate and is safe for concurrent use.
 func (d *Domain) Match(entries []Entry) *Node {
-	panic("descriptor: Match not implemented")
+	if d == nil || len(entries) == 0 {
+		return nil
+	}
+	l := &d.root
+	var n *Node
+	for i := range entries {
+		n = l.match(&entries[i])
+		if n == nil {
+			return nil
+		}
+		l = &n.children
+	}
+	return n
 }
 
-// level holds the children of one node (or a domain's top level).
-type level struct{}
+// Walk calls fn for every node of d, parents before their children, in
+// file order (files in load order when MergeDomains joined several).
+func (d *Domain) Walk(fn func(*Node)) {
+	if d == nil {
+		return
+	}
+	d.root.walk(fn)
+}

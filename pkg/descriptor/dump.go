@@ -1,0 +1,52 @@
+package descriptor
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Dump returns the config as text for the /rlconfig page: one line per
+// node that has rules or is unlimited, sorted,
+//
+//	<domain>.<path>: <rule>; <rule>..., shadow_mode: <bool>, quota_mode: <bool>
+//
+// where each rule is limit.Rule.String() and an unlimited node shows
+// "unlimited".
+func (c *Config) Dump() string {
+	if c == nil {
+		return ""
+	}
+	var lines []string
+	for _, name := range c.names {
+		c.domains[name].Walk(func(n *Node) {
+			if len(n.Rules) == 0 && !n.Unlimited {
+				return
+			}
+			var b strings.Builder
+			b.WriteString(name)
+			b.WriteByte('.')
+			b.WriteString(n.Path())
+			b.WriteString(": ")
+			if n.Unlimited {
+				b.WriteString("unlimited")
+			}
+			for i, r := range n.Rules {
+				if i > 0 {
+					b.WriteString("; ")
+				}
+				b.WriteString(r.String())
+			}
+			b.WriteString(", shadow_mode: ")
+			b.WriteString(strconv.FormatBool(n.ShadowMode))
+			b.WriteString(", quota_mode: ")
+			b.WriteString(strconv.FormatBool(n.QuotaMode))
+			lines = append(lines, b.String())
+		})
+	}
+	slices.Sort(lines)
+	if len(lines) == 0 {
+		return ""
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
