@@ -65,9 +65,41 @@ func domainNames(c *descriptor.Config) []string {
 	return c.Domains()
 }
 
-// sameDomain reports whether two compiled domains are equal in every
-// respect, their source positions included: a domain whose file was
-// reformatted counts as changed, which errs on the side of telling.
+// sameDomain reports whether two compiled domains mean the same: the same
+// failure mode and the same nodes, in the same order, with the same rules
+// and options. Source positions are ignored, so a file that only gained a
+// comment does not count as changed.
 func sameDomain(a, b *descriptor.Domain) bool {
-	return reflect.DeepEqual(a, b)
+	if a.FailureMode != b.FailureMode {
+		return false
+	}
+	return reflect.DeepEqual(nodeSigs(a), nodeSigs(b))
+}
+
+// nodeSig is what a node means, without where it was written.
+type nodeSig struct {
+	Path, Key, Value string
+	Rules            []string
+	Unlimited        bool
+	Replaces         []string
+	Flags            [5]bool
+	Metadata         map[string]any
+}
+
+func nodeSigs(d *descriptor.Domain) []nodeSig {
+	var sigs []nodeSig
+	d.Walk(func(n *descriptor.Node) {
+		s := nodeSig{
+			Path: n.Path(), Key: n.Key, Value: n.Value,
+			Unlimited: n.Unlimited, Replaces: n.Replaces,
+			Flags:    [5]bool{n.ShadowMode, n.QuotaMode, n.DetailedMetric, n.ValueToMetric, n.ShareThreshold},
+			Metadata: n.Metadata,
+		}
+		for _, r := range n.Rules {
+			// String names every field of a Rule, the time zone by name.
+			s.Rules = append(s.Rules, r.String())
+		}
+		sigs = append(sigs, s)
+	})
+	return sigs
 }
