@@ -1,0 +1,57 @@
+package server
+
+import (
+	"context"
+	"runtime/debug"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+)
+
+// newGRPC builds the gRPC server with the rate-limit, health and
+// reflection services, and sets s.health.
+func (s *Server) newGRPC() (*grpc.Server, error) {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(s.opts.MaxRequestBytes),
+		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{s.recoverUnary}, s.opts.UnaryInterceptors...)...),
+	}
+	if s.opts.MaxConnectionAge > 0 || s.opts.MaxConnectionAgeGrace > 0 {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionAge:      s.opts.MaxConnectionAge,
+			MaxConnectionAgeGrace: s.opts.MaxConnectionAgeGrace,
+		}))
+	}
+	if s.opts.TLS != nil {
+		cfg, err := newServerTLS(*s.opts.TLS, s.log)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
+	}
+	g := grpc.NewServer(opts...)
+	rlsv3.RegisterRateLimitServiceServer(g, s.opts.Service)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(g, s.health)
+	reflection.Register(g)
+	return g, nil
+}
+
+// recoverUnary turns a panic in a handler into an Internal error instead
+// of a crashed process, and logs it with its stack.
+func (s *Server) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.WithField("method", info.FullMethod).WithField("stack", string(debug.Stack())).
+				Errorf("panic in gRPC handler: %v", r)
+			resp, err = nil, status.Error(codes.Internal, "internal error")
+		}
+	}()
+	return next(ctx, req)
+}
