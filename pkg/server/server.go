@@ -113,7 +113,6 @@ func New(o Options) (*Server, error) {
 	s.http = &http.Server{
 		Handler:           s.mux,
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          nil,
 	}
 
 	if s.grpcLn, err = net.Listen("tcp", o.GRPCAddr); err != nil {
