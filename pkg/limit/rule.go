@@ -168,14 +168,25 @@ func (r Rule) multiplier() int64 {
 }
 
 // Period is the nominal length of the rule's period: Multiplier×Unit, with a
-// month of 30 days and a year of 365. Calendar windows may be shorter or
-// longer (DST days, 31-day months); Window gives their exact bounds.
+// month of 30 days and a year of 365, capped at MaxPeriodMicros. Calendar
+// windows may be shorter or longer (DST days, 31-day months); Window gives
+// their exact bounds. It is 0 for an unknown unit.
 func (r Rule) Period() time.Duration {
-	return time.Duration(r.multiplier()*r.Unit.Seconds()) * time.Second
+	return time.Duration(r.PeriodMicros()) * time.Microsecond
 }
 
-// PeriodMicros is Period in microseconds.
-func (r Rule) PeriodMicros() int64 { return r.multiplier() * r.Unit.Seconds() * 1e6 }
+// PeriodMicros is Period in microseconds: Multiplier×Unit, saturating at
+// MaxPeriodMicros (100 years) so that huge multipliers cannot overflow.
+func (r Rule) PeriodMicros() int64 {
+	unit := r.Unit.Seconds() * 1e6
+	if unit <= 0 {
+		return 0
+	}
+	if m := r.multiplier(); m <= MaxPeriodMicros/unit {
+		return m * unit
+	}
+	return MaxPeriodMicros
+}
 
 // Capacity is the most cost the rule can hold at once: Burst for the meters
 // (Limit when Burst is 0), Limit for the window algorithms.
@@ -192,10 +203,18 @@ func (r Rule) Capacity() uint64 {
 // [A-Za-z0-9._/+-].
 func (r Rule) ID() string {
 	var b strings.Builder
-	b.WriteString(algorithmCodes[r.Algorithm])
+	if r.Algorithm >= 0 && int(r.Algorithm) < len(algorithmCodes) {
+		b.WriteString(algorithmCodes[r.Algorithm])
+	} else { // invalid rules still get a distinct ID instead of a panic
+		b.WriteString("a" + strconv.Itoa(int(r.Algorithm)))
+	}
 	b.WriteByte('.')
 	b.WriteString(strconv.FormatInt(r.multiplier(), 10))
-	b.WriteString(unitNames[r.Unit][:2])
+	if r.Unit >= 0 && int(r.Unit) < len(unitNames) {
+		b.WriteString(unitNames[r.Unit][:2])
+	} else {
+		b.WriteString("u" + strconv.Itoa(int(r.Unit)))
+	}
 	if r.Unit == Month {
 		b.WriteString("o") // "mo" vs "mi"nute
 	}
