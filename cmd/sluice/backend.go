@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
-	"github.com/sluice-rl/sluice/pkg/backend/redis"
 )
 
 // backends are the stores the service decides with.
@@ -25,38 +22,24 @@ type backends struct {
 // is not an error: the backend keeps retrying, health reports it, and each
 // domain's failure mode answers meanwhile.
 func newBackends(ctx context.Context, s *settings, log *logrus.Logger) (*backends, error) {
-	if s.backend() == "memory" {
-		log.Info("backend: memory (in-process; limits are per instance)")
-		return &backends{main: memory.New(memory.Options{})}, nil
-	}
-	socket := s.Redis.SocketType
-	if socket == "" {
-		socket = "tcp"
-		if strings.HasPrefix(s.Redis.URL, "/") {
-			socket = "unix"
+	why := "BACKEND_TYPE"
+	if s.BackendType == "" {
+		why = "default without REDIS_URL"
+		if s.Redis.URL != "" {
+			why = "default with REDIS_URL"
 		}
 	}
-	r, err := redis.New(ctx, redis.Options{
-		Type:                        s.Redis.Type,
-		URL:                         s.Redis.URL,
-		SocketType:                  socket,
-		Auth:                        s.Redis.Auth,
-		SentinelAuth:                s.Redis.SentinelAuth,
-		TLS:                         s.Redis.TLS,
-		TLSCACert:                   s.Redis.TLSCACert,
-		TLSClientCert:               s.Redis.TLSClientCert,
-		TLSClientKey:                s.Redis.TLSClientKey,
-		TLSSkipHostnameVerification: s.Redis.TLSSkipHostnameVerification,
-		PoolSize:                    s.Redis.PoolSize,
-		Timeout:                     s.Redis.Timeout,
-		KeyPrefix:                   s.Redis.KeyPrefix,
-		Logger:                      log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("redis backend: %w", err)
+	if s.backend() == "memory" {
+		log.WithField("chosen_by", why).Info("backend: memory (in-process; limits are per instance)")
+		return &backends{main: memory.New(memory.Options{})}, nil
 	}
-	log.WithFields(logrus.Fields{"type": s.Redis.Type, "url": s.Redis.URL, "socket": socket}).Info("backend: redis")
-	return &backends{main: r, local: memory.New(memory.Options{})}, nil
+	main, err := newRedis(ctx, s, log)
+	if err != nil {
+		return nil, err
+	}
+	log.WithFields(logrus.Fields{"chosen_by": why, "type": s.Redis.Type, "url": s.Redis.URL, "socket": s.redisSocket()}).
+		Info("backend: redis")
+	return &backends{main: main, local: memory.New(memory.Options{})}, nil
 }
 
 // close releases the backends, logging failures.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.

@@ -57,7 +57,7 @@ type settings struct {
 	// implement.
 	ignored []string
 	// notes are informational lines for the log (accepted-but-moot
-	// variables, the backend chosen by default, ...).
+	// variables).
 	notes []string
 }
 
@@ -91,6 +91,18 @@ func (s *settings) backend() string {
 		return "redis"
 	}
 	return "memory"
+}
+
+// redisSocket is REDIS_SOCKET_TYPE, or when unset unix for a REDIS_URL
+// that is a path and tcp otherwise.
+func (s *settings) redisSocket() string {
+	switch {
+	case s.Redis.SocketType != "":
+		return s.Redis.SocketType
+	case strings.HasPrefix(s.Redis.URL, "/"):
+		return "unix"
+	}
+	return "tcp"
 }
 
 // envName pairs a flag with the environment variable that sets it when the
@@ -235,9 +247,6 @@ func parseServe(args, environ []string, stderr io.Writer) (*settings, error) {
 	s.ignored = ignoredReferenceVars(env)
 	if _, ok := env["RUNTIME_IGNOREDOTFILES"]; ok || given["runtime-ignoredotfiles"] {
 		s.notes = append(s.notes, s.source["runtime-ignoredotfiles"]+" is accepted but moot: sluice always skips dot files and directories")
-	}
-	if s.BackendType == "" {
-		s.notes = append(s.notes, "backend "+s.backend()+" (BACKEND_TYPE not set; redis is the default only when REDIS_URL is set)")
 	}
 	return s, nil
 }
