@@ -44,6 +44,13 @@ type stack struct {
 // starts serving. The server is shut down at cleanup.
 func newStack(t *testing.T, yaml string, opts Options, wrap func(rlsv3.RateLimitServiceServer) rlsv3.RateLimitServiceServer) *stack {
 	t.Helper()
+	return newStackOn(t, yaml, opts, wrap, false)
+}
+
+// newStackOn is newStack; with deadBackend the memory backend is closed
+// before serving, so every decision fails as with an unreachable Redis.
+func newStackOn(t *testing.T, yaml string, opts Options, wrap func(rlsv3.RateLimitServiceServer) rlsv3.RateLimitServiceServer, deadBackend bool) *stack {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "api.yaml"), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -55,6 +62,9 @@ func newStack(t *testing.T, yaml string, opts Options, wrap func(rlsv3.RateLimit
 	now := time.Date(2027, 1, 4, 10, 0, 30, 0, time.UTC) // the clock stands still: no window ends mid-test
 	mem := memory.New(memory.Options{Now: func() time.Time { return now }})
 	t.Cleanup(func() { mem.Close() })
+	if deadBackend {
+		mem.Close() // later decisions fail with backend.ErrUnavailable
+	}
 	svc := service.New(service.Options{Backend: mem, Logger: quietLogger()})
 	svc.SetConfig(cfg)
 

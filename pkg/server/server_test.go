@@ -177,6 +177,18 @@ func TestJSON(t *testing.T) {
 	}
 }
 
+func TestJSONUnavailable(t *testing.T) {
+	st := newStackOn(t, testConfig, Options{}, nil, true)
+	code, body := st.do(t, "POST", "/json", `{"domain":"api","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`)
+	if code != 503 || body == "" {
+		t.Errorf("/json with the backend down: %d %q, want 503 with a reason", code, body)
+	}
+	_, err := rlsv3.NewRateLimitServiceClient(st.conn(t)).ShouldRateLimit(context.Background(), request("api", "k", "v"))
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("gRPC with the backend down: %v, want Unavailable", err)
+	}
+}
+
 func TestRLConfig(t *testing.T) {
 	st := newStack(t, testConfig, Options{}, nil)
 	code, body := st.do(t, "GET", "/rlconfig", "")
