@@ -98,6 +98,24 @@ func (p *parser) yamlError(err error, data []byte) {
 	p.errs = append(p.errs, &Error{File: p.file, Line: line, Reason: "bad YAML: " + msg})
 }
 
+// The keys each map of the format accepts. Any other key is an error, even
+// with a null value.
+var (
+	rootKeys       = keySet("domain", "descriptors", "failure_mode")
+	descriptorKeys = keySet("key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode",
+		"quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata")
+	ruleKeys = keySet("unit", "requests_per_unit", "name", "unlimited", "replaces",
+		"algorithm", "burst", "unit_multiplier", "time_zone")
+)
+
+func keySet(keys ...string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
 // domain reads a file's root map.
 func (p *parser) domain(root *yaml.Node) *Domain {
 	fields, ok := p.mapping(root, "the config file root")
@@ -108,6 +126,10 @@ func (p *parser) domain(root *yaml.Node) *Domain {
 	nameAt := root
 	var descriptors *yaml.Node
 	for _, f := range fields {
+		if !rootKeys[f.name] {
+			p.unknown(f)
+			continue
+		}
 		if isNull(f.val) {
 			continue
 		}
@@ -128,8 +150,6 @@ func (p *parser) domain(root *yaml.Node) *Domain {
 				break
 			}
 			d.FailureMode, d.failureModeLine = m, f.val.Line
-		default:
-			p.unknown(f)
 		}
 	}
 	if d.Name == "" {
@@ -180,6 +200,10 @@ func (p *parser) node(m *yaml.Node, d *Domain, parent *Node) *Node {
 	var rateLimit, rateLimits *field
 	var descriptors, shareAt *yaml.Node
 	for i, f := range fields {
+		if !descriptorKeys[f.name] {
+			p.unknown(f)
+			continue
+		}
 		if isNull(f.val) {
 			continue
 		}
@@ -208,8 +232,6 @@ func (p *parser) node(m *yaml.Node, d *Domain, parent *Node) *Node {
 			shareAt = f.val
 		case "metadata":
 			n.Metadata = p.metadata(f.val)
-		default:
-			p.unknown(f)
 		}
 	}
 	ok := true
@@ -249,8 +271,14 @@ func (p *parser) node(m *yaml.Node, d *Domain, parent *Node) *Node {
 type ruleSpec struct {
 	rule      limit.Rule
 	unlimited bool
-	replaces  []string
+	replaces  []replace
 	at        *yaml.Node
+}
+
+// replace is one `replaces` name and where it is written.
+type replace struct {
+	name string
+	at   *yaml.Node
 }
 
 // rules reads a node's rate limits (one from rate_limit, or the list of
@@ -285,11 +313,11 @@ func (p *parser) rules(n *Node, maps []*yaml.Node) {
 			n.Rules = append(n.Rules, s.rule)
 		}
 		for _, r := range s.replaces {
-			if names[r] && r != s.rule.Name {
-				p.errorf(s.at, "rate limit replaces '%s', a rate limit of the same descriptor", r)
+			if names[r.name] && r.name != s.rule.Name {
+				p.errorf(r.at, "rate limit replaces '%s', a rate limit of the same descriptor", r.name)
 			}
-			if !slices.Contains(n.Replaces, r) {
-				n.Replaces = append(n.Replaces, r)
+			if !slices.Contains(n.Replaces, r.name) {
+				n.Replaces = append(n.Replaces, r.name)
 			}
 		}
 	}
@@ -307,6 +335,11 @@ func (p *parser) rule(m *yaml.Node) (ruleSpec, bool) {
 	var unitAt, algorithmAt, burstAt, multiplierAt, zoneAt *yaml.Node
 	ok = true
 	for _, f := range fields {
+		if !ruleKeys[f.name] {
+			p.unknown(f)
+			ok = false
+			continue
+		}
 		if isNull(f.val) {
 			continue
 		}
@@ -358,8 +391,6 @@ func (p *parser) rule(m *yaml.Node) (ruleSpec, bool) {
 			if z, good = p.str(f.val, "time_zone"); good {
 				r.Location, good = p.zone(f.val, z)
 			}
-		default:
-			p.unknown(f)
 		}
 		ok = ok && good
 	}
@@ -390,8 +421,8 @@ func (p *parser) rule(m *yaml.Node) (ruleSpec, bool) {
 		ok = false
 	}
 	for _, x := range s.replaces {
-		if x == r.Name {
-			p.errorf(m, "rate limit '%s' cannot replace itself", x)
+		if x.name == r.Name {
+			p.errorf(x.at, "rate limit '%s' cannot replace itself", x.name)
 			ok = false
 		}
 	}
@@ -399,12 +430,12 @@ func (p *parser) rule(m *yaml.Node) (ruleSpec, bool) {
 }
 
 // replaces reads a `replaces` list: maps holding a non-empty name.
-func (p *parser) replaces(list *yaml.Node) ([]string, bool) {
+func (p *parser) replaces(list *yaml.Node) ([]replace, bool) {
 	if list.Kind != yaml.SequenceNode {
 		p.errorf(list, "replaces must be a list, got %s", describe(list))
 		return nil, false
 	}
-	var names []string
+	var names []replace
 	ok := true
 	for _, item := range list.Content {
 		fields, good := p.mapping(item, "a replaces item")
@@ -412,22 +443,23 @@ func (p *parser) replaces(list *yaml.Node) ([]string, bool) {
 			ok = false
 			continue
 		}
-		name := ""
+		r := replace{at: resolve(item)}
 		for _, f := range fields {
 			if f.name != "name" {
 				p.unknown(f)
 				ok = false
 				continue
 			}
-			name, good = p.str(f.val, "name")
+			r.name, good = p.str(f.val, "name")
+			r.at = f.val
 			ok = ok && good
 		}
-		if name == "" {
-			p.errorf(resolve(item), "replaces item has an empty name")
+		if r.name == "" {
+			p.errorf(r.at, "replaces item has an empty name")
 			ok = false
 			continue
 		}
-		names = append(names, name)
+		names = append(names, r)
 	}
 	return names, ok
 }

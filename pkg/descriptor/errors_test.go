@@ -1,0 +1,127 @@
+package descriptor
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// want is one expected error: a line (0 for the file as a whole) and a
+// substring of its reason.
+type want struct {
+	line   int
+	reason string
+}
+
+var (
+	wantComment = regexp.MustCompile(`want(-file)?((?:\s+"(?:[^"\\]|\\.)*")+)`)
+	quoted      = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+)
+
+// readWants collects the `# want "reason"...` annotations of a fixture: each
+// expects an error at the annotation's line (`want-file`: at line 0).
+func readWants(t *testing.T, data []byte) []want {
+	t.Helper()
+	var wants []want
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for line := 1; sc.Scan(); line++ {
+		m := wantComment.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		at := line
+		if m[1] != "" {
+			at = 0
+		}
+		for _, q := range quoted.FindAllString(m[2], -1) {
+			s, err := strconv.Unquote(q)
+			if err != nil {
+				t.Fatalf("line %d: bad want %s: %v", line, q, err)
+			}
+			wants = append(wants, want{at, s})
+		}
+	}
+	return wants
+}
+
+// checkErrors asserts that err is an ErrorList matching wants exactly: each
+// error is wanted, at its line, in file, and each want is met once.
+func checkErrors(t *testing.T, file string, err error, wants []want) {
+	t.Helper()
+	var list ErrorList
+	if len(wants) == 0 {
+		if err != nil {
+			t.Fatalf("unexpected errors:\n%v", err)
+		}
+		return
+	}
+	if !errors.As(err, &list) {
+		t.Fatalf("error is %T (%v), want ErrorList", err, err)
+	}
+	met := make([]bool, len(wants))
+	for _, e := range list {
+		if e.File != file {
+			t.Errorf("error %q has file %q, want %q", e, e.File, file)
+		}
+		found := false
+		for i, w := range wants {
+			if !met[i] && w.line == e.Line && strings.Contains(e.Reason, w.reason) {
+				met[i], found = true, true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("unexpected error: %v", e)
+		}
+	}
+	for i, w := range wants {
+		if !met[i] {
+			t.Errorf("missing error at line %d: %q", w.line, w.reason)
+		}
+	}
+}
+
+// TestParseErrors parses every fixture under testdata/errors and checks its
+// errors against the fixture's own `# want` annotations.
+func TestParseErrors(t *testing.T) {
+	files, err := filepath.Glob("testdata/errors/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wants := readWants(t, data)
+			if len(wants) == 0 {
+				t.Fatal("fixture has no want annotation")
+			}
+			_, err = Parse(f, data)
+			checkErrors(t, f, err, wants)
+		})
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{&Error{File: "a.yaml", Line: 3, Reason: "bad"}, "a.yaml:3: bad"},
+		{&Error{File: "a.yaml", Reason: "cannot read"}, "a.yaml: cannot read"},
+		{ErrorList{{File: "a", Line: 1, Reason: "x"}, {File: "b", Reason: "y"}}, "a:1: x\nb: y"},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+	}
+}

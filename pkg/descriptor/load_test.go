@@ -1,0 +1,381 @@
+package descriptor
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// tree writes files (path → content) under a new temp dir and makes the
+// symbolic links (path → target); it returns the dir.
+func tree(t *testing.T, files map[string]string, links map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, content := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, target := range links {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, full); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func domainYAML(name string, keys ...string) string {
+	var b strings.Builder
+	b.WriteString("domain: " + name + "\ndescriptors:\n")
+	for _, k := range keys {
+		b.WriteString("  - key: " + k + "\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	}
+	return b.String()
+}
+
+func TestLoadDirectory(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		links map[string]string
+		// paths relative to the tree; nil means the tree itself.
+		paths   []string
+		domains []string
+	}{
+		{
+			name: "nested dirs, both extensions, any case",
+			files: map[string]string{
+				"a.yaml":         domainYAML("a", "k"),
+				"sub/b.yml":      domainYAML("b", "k"),
+				"sub/deep/c.YML": domainYAML("c", "k"),
+			},
+			domains: []string{"a", "b", "c"},
+		},
+		{
+			name: "non-YAML files and dot files are skipped",
+			files: map[string]string{
+				"a.yaml":           domainYAML("a", "k"),
+				"README.md":        "not yaml: [",
+				"a.yaml.bak":       domainYAML("a", "k"),
+				"a.yaml~":          domainYAML("a", "k"),
+				".hidden.yaml":     domainYAML("a", "k"),
+				".git/config.yaml": domainYAML("a", "k"),
+			},
+			domains: []string{"a"},
+		},
+		{
+			name: "Kubernetes ConfigMap mount reads each file once",
+			files: map[string]string{
+				"..2026_01_01_00_00_00.123/x.yaml": domainYAML("x", "k"),
+				"..2026_01_01_00_00_00.123/y.yml":  domainYAML("y", "k"),
+			},
+			links: map[string]string{
+				"..data": "..2026_01_01_00_00_00.123",
+				"x.yaml": "..data/x.yaml",
+				"y.yml":  "..data/y.yml",
+			},
+			domains: []string{"x", "y"},
+		},
+		{
+			name:    "symbolic link to a directory is followed",
+			files:   map[string]string{"real/a.yaml": domainYAML("a", "k")},
+			links:   map[string]string{"conf/linked": "../real"},
+			paths:   []string{"conf"},
+			domains: []string{"a"},
+		},
+		{
+			name: "a file reached twice is read once",
+			files: map[string]string{
+				"a.yaml": domainYAML("a", "k"),
+			},
+			links:   map[string]string{"also.yaml": "a.yaml"},
+			paths:   []string{".", "a.yaml", "also.yaml"},
+			domains: []string{"a"},
+		},
+		{
+			name:    "an explicit file is read whatever its name",
+			files:   map[string]string{"config.txt": domainYAML("t", "k"), ".dot": domainYAML("d", "k")},
+			paths:   []string{"config.txt", ".dot"},
+			domains: []string{"d", "t"},
+		},
+		{
+			name:    "empty directory",
+			files:   map[string]string{"notes.txt": "x"},
+			domains: nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := tree(t, tt.files, tt.links)
+			paths := []string{dir}
+			if tt.paths != nil {
+				paths = nil
+				for _, p := range tt.paths {
+					paths = append(paths, filepath.Join(dir, p))
+				}
+			}
+			c, err := Load(LoadOptions{}, paths...)
+			if err != nil {
+				t.Fatalf("Load:\n%v", err)
+			}
+			if got := c.Domains(); !reflect.DeepEqual(got, tt.domains) {
+				t.Errorf("domains = %q, want %q", got, tt.domains)
+			}
+			for _, name := range tt.domains {
+				d := c.Domain(name)
+				if d == nil || d.Name != name || d.Match(e("k", "v")) == nil {
+					t.Errorf("domain %q missing or not matching", name)
+				}
+			}
+		})
+	}
+}
+
+// TestLoadErrors: Load reports every error of every file, with file and
+// line, and returns no config.
+func TestLoadErrors(t *testing.T) {
+	type fileWant struct {
+		file   string // relative to the tree
+		line   int
+		reason string
+	}
+	tests := []struct {
+		name  string
+		opts  LoadOptions
+		files map[string]string
+		links map[string]string
+		paths []string
+		wants []fileWant
+	}{
+		{
+			name: "errors of several files are all reported",
+			files: map[string]string{
+				"a.yaml": "domain: a\ndescriptors:\n  - key: x\n    rate_limit: {unit: sec}\n  - vale: 1\n",
+				"b.yaml": "domain: b\nbogus: true\n",
+				"c.yaml": domainYAML("c", "fine"),
+			},
+			wants: []fileWant{
+				{"a.yaml", 4, "invalid rate limit unit 'sec'"},
+				{"a.yaml", 5, "unknown key 'vale'"},
+				{"a.yaml", 5, "descriptor has empty key"},
+				{"b.yaml", 2, "unknown key 'bogus'"},
+			},
+		},
+		{
+			name: "duplicate domain across files",
+			files: map[string]string{
+				"a.yaml":     domainYAML("same", "x"),
+				"sub/b.yaml": "# comment\n" + domainYAML("same", "y"),
+			},
+			wants: []fileWant{{"sub/b.yaml", 2, "duplicate domain 'same' in config file (first in "}},
+		},
+		{
+			name: "duplicate domain within one stream",
+			files: map[string]string{
+				"a.yaml": domainYAML("same", "x") + "---\n" + domainYAML("same", "y"),
+			},
+			wants: []fileWant{{"a.yaml", 6, "duplicate domain 'same'"}},
+		},
+		{
+			name: "merged domains still reject colliding composite keys",
+			opts: LoadOptions{MergeDomains: true},
+			files: map[string]string{
+				"a.yaml": domainYAML("same", "x", "y"),
+				"b.yaml": domainYAML("same", "z", "y"),
+			},
+			wants: []fileWant{{"b.yaml", 5, "duplicate descriptor composite key 'same.y' (first at "}},
+		},
+		{
+			name: "merged domains with different failure modes",
+			opts: LoadOptions{MergeDomains: true},
+			files: map[string]string{
+				"a.yaml": "domain: d\nfailure_mode: allow\n",
+				"b.yaml": "domain: d\nfailure_mode: deny\n",
+			},
+			wants: []fileWant{{"b.yaml", 2, "failure_mode deny of domain 'd' conflicts with failure_mode allow"}},
+		},
+		{
+			name:  "missing path",
+			paths: []string{"nope"},
+			wants: []fileWant{{"nope", 0, "cannot read"}},
+		},
+		{
+			name:  "dangling link in a directory",
+			files: map[string]string{"a.yaml": domainYAML("a", "x")},
+			links: map[string]string{"gone.yaml": "missing.yaml"},
+			wants: []fileWant{{"gone.yaml", 0, "cannot read"}},
+		},
+		{
+			name:  "symbolic link loop",
+			files: map[string]string{"d/a.yaml": domainYAML("a", "x")},
+			links: map[string]string{"d/loop": ".."},
+			paths: []string{"d"},
+			wants: []fileWant{{"d/loop/d", 0, "symbolic link loop"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := tree(t, tt.files, tt.links)
+			paths := []string{dir}
+			if tt.paths != nil {
+				paths = nil
+				for _, p := range tt.paths {
+					paths = append(paths, filepath.Join(dir, p))
+				}
+			}
+			c, err := Load(tt.opts, paths...)
+			if c != nil {
+				t.Errorf("Load returned a config despite errors")
+			}
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("err = %T %v, want ErrorList", err, err)
+			}
+			if len(list) != len(tt.wants) {
+				t.Errorf("%d errors, want %d:\n%v", len(list), len(tt.wants), err)
+			}
+			for i, w := range tt.wants {
+				if i >= len(list) {
+					break
+				}
+				got := list[i]
+				if got.File != filepath.Join(dir, w.file) || got.Line != w.line || !strings.Contains(got.Reason, w.reason) {
+					t.Errorf("error %d = %v, want %s:%d: ...%s...", i, got, w.file, w.line, w.reason)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadMergeDomains(t *testing.T) {
+	dir := tree(t, map[string]string{
+		"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    value: v*\n    metadata: {id: a}\n",
+		"b.yaml": "domain: d\nfailure_mode: deny\ndescriptors:\n  - key: k\n    value: va*\n    metadata: {id: b}\n  - key: other\n    metadata: {id: other}\n",
+	}, nil)
+	if _, err := Load(LoadOptions{}, dir); err == nil {
+		t.Fatal("duplicate domain accepted without MergeDomains")
+	}
+	c, err := Load(LoadOptions{MergeDomains: true}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Domain("d")
+	if d.FailureMode != FailureDeny {
+		t.Errorf("failure mode = %v, want deny (from b.yaml)", d.FailureMode)
+	}
+	// Wildcards keep load order across files: a.yaml's v* comes first.
+	for _, tt := range []struct {
+		entries []Entry
+		want    string
+	}{
+		{e("k", "vabc"), "a"},
+		{e("other", "x"), "other"},
+	} {
+		if got := id(d.Match(tt.entries)); got != tt.want {
+			t.Errorf("Match(%q) = %q, want %q", tt.entries, got, tt.want)
+		}
+	}
+	var order []string
+	d.Walk(func(n *Node) { order = append(order, id(n)) })
+	if want := []string{"a", "b", "other"}; !reflect.DeepEqual(order, want) {
+		t.Errorf("walk order = %q, want %q", order, want)
+	}
+}
+
+func TestNewConfig(t *testing.T) {
+	a1, _ := Parse("a1.yaml", []byte("domain: a\n"))
+	a2, _ := Parse("a2.yaml", []byte("\ndomain: a\n"))
+	b, _ := Parse("b.yaml", []byte("domain: b\n"))
+	c, err := NewConfig(b[0], a1[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Domains(); !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Errorf("domains = %q", got)
+	}
+	c.Domains()[0] = "changed"
+	if c.Domains()[0] != "a" {
+		t.Error("Domains exposes the config's own slice")
+	}
+	_, err = NewConfig(a1[0], a2[0])
+	checkErrors(t, "a2.yaml", err, []want{{2, "duplicate domain 'a' in config file (first in a1.yaml:1)"}})
+}
+
+func TestDump(t *testing.T) {
+	c, err := Load(LoadOptions{}, "testdata/design.yaml", "testdata/reference.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump := c.Dump()
+	for _, line := range []string{
+		"api.remote_address: fixed_window 20/1 second, shadow_mode: false, quota_mode: false",
+		"api.user: burst: token_bucket 10/1 second burst 30; hourly: sliding_window 1000/1 hour; daily: fixed_window 10000/1 day in Asia/Shanghai, shadow_mode: false, quota_mode: false",
+		"api.user.path_/api/ocr: fixed_window 3/5 minute, shadow_mode: false, quota_mode: false",
+		"api.user.path_/public/*: unlimited, shadow_mode: false, quota_mode: false",
+		"rl.shady: fixed_window 3/1 minute, shadow_mode: true, quota_mode: false",
+		"rl.service_service_1: fixed_window 1/1 minute, shadow_mode: false, quota_mode: true",
+	} {
+		if !strings.Contains(dump, line+"\n") {
+			t.Errorf("dump lacks %q", line)
+		}
+	}
+	lines := strings.Split(strings.TrimSuffix(dump, "\n"), "\n")
+	if !slicesSorted(lines) {
+		t.Errorf("dump not sorted:\n%s", dump)
+	}
+	// Nodes without rules (rl.healthcheck, rl.source_cluster_proxy) are not listed.
+	if strings.Contains(dump, "healthcheck") || strings.Contains(dump, "rl.source_cluster_proxy:") {
+		t.Errorf("dump lists nodes without rules:\n%s", dump)
+	}
+	if want := 4 + 15; len(lines) != want {
+		t.Errorf("dump has %d lines, want %d:\n%s", len(lines), want, dump)
+	}
+}
+
+func slicesSorted(s []string) bool {
+	for i := 1; i < len(s); i++ {
+		if s[i-1] > s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPath checks Node.Path against the reference's stats key format
+// (without the domain): key-only nodes omit the value, wildcard nodes keep
+// the pattern, levels are joined by '.'.
+func TestPath(t *testing.T) {
+	d := parseFile(t, "testdata/reference.yaml")
+	for _, tt := range []struct {
+		entries []Entry
+		want    string
+	}{
+		{e("remote_address", "1.2.3.4"), "remote_address"},
+		{e("remote_address", "50.0.0.5"), "remote_address_50.0.0.5"},
+		{e("source_cluster", "proxy", "destination_cluster", "bar"), "source_cluster_proxy.destination_cluster_bar"},
+		{e("files", "files/a.pdf"), "files_files/*"},
+	} {
+		n := d.Match(tt.entries)
+		if n == nil {
+			t.Fatalf("no match for %q", tt.entries)
+		}
+		if got := n.Path(); got != tt.want {
+			t.Errorf("Path = %q, want %q", got, tt.want)
+		}
+		// A hand-built copy (no cached path) gives the same.
+		if got := (&Node{Key: n.Key, Value: n.Value, Parent: n.Parent}).Path(); got != tt.want {
+			t.Errorf("uncached Path = %q, want %q", got, tt.want)
+		}
+	}
+}

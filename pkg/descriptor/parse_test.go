@@ -1,0 +1,240 @@
+package descriptor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// parseFile parses a fixture that must be valid and returns its one domain.
+func parseFile(t *testing.T, path string) *Domain {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	domains, err := Parse(path, data)
+	if err != nil {
+		t.Fatalf("Parse(%s):\n%v", path, err)
+	}
+	if len(domains) != 1 {
+		t.Fatalf("Parse(%s) = %d domains, want 1", path, len(domains))
+	}
+	return domains[0]
+}
+
+// nodes indexes a domain's nodes by Path.
+func nodes(t *testing.T, d *Domain) map[string]*Node {
+	t.Helper()
+	m := make(map[string]*Node)
+	d.Walk(func(n *Node) {
+		if m[n.Path()] != nil {
+			t.Fatalf("two nodes with path %q", n.Path())
+		}
+		m[n.Path()] = n
+	})
+	return m
+}
+
+// rule is limit.Rule with the time zone by name, so rules compare with ==.
+type rule struct {
+	Name       string
+	Algorithm  limit.Algorithm
+	Unit       limit.Unit
+	Multiplier uint32
+	Limit      uint64
+	Burst      uint64
+	Zone       string
+}
+
+func rulesOf(n *Node) []rule {
+	var out []rule
+	for _, r := range n.Rules {
+		z := ""
+		if r.Location != nil {
+			z = r.Location.String()
+		}
+		out = append(out, rule{r.Name, r.Algorithm, r.Unit, r.Multiplier, r.Limit, r.Burst, z})
+	}
+	return out
+}
+
+func TestParseDesignExample(t *testing.T) {
+	d := parseFile(t, "testdata/design.yaml")
+	if d.Name != "api" || d.FailureMode != FailureError || d.File != "testdata/design.yaml" {
+		t.Errorf("domain = %q %v %q", d.Name, d.FailureMode, d.File)
+	}
+	ns := nodes(t, d)
+	tests := []struct {
+		path      string
+		depth     int
+		rules     []rule
+		unlimited bool
+		wildcard  bool
+		line      int
+	}{
+		{"remote_address", 1, []rule{{Unit: limit.Second, Limit: 20}}, false, false, 4},
+		{"user", 1, []rule{
+			{Name: "burst", Algorithm: limit.TokenBucket, Unit: limit.Second, Limit: 10, Burst: 30},
+			{Name: "hourly", Algorithm: limit.SlidingWindow, Unit: limit.Hour, Limit: 1000},
+			{Name: "daily", Algorithm: limit.FixedWindow, Unit: limit.Day, Limit: 10000, Zone: "Asia/Shanghai"},
+		}, false, false, 6},
+		{"user.path_/api/ocr", 2, []rule{{Unit: limit.Minute, Multiplier: 5, Limit: 3}}, false, false, 12},
+		{"user.path_/public/*", 2, nil, true, true, 16},
+	}
+	if len(ns) != len(tests) {
+		t.Errorf("%d nodes, want %d", len(ns), len(tests))
+	}
+	for _, tt := range tests {
+		n := ns[tt.path]
+		if n == nil {
+			t.Errorf("no node %q", tt.path)
+			continue
+		}
+		if got := rulesOf(n); !reflect.DeepEqual(got, tt.rules) {
+			t.Errorf("%s rules = %+v, want %+v", tt.path, got, tt.rules)
+		}
+		if n.Depth != tt.depth || n.Unlimited != tt.unlimited || n.Wildcard != tt.wildcard || n.Line != tt.line || n.File != d.File {
+			t.Errorf("%s: depth %d unlimited %v wildcard %v at %s:%d, want %d %v %v line %d",
+				tt.path, n.Depth, n.Unlimited, n.Wildcard, n.File, n.Line, tt.depth, tt.unlimited, tt.wildcard, tt.line)
+		}
+	}
+	if p := ns["user.path_/api/ocr"].Parent; p != ns["user"] {
+		t.Errorf("parent of user.path_/api/ocr = %v, want the user node", p)
+	}
+}
+
+func TestParseReferenceFormat(t *testing.T) {
+	d := parseFile(t, "testdata/reference.yaml")
+	ns := nodes(t, d)
+	type flags struct{ shadow, quota, detailed, valueToMetric, share, wildcard, unlimited bool }
+	tests := []struct {
+		path     string
+		rules    []rule
+		flags    flags
+		replaces []string
+	}{
+		{"remote_address", []rule{{Unit: limit.Second, Limit: 10}}, flags{}, nil},
+		{"remote_address_50.0.0.5", []rule{{Unit: limit.Second, Limit: 0}}, flags{}, nil},
+		{"source_cluster_proxy", nil, flags{}, nil},
+		{"source_cluster_proxy.destination_cluster_bar", []rule{{Name: "bar_limit", Unit: limit.Minute, Limit: 10}}, flags{}, nil},
+		{"source_cluster_proxy.destination_cluster_override", []rule{{Unit: limit.Minute, Limit: 20}}, flags{}, []string{"bar_limit", "banned_limit"}},
+		{"files_files/*", []rule{{Unit: limit.Hour, Limit: 10}}, flags{share: true, wildcard: true}, nil},
+		{"wild_foo*", []rule{{Unit: limit.Minute, Limit: 20}}, flags{detailed: true, wildcard: true}, nil},
+		{"wild_bar*b", []rule{{Unit: limit.Minute, Limit: 30}}, flags{valueToMetric: true, wildcard: true}, nil},
+		{"wild_foo*bar*baz", []rule{{Unit: limit.Minute, Limit: 40}}, flags{wildcard: true}, nil},
+		{"shady", []rule{{Unit: limit.Minute, Limit: 3}}, flags{shadow: true}, nil},
+		{"service_service_1", []rule{{Unit: limit.Minute, Limit: 1}}, flags{quota: true}, nil},
+		{"internal", nil, flags{unlimited: true}, []string{"bar_limit"}},
+		{"healthcheck", nil, flags{}, nil},
+		{"tenant_acme", []rule{{Unit: limit.Day, Limit: 100000}}, flags{}, nil},
+		{"status_200", nil, flags{}, nil},
+		{"month_month_unit", []rule{{Unit: limit.Month, Limit: 5}}, flags{}, nil},
+		{"year", []rule{{Unit: limit.Year, Limit: 4294967295}}, flags{}, nil},
+		{"week", []rule{{Unit: limit.Week, Limit: 0}}, flags{}, nil},
+	}
+	if len(ns) != len(tests) {
+		t.Errorf("%d nodes, want %d", len(ns), len(tests))
+	}
+	for _, tt := range tests {
+		n := ns[tt.path]
+		if n == nil {
+			t.Errorf("no node %q", tt.path)
+			continue
+		}
+		if got := rulesOf(n); !reflect.DeepEqual(got, tt.rules) {
+			t.Errorf("%s rules = %+v, want %+v", tt.path, got, tt.rules)
+		}
+		got := flags{n.ShadowMode, n.QuotaMode, n.DetailedMetric, n.ValueToMetric, n.ShareThreshold, n.Wildcard, n.Unlimited}
+		if got != tt.flags {
+			t.Errorf("%s flags = %+v, want %+v", tt.path, got, tt.flags)
+		}
+		if !reflect.DeepEqual(n.Replaces, tt.replaces) {
+			t.Errorf("%s replaces = %q, want %q", tt.path, n.Replaces, tt.replaces)
+		}
+	}
+	wantMeta := map[string]any{
+		"name":    "acme",
+		"tier":    int64(3),
+		"weight":  0.5,
+		"paying":  true,
+		"nothing": nil,
+		"tags":    []any{"a", int64(1), false},
+		"limits":  map[string]any{"daily": int64(100000), "nested": map[string]any{"deep": "x"}},
+		"big":     uint64(18446744073709551615),
+	}
+	if got := ns["tenant_acme"].Metadata; !reflect.DeepEqual(got, wantMeta) {
+		t.Errorf("metadata = %#v, want %#v", got, wantMeta)
+	}
+}
+
+func TestParseExtensions(t *testing.T) {
+	d := parseFile(t, "testdata/extensions.yaml")
+	if d.FailureMode != FailureLocal {
+		t.Errorf("failure mode = %v, want local", d.FailureMode)
+	}
+	ns := nodes(t, d)
+	want := map[string][]rule{
+		"user": {
+			{Name: "burst", Algorithm: limit.TokenBucket, Unit: limit.Second, Limit: 10, Burst: 30},
+			{Name: "lb", Algorithm: limit.LeakyBucket, Unit: limit.Minute, Limit: 100, Burst: 5},
+			{Name: "gcra", Algorithm: limit.GCRA, Unit: limit.Hour, Limit: 1000},
+			{Name: "log", Algorithm: limit.SlidingLog, Unit: limit.Minute, Multiplier: 10, Limit: 50},
+			{Name: "day", Unit: limit.Day, Limit: 10000, Zone: "America/New_York"},
+		},
+		"anchors": {
+			{Unit: limit.Minute, Limit: 60},
+			{Unit: limit.Hour, Limit: 60}, // merge key, with unit overridden
+		},
+	}
+	for path, rules := range want {
+		if got := rulesOf(ns[path]); !reflect.DeepEqual(got, rules) {
+			t.Errorf("%s rules = %+v, want %+v", path, got, rules)
+		}
+	}
+}
+
+func TestParseStream(t *testing.T) {
+	data := "domain: a\n---\ndomain: b\ndescriptors: [{key: k}]\n---\n"
+	domains, err := Parse("s.yaml", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range domains {
+		names = append(names, fmt.Sprintf("%s@%d", d.Name, d.line))
+	}
+	if got := strings.Join(names, ","); got != "a@1,b@3" {
+		t.Errorf("domains = %s, want a@1,b@3", got)
+	}
+}
+
+// TestParsePartial: a file with errors still yields the domains it could
+// build, so Load can report cross-file conflicts in the same pass.
+func TestParsePartial(t *testing.T) {
+	domains, err := Parse("p.yaml", []byte("domain: d\ndescriptors:\n  - key: a\n    bogus: 1\n"))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 || list[0].Line != 4 {
+		t.Fatalf("err = %v, want one error at line 4", err)
+	}
+	if len(domains) != 1 || domains[0].Name != "d" {
+		t.Fatalf("domains = %v, want d", domains)
+	}
+}
+
+// TestAliasBomb: a few hundred bytes that expand to billions of nodes are
+// refused quickly instead of being walked.
+func TestAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: bomb\ndescriptors:\n  - key: a\n    metadata:\n      l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 10; i++ {
+		fmt.Fprintf(&b, "      l%d: &l%d [*l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	_, err := Parse("bomb.yaml", []byte(b.String()))
+	checkErrors(t, "bomb.yaml", err, []want{{1, "expands to more than"}})
+}
