@@ -76,23 +76,15 @@ func ceilSeconds(d time.Duration) int64 {
 // the global shadow mode turned OVER_LIMIT into OK.
 func (s *Service) respond(req *rlsv3.RateLimitRequest, w *work) (*rlsv3.RateLimitResponse, bool) {
 	n := len(w.items)
-	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
-	// One allocation per kind of message instead of one per status.
-	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
-	var limits []rlsv3.RateLimitResponse_RateLimit
-	var durations []durationpb.Duration
-	if len(w.checks) > 0 {
-		limits = make([]rlsv3.RateLimitResponse_RateLimit, len(w.checks))
-		durations = make([]durationpb.Duration, len(w.checks))
-	}
-
+	resp, blocks := allocResponse(n)
 	views := w.views(n)
 	nonQuotaOver, quotas, quotasOver := false, 0, 0
 	for i := range w.items {
 		it := &w.items[i]
 		v := viewOf(it)
 		views[i] = v
-		st := &statuses[i]
+		blk := &blocks[i]
+		st := &blk.status
 		resp.Statuses[i] = st
 		st.Code = rlsv3.RateLimitResponse_OK
 		if it.over {
@@ -100,7 +92,7 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, w *work) (*rlsv3.RateLimi
 		}
 		st.LimitRemaining = v.remaining
 		if v.rule != nil {
-			cl := &limits[it.check]
+			cl := &blk.limit
 			cl.Name = v.rule.Name
 			cl.RequestsPerUnit = clamp32(v.rule.Limit)
 			cl.Unit = unitToEnvoy(v.rule.Unit)
@@ -110,7 +102,7 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, w *work) (*rlsv3.RateLimi
 			st.CurrentLimit = cl
 		}
 		if v.hasReset {
-			d := &durations[it.check]
+			d := &blk.reset
 			d.Seconds, d.Nanos = int64(v.reset/time.Second), int32(v.reset%time.Second)
 			st.DurationUntilReset = d
 		}
@@ -143,6 +135,34 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, w *work) (*rlsv3.RateLimi
 		resp.DynamicMetadata = s.dynamicMetadata(req, w)
 	}
 	return resp, shadowForced
+}
+
+// statusBlock holds the messages of one status, so that a response costs
+// a fixed number of allocations whatever its number of descriptors.
+type statusBlock struct {
+	status rlsv3.RateLimitResponse_DescriptorStatus
+	limit  rlsv3.RateLimitResponse_RateLimit
+	reset  durationpb.Duration
+}
+
+// single is a whole one-descriptor response in one allocation: the common
+// case (one rate_limit action per route).
+type single struct {
+	resp  rlsv3.RateLimitResponse
+	ptrs  [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	block [1]statusBlock
+}
+
+// allocResponse returns an empty response whose Statuses has n entries, and
+// the blocks to fill them from.
+func allocResponse(n int) (*rlsv3.RateLimitResponse, []statusBlock) {
+	if n == 1 {
+		s := new(single)
+		s.resp.Statuses = s.ptrs[:]
+		return &s.resp, s.block[:]
+	}
+	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	return resp, make([]statusBlock, n)
 }
 
 // views returns w's view scratch space, sized n.
