@@ -86,6 +86,9 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	}
 	domains := svc.Config().Domains()
 	log.WithField("paths", paths).Infof("config loaded: %d %s %v", len(domains), plural(len(domains), "domain", "domains"), domains)
+	if len(domains) == 0 {
+		log.WithField("paths", paths).Warn("no domain configured: every request is answered OK until a config file appears")
+	}
 
 	var tlsFiles *server.TLSFiles
 	if s.GRPCUseTLS {

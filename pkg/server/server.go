@@ -55,8 +55,8 @@ type Options struct {
 	// after shutdown starts and before it stops accepting connections, so
 	// load balancers see the failure first. 0 stops at once.
 	DrainDelay time.Duration
-	// ShutdownTimeout bounds the wait for in-flight calls; 0 means
-	// DefaultShutdownTimeout.
+	// ShutdownTimeout bounds the wait for in-flight calls, for each server
+	// in turn (gRPC, then HTTP); 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// UnaryInterceptors run around every unary gRPC call, after the
 	// server's own panic recovery (for metrics, say).
