@@ -147,8 +147,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	boolean(&s.MergeDomains, "merge-domain-config", "MERGE_DOMAIN_CONFIG", false, "allow several files to define one domain")
 	duration(&s.ReloadInterval, "reload-interval", "SLUICE_RELOAD_INTERVAL", time.Second, "how often to poll the config for changes")
 
-	fs.Var(&levelValue{&s.LogLevel}, "log-level", "log level: debug, info, warn, error"+bind("log-level", "LOG_LEVEL"))
 	s.LogLevel = logrus.InfoLevel
+	fs.Var(&levelValue{&s.LogLevel}, "log-level", "log level: debug, info, warn, error"+bind("log-level", "LOG_LEVEL"))
 	choice(&s.LogFormat, "log-format", "LOG_FORMAT", "text", []string{"text", "json"}, "log format")
 
 	boolean(&s.ShadowMode, "shadow-mode", "SHADOW_MODE", false, "report OVER_LIMIT decisions as OK (statuses keep OVER_LIMIT)")

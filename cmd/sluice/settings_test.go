@@ -172,3 +172,15 @@ func TestParseServeErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestServeHelp(t *testing.T) {
+	code, _, errOut := runCmd(t, nil, "serve", "--help")
+	if code != 0 {
+		t.Errorf("serve --help: exit %d", code)
+	}
+	for _, want := range []string{"(env LOG_LEVEL) (default info)", "(env GRPC_PORT) (default 8081)", "(env REDIS_TYPE) (default single)"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("serve --help lacks %q", want)
+		}
+	}
+}
