@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"runtime/debug"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -21,6 +22,11 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxRequestBytes),
 		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{s.recoverUnary}, s.opts.UnaryInterceptors...)...),
+		// Envoy clusters often send HTTP/2 keepalive pings (every 30 s or
+		// so, idle or not). grpc-go's default policy closes a connection
+		// that pings more often than every 5 minutes with "too_many_pings";
+		// accept pings down to 10 s instead.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
 	if s.opts.MaxConnectionAge > 0 || s.opts.MaxConnectionAgeGrace > 0 {
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{
