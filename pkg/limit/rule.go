@@ -168,14 +168,25 @@ func (r Rule) multiplier() int64 {
 }
 
 // Period is the nominal length of the rule's period: Multiplier×Unit, with a
-// month of 30 days and a year of 365. Calendar windows may be shorter or
-// longer (DST days, 31-day months); Window gives their exact bounds.
+// month of 30 days and a year of 365, capped at MaxPeriodMicros. Calendar
+// windows may be shorter or longer (DST days, 31-day months); Window gives
+// their exact bounds. It is 0 for an unknown unit.
 func (r Rule) Period() time.Duration {
-	return time.Duration(r.multiplier()*r.Unit.Seconds()) * time.Second
+	return time.Duration(r.PeriodMicros()) * time.Microsecond
 }
 
-// PeriodMicros is Period in microseconds.
-func (r Rule) PeriodMicros() int64 { return r.multiplier() * r.Unit.Seconds() * 1e6 }
+// PeriodMicros is Period in microseconds: Multiplier×Unit, saturating at
+// MaxPeriodMicros (100 years) so that huge multipliers cannot overflow.
+func (r Rule) PeriodMicros() int64 {
+	unit := r.Unit.Seconds() * 1e6
+	if unit <= 0 {
+		return 0
+	}
+	if m := r.multiplier(); m <= MaxPeriodMicros/unit {
+		return m * unit
+	}
+	return MaxPeriodMicros
+}
 
 // Capacity is the most cost the rule can hold at once: Burst for the meters
 // (Limit when Burst is 0), Limit for the window algorithms.
