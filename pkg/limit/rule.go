@@ -203,10 +203,18 @@ func (r Rule) Capacity() uint64 {
 // [A-Za-z0-9._/+-].
 func (r Rule) ID() string {
 	var b strings.Builder
-	b.WriteString(algorithmCodes[r.Algorithm])
+	if r.Algorithm >= 0 && int(r.Algorithm) < len(algorithmCodes) {
+		b.WriteString(algorithmCodes[r.Algorithm])
+	} else { // invalid rules still get a distinct ID instead of a panic
+		b.WriteString("a" + strconv.Itoa(int(r.Algorithm)))
+	}
 	b.WriteByte('.')
 	b.WriteString(strconv.FormatInt(r.multiplier(), 10))
-	b.WriteString(unitNames[r.Unit][:2])
+	if r.Unit >= 0 && int(r.Unit) < len(unitNames) {
+		b.WriteString(unitNames[r.Unit][:2])
+	} else {
+		b.WriteString("u" + strconv.Itoa(int(r.Unit)))
+	}
 	if r.Unit == Month {
 		b.WriteString("o") // "mo" vs "mi"nute
 	}

@@ -64,9 +64,11 @@ func (r Rule) calendarWindow(now Micros) (start, end Micros, ok bool) {
 	day := localDay(floorDiv(now, microsPerSecond), loc)
 	switch r.Unit {
 	case Day, Week, Month, Year:
-		if max := MaxPeriodMicros / (unit * microsPerSecond); m > max {
-			m = max
+		max := MaxPeriodMicros / (unit * microsPerSecond)
+		if r.Unit == Month {
+			max = 1200 // 100 calendar years, not 100 × 365 / 30 months
 		}
+		m = min(m, max)
 	}
 	switch r.Unit {
 	case Day:

@@ -1,0 +1,280 @@
+// Package memory is sluice's embedded backend: rate-limit state in sharded
+// in-process maps, decided with pkg/limit's functions directly. It serves a
+// single sluice instance with no Redis at all, and is the store of the
+// "local" failure mode.
+//
+// State is keyed by Check.Identity, then by rule (limit.Rule.Key, which
+// matches limit.Rule.ID). A check locks only the shard of its identity, so
+// checks of different descriptors rarely contend. Every entry remembers
+// when all its state expires; a background sweeper drops expired entries,
+// and an expired entry met before the sweeper is treated as empty.
+//
+// The package knows nothing of Redis, gRPC or configuration files.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// Defaults for Options' zero values.
+const (
+	// DefaultSweepInterval is how often expired state is dropped.
+	DefaultSweepInterval = 10 * time.Second
+	// minShards is the fewest lock shards the default picks.
+	minShards = 64
+)
+
+// Options configures a Backend. The zero Options is a sensible default.
+type Options struct {
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+	// Shards is the number of lock shards, rounded up to a power of two.
+	// 0 means max(64, 4×GOMAXPROCS) rounded up.
+	Shards int
+	// SweepInterval is how often the background sweeper drops expired
+	// state. 0 means DefaultSweepInterval; a negative value disables the
+	// sweeper (call Sweep yourself).
+	SweepInterval time.Duration
+}
+
+// Backend is the in-process backend. It is safe for concurrent use. Create
+// it with New and stop its sweeper with Close.
+type Backend struct {
+	now    func() time.Time
+	seed   maphash.Seed
+	shards []shard
+	mask   uint64
+
+	closed atomic.Bool
+	stop   chan struct{}  // closed by Close to stop the sweeper
+	swept  sync.WaitGroup // the sweeper goroutine
+	once   sync.Once
+}
+
+// shard is one lock and the entries whose identity hashes to it.
+type shard struct {
+	mu      sync.Mutex
+	entries map[string]*entry
+	_       [48]byte // keep neighbouring shards' locks off one cache line
+}
+
+// entry is the state of one descriptor identity: one ruleState per rule
+// seen, and when all of it expires.
+type entry struct {
+	expiry limit.Micros // 0: all states are already equivalent to zero
+	rules  []ruleState
+}
+
+// ruleState is one rule's state, with the latest rule seen for it (its
+// Limit decides how fast a meter drains, hence when the state expires).
+type ruleState struct {
+	key   limit.StateKey
+	rule  limit.Rule
+	state limit.State
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns a Backend and starts its sweeper unless opts disables it.
+func New(opts Options) *Backend {
+	b := &Backend{now: opts.Now, seed: maphash.MakeSeed(), stop: make(chan struct{})}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	n := opts.Shards
+	if n <= 0 {
+		n = max(minShards, 4*runtime.GOMAXPROCS(0))
+	}
+	size := 1
+	for size < n && size < 1<<16 {
+		size <<= 1
+	}
+	b.shards = make([]shard, size)
+	b.mask = uint64(size - 1)
+	for i := range b.shards {
+		b.shards[i].entries = make(map[string]*entry)
+	}
+	interval := opts.SweepInterval
+	if interval == 0 {
+		interval = DefaultSweepInterval
+	}
+	if interval > 0 {
+		b.swept.Add(1)
+		go b.sweeper(interval)
+	}
+	return b
+}
+
+func (b *Backend) sweeper(interval time.Duration) {
+	defer b.swept.Done()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+			b.Sweep()
+		}
+	}
+}
+
+// errClosed is returned for checks decided after Close.
+var errClosed = fmt.Errorf("memory backend is closed: %w", backend.ErrUnavailable)
+
+// Decide decides every check at the clock's current instant, each
+// atomically under its shard's lock.
+func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.Result {
+	results := make([]backend.Result, len(checks))
+	var fail error
+	switch {
+	case b.closed.Load():
+		fail = errClosed
+	case ctx.Err() != nil:
+		fail = fmt.Errorf("memory backend: %w", ctx.Err())
+	}
+	if fail != nil {
+		for i := range results {
+			results[i].Err = fail
+		}
+		return results
+	}
+	now := limit.MicrosOf(b.now())
+	for i := range checks {
+		results[i].Decision = b.decide(&checks[i], now)
+	}
+	return results
+}
+
+// maxInlineRules is how many rules one check decides without allocating
+// the slice of state pointers.
+const maxInlineRules = 8
+
+func (b *Backend) decide(c *backend.Check, now limit.Micros) limit.Decision {
+	if len(c.Rules) == 0 {
+		return limit.Decide(nil, nil, now, c.Cost)
+	}
+	sh := &b.shards[maphash.String(b.seed, c.Identity)&b.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+
+	e := sh.entries[c.Identity]
+	if e == nil {
+		e = &entry{rules: make([]ruleState, 0, len(c.Rules))}
+		sh.entries[c.Identity] = e
+	} else if e.expiry <= now {
+		// Everything stored is equivalent to zero by now: start afresh,
+		// keeping the arrays.
+		for j := range e.rules {
+			e.rules[j].state = limit.State{Log: e.rules[j].state.Log[:0]}
+		}
+	}
+	// Find (or add) every rule's state before taking pointers: appending
+	// may move the slice.
+	var idx [maxInlineRules]int
+	index := idx[:0]
+	for _, r := range c.Rules {
+		index = append(index, e.find(r))
+	}
+	var ptrs [maxInlineRules]*limit.State
+	states := ptrs[:0]
+	for _, j := range index {
+		states = append(states, &e.rules[j].state)
+	}
+	d := limit.Decide(c.Rules, states, now, c.Cost)
+
+	e.expiry = e.settle(now)
+	if e.expiry == 0 {
+		delete(sh.entries, c.Identity) // nothing left worth keeping
+	}
+	return d
+}
+
+// find returns the index of r's state in e.rules, adding a zero state for a
+// rule not seen before. It records r as the latest rule for that state.
+func (e *entry) find(r limit.Rule) int {
+	k := r.Key()
+	for j := range e.rules {
+		if e.rules[j].key == k {
+			e.rules[j].rule = r
+			return j
+		}
+	}
+	e.rules = append(e.rules, ruleState{key: k, rule: r})
+	return len(e.rules) - 1
+}
+
+// settle drops the states already equivalent to zero and returns when the
+// rest all expire (0 if nothing is left).
+func (e *entry) settle(now limit.Micros) limit.Micros {
+	var expiry limit.Micros
+	kept := e.rules[:0]
+	for _, rs := range e.rules {
+		x := rs.rule.Expiry(&rs.state, now)
+		if x == 0 {
+			continue
+		}
+		expiry = max(expiry, x)
+		kept = append(kept, rs)
+	}
+	clear(e.rules[len(kept):]) // let dropped logs be collected
+	e.rules = kept
+	return expiry
+}
+
+// Sweep drops every entry whose state has expired by the clock's current
+// instant. The background sweeper calls it periodically.
+func (b *Backend) Sweep() {
+	now := limit.MicrosOf(b.now())
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		for id, e := range sh.entries {
+			if e.expiry <= now {
+				delete(sh.entries, id)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// Len returns the number of descriptor identities with stored state.
+func (b *Backend) Len() int {
+	n := 0
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		n += len(sh.entries)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Ping reports an error wrapping backend.ErrUnavailable after Close, nil
+// otherwise: in-process state is always reachable.
+func (b *Backend) Ping(context.Context) error {
+	if b.closed.Load() {
+		return errClosed
+	}
+	return nil
+}
+
+// Close stops the sweeper and waits for it. Later checks fail with an
+// error wrapping backend.ErrUnavailable. Close is idempotent.
+func (b *Backend) Close() error {
+	b.once.Do(func() {
+		b.closed.Store(true)
+		close(b.stop)
+		b.swept.Wait()
+	})
+	return nil
+}

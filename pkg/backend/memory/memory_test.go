@@ -1,0 +1,279 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/backendtest"
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+func TestContract(t *testing.T) {
+	backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
+		return New(Options{Now: now, SweepInterval: -1})
+	})
+}
+
+// fakeClock is a settable clock, safe for the sweeper goroutine to read.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func newClock() *fakeClock {
+	return &fakeClock{now: time.Date(2030, 5, 1, 12, 0, 0, 250_000_000, time.UTC)}
+}
+
+func decide(t *testing.T, b *Backend, checks ...backend.Check) []backend.Result {
+	t.Helper()
+	res := b.Decide(context.Background(), checks)
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("check %d: %v", i, r.Err)
+		}
+	}
+	return res
+}
+
+func TestSweepDropsExpiredState(t *testing.T) {
+	clock := newClock()
+	b := New(Options{Now: clock.Now, SweepInterval: -1})
+	defer b.Close()
+	second := []limit.Rule{{Unit: limit.Second, Limit: 5}}
+	mixed := []limit.Rule{
+		{Unit: limit.Second, Limit: 5},
+		{Algorithm: limit.SlidingLog, Unit: limit.Minute, Limit: 5},
+	}
+	for i := range 100 {
+		decide(t, b, backend.Check{Identity: fmt.Sprint("s", i), Rules: second, Cost: limit.Cost{N: 1}})
+	}
+	decide(t, b, backend.Check{Identity: "mixed", Rules: mixed, Cost: limit.Cost{N: 1}})
+	if got := b.Len(); got != 101 {
+		t.Fatalf("Len = %d, want 101", got)
+	}
+	clock.Advance(750*time.Millisecond - time.Microsecond)
+	b.Sweep()
+	if got := b.Len(); got != 101 {
+		t.Fatalf("1µs before the window ends: Len = %d after Sweep, want 101", got)
+	}
+	clock.Advance(time.Microsecond)
+	b.Sweep()
+	if got := b.Len(); got != 1 {
+		t.Fatalf("at the window end: Len = %d after Sweep, want 1 (the sliding log lives a minute)", got)
+	}
+	clock.Advance(time.Minute)
+	b.Sweep()
+	if got := b.Len(); got != 0 {
+		t.Fatalf("after a minute: Len = %d, want 0", got)
+	}
+}
+
+func TestNothingStoredWithoutUsage(t *testing.T) {
+	clock := newClock()
+	b := New(Options{Now: clock.Now, SweepInterval: -1})
+	defer b.Close()
+	rules := []limit.Rule{
+		{Unit: limit.Minute, Limit: 5},
+		{Algorithm: limit.TokenBucket, Unit: limit.Minute, Limit: 5},
+		{Algorithm: limit.SlidingWindow, Unit: limit.Minute, Limit: 5},
+		{Algorithm: limit.SlidingLog, Unit: limit.Minute, Limit: 5},
+	}
+	decide(t, b,
+		backend.Check{Identity: "peek", Rules: rules},
+		backend.Check{Identity: "too big", Rules: rules, Cost: limit.Cost{N: 6}},
+		backend.Check{Identity: "refund", Rules: rules, Cost: limit.Cost{N: 3, Refund: true}},
+		backend.Check{Identity: "no rules", Cost: limit.Cost{N: 1}},
+	)
+	if got := b.Len(); got != 0 {
+		t.Fatalf("Len = %d after peeks, denials and refunds on fresh identities, want 0", got)
+	}
+	// A refund that empties every rule removes the entry too.
+	decide(t, b, backend.Check{Identity: "x", Rules: rules, Cost: limit.Cost{N: 2}})
+	decide(t, b, backend.Check{Identity: "x", Rules: rules, Cost: limit.Cost{N: 2, Refund: true}})
+	if got := b.Len(); got != 0 {
+		t.Fatalf("Len = %d after a full refund, want 0", got)
+	}
+}
+
+func TestExpiredEntryReadsAsEmpty(t *testing.T) {
+	clock := newClock()
+	b := New(Options{Now: clock.Now, SweepInterval: -1})
+	defer b.Close()
+	// A meter that never drains forgets its level one period after the last
+	// admission: the entry expires then, and is read as empty before any
+	// sweep.
+	rules := []limit.Rule{{Algorithm: limit.GCRA, Unit: limit.Second, Limit: 0, Burst: 2}}
+	check := backend.Check{Identity: "x", Rules: rules, Cost: limit.Cost{N: 2}}
+	decide(t, b, check)
+	if res := decide(t, b, check); res[0].Allowed {
+		t.Fatalf("second burst admitted at once: %+v", res[0])
+	}
+	clock.Advance(time.Second)
+	if res := decide(t, b, check); !res[0].Allowed {
+		t.Fatalf("after the state expired: %+v, want admitted", res[0])
+	}
+	// Old rules' state stays until it expires, even when later checks name
+	// other rules; then it goes.
+	other := []limit.Rule{{Unit: limit.Hour, Limit: 1}}
+	decide(t, b, backend.Check{Identity: "x", Rules: other, Cost: limit.Cost{N: 1}})
+	clock.Advance(time.Second)
+	decide(t, b, backend.Check{Identity: "x", Rules: other})
+	n := 0 // rule states held for "x", whichever shard it is in
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		if e := sh.entries["x"]; e != nil {
+			n = len(e.rules)
+		}
+		sh.mu.Unlock()
+	}
+	if n != 1 {
+		t.Fatalf("entry holds %d rule states, want only the live hour rule", n)
+	}
+}
+
+func TestSweeperRunsAndStops(t *testing.T) {
+	before := runtime.NumGoroutine()
+	clock := newClock()
+	b := New(Options{Now: clock.Now, SweepInterval: time.Millisecond})
+	decide(t, b, backend.Check{Identity: "x", Rules: []limit.Rule{{Unit: limit.Second, Limit: 1}}, Cost: limit.Cost{N: 1}})
+	clock.Advance(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for b.Len() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the background sweeper never dropped the expired entry")
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines: %d before New, %d after Close", before, runtime.NumGoroutine())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestClosedAndCancelled(t *testing.T) {
+	b := New(Options{SweepInterval: -1})
+	check := backend.Check{Identity: "x", Rules: []limit.Rule{{Unit: limit.Second, Limit: 1}}, Cost: limit.Cost{N: 1}}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res := b.Decide(ctx, []backend.Check{check, check})
+	if len(res) != 2 || !errors.Is(res[0].Err, context.Canceled) || !errors.Is(res[1].Err, context.Canceled) {
+		t.Fatalf("cancelled context: %+v", res)
+	}
+	if err := b.Ping(context.Background()); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	b.Close()
+	res = b.Decide(context.Background(), []backend.Check{check})
+	if len(res) != 1 || !errors.Is(res[0].Err, backend.ErrUnavailable) {
+		t.Fatalf("after Close: %+v, want ErrUnavailable", res)
+	}
+	if err := b.Ping(context.Background()); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("Ping after Close: %v", err)
+	}
+}
+
+func TestShards(t *testing.T) {
+	tests := []struct{ in, min, want int }{
+		{1, 0, 1},
+		{3, 0, 4},
+		{64, 0, 64},
+		{100, 0, 128},
+		{0, 64, 0},
+	}
+	for _, tt := range tests {
+		b := New(Options{Shards: tt.in, SweepInterval: -1})
+		got := len(b.shards)
+		b.Close()
+		if tt.want != 0 && got != tt.want || got < tt.min || got&(got-1) != 0 {
+			t.Errorf("Shards %d: %d shards, want %d (min %d, a power of two)", tt.in, got, tt.want, tt.min)
+		}
+	}
+}
+
+func TestDecideAllocations(t *testing.T) {
+	b := New(Options{SweepInterval: -1})
+	defer b.Close()
+	checks := []backend.Check{{Identity: "x", Rules: benchRules, Cost: limit.Cost{N: 1}}}
+	ctx := context.Background()
+	b.Decide(ctx, checks)
+	// One slice of results and one of outcomes per check: nothing else.
+	if n := testing.AllocsPerRun(1000, func() { b.Decide(ctx, checks) }); n > 2 {
+		t.Errorf("Decide allocates %v times per call, want ≤ 2", n)
+	}
+}
+
+var benchRules = []limit.Rule{
+	{Algorithm: limit.TokenBucket, Unit: limit.Second, Limit: 1e9},
+	{Unit: limit.Hour, Limit: 1e12},
+}
+
+func benchIdentities(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("bench|user=%d", i)
+	}
+	return ids
+}
+
+// BenchmarkDecide decides one check of two rules per call, over 1024
+// descriptors.
+func BenchmarkDecide(b *testing.B) {
+	be := New(Options{SweepInterval: -1})
+	defer be.Close()
+	ids := benchIdentities(1024)
+	checks := []backend.Check{{Rules: benchRules, Cost: limit.Cost{N: 1}}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		checks[0].Identity = ids[i&1023]
+		i++
+		be.Decide(ctx, checks)
+	}
+}
+
+// BenchmarkDecideParallel is BenchmarkDecide from GOMAXPROCS goroutines.
+func BenchmarkDecideParallel(b *testing.B) {
+	be := New(Options{SweepInterval: -1})
+	defer be.Close()
+	ids := benchIdentities(1024)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		checks := []backend.Check{{Rules: benchRules, Cost: limit.Cost{N: 1}}}
+		i := 0
+		for pb.Next() {
+			checks[0].Identity = ids[i&1023]
+			i += 7
+			be.Decide(ctx, checks)
+		}
+	})
+}
