@@ -294,6 +294,7 @@ func newClient(o Options) (goredis.UniversalClient, error) {
 			WriteTimeout:     o.Timeout,
 			PoolTimeout:      o.Timeout,
 			MaxRetries:       -1,
+			DialerRetries:    1,
 			DisableIdentity:  true,
 		}), nil
 	case TypeCluster:
@@ -321,6 +322,7 @@ func newClient(o Options) (goredis.UniversalClient, error) {
 			WriteTimeout:             o.Timeout,
 			PoolTimeout:              o.Timeout,
 			MaxRetries:               -1,
+			DialerRetries:            1,
 			DisableIdentity:          true,
 			MaintNotificationsConfig: noMaint(),
 		}), nil
@@ -329,30 +331,25 @@ func newClient(o Options) (goredis.UniversalClient, error) {
 	// single
 	var ro *goredis.Options
 	url := strings.TrimSpace(o.URL)
-	unixPath := ""
+	isPath := strings.HasPrefix(url, "/")
 	switch {
+	case o.SocketType == "tcp" && (isPath || strings.HasPrefix(url, "unix://")):
+		return nil, fmt.Errorf("redis URL %q is a unix socket, but socket type is tcp", o.URL)
+	case o.SocketType == "unix" && !strings.HasPrefix(url, "unix://"):
+		// As in envoyproxy/ratelimit, the URL is the socket path as given.
+		ro = &goredis.Options{Network: "unix", Addr: url}
 	case strings.HasPrefix(url, "redis://"), strings.HasPrefix(url, "rediss://"), strings.HasPrefix(url, "unix://"):
 		var err error
 		if ro, err = goredis.ParseURL(url); err != nil {
 			return nil, fmt.Errorf("redis URL: %w", err)
 		}
-		if ro.Network == "unix" {
-			unixPath = ro.Addr
-		}
-	case o.SocketType == "unix" || (o.SocketType == "" && strings.HasPrefix(url, "/")):
-		unixPath = url
+	case isPath:
 		ro = &goredis.Options{Network: "unix", Addr: url}
 	default:
 		if err := checkHostPort(url); err != nil {
 			return nil, err
 		}
 		ro = &goredis.Options{Network: "tcp", Addr: url}
-	}
-	if o.SocketType == "tcp" && unixPath != "" {
-		return nil, fmt.Errorf("redis URL %q is a unix socket, but socket type is tcp", o.URL)
-	}
-	if o.SocketType == "unix" && unixPath == "" {
-		return nil, fmt.Errorf("redis URL %q is not a unix socket path, but socket type is unix", o.URL)
 	}
 	tlsCfg, err := o.tlsConfig(ro.TLSConfig != nil)
 	if err != nil {
@@ -368,6 +365,7 @@ func newClient(o Options) (goredis.UniversalClient, error) {
 	ro.PoolSize = o.PoolSize
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = o.Timeout, o.Timeout, o.Timeout, o.Timeout
 	ro.MaxRetries = -1
+	ro.DialerRetries = 1
 	ro.DisableIdentity = true
 	ro.MaintNotificationsConfig = noMaint()
 	return goredis.NewClient(ro), nil
