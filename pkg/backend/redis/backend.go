@@ -8,8 +8,7 @@
 // nothing of the algorithms beyond handing pkg/scripts the rules.
 //
 // One Decide call sends one EVALSHA per check, all in one pipeline; with a
-// cluster, go-redis splits the pipeline by node and sends the per-node parts
-// concurrently. A check that cannot be decided (Redis down, slow, failing
+// cluster, one pipeline per master, sent concurrently. A check that cannot be decided (Redis down, slow, failing
 // over) gets a Result.Err wrapping backend.ErrUnavailable with the reason.
 package redis
 
@@ -281,15 +280,53 @@ func (b *Backend) run(ctx context.Context, calls []call, results []backend.Resul
 }
 
 // send pipelines one command per call, built by argv, and waits for all.
+//
+// With a cluster the calls are grouped by the master serving their slot and
+// each group is sent as its own pipeline, concurrently. go-redis would
+// split one pipeline by node by itself, but when one node fails it marks
+// every command of the pipeline failed, also those other nodes answered;
+// separate pipelines keep one sick node from failing the whole batch.
 func (b *Backend) send(ctx context.Context, calls []call, argv func(call) []any) []decideCmd {
 	cmds := make([]decideCmd, len(calls))
-	pipe := b.client.Pipeline()
 	for j, c := range calls {
 		cmds[j] = decideCmd{goredis.NewCmd(ctx, argv(c)...)}
-		_ = pipe.Process(ctx, cmds[j])
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per command
+	if b.cluster == nil {
+		pipeline(ctx, b.client, cmds)
+		return cmds
+	}
+	groups := make(map[string][]decideCmd)
+	for j, c := range calls {
+		node := "" // unknown: go-redis will route it
+		if m, err := b.cluster.MasterForKey(ctx, c.keys[0]); err == nil {
+			node = m.Options().Addr
+		}
+		groups[node] = append(groups[node], cmds[j])
+	}
+	if len(groups) == 1 {
+		pipeline(ctx, b.client, cmds)
+		return cmds
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pipeline(ctx, b.client, g)
+		}()
+	}
+	wg.Wait()
 	return cmds
+}
+
+// pipeline sends cmds in one go-redis pipeline; errors are read per
+// command.
+func pipeline(ctx context.Context, c goredis.UniversalClient, cmds []decideCmd) {
+	pipe := c.Pipeline()
+	for _, cmd := range cmds {
+		_ = pipe.Process(ctx, cmd)
+	}
+	_, _ = pipe.Exec(ctx)
 }
 
 // isUnavailable reports whether err means Redis cannot decide now (and a

@@ -281,21 +281,22 @@ func newClient(o Options) (goredis.UniversalClient, error) {
 		}
 		suser, spass := splitAuth(o.SentinelAuth)
 		return goredis.NewFailoverClient(&goredis.FailoverOptions{
-			MasterName:       parts[0],
-			SentinelAddrs:    parts[1:],
-			SentinelUsername: suser,
-			SentinelPassword: spass,
-			Username:         user,
-			Password:         pass,
-			TLSConfig:        tlsCfg,
-			PoolSize:         o.PoolSize,
-			DialTimeout:      o.Timeout,
-			ReadTimeout:      o.Timeout,
-			WriteTimeout:     o.Timeout,
-			PoolTimeout:      o.Timeout,
-			MaxRetries:       -1,
-			DialerRetries:    1,
-			DisableIdentity:  true,
+			MasterName:            parts[0],
+			SentinelAddrs:         parts[1:],
+			SentinelUsername:      suser,
+			SentinelPassword:      spass,
+			Username:              user,
+			Password:              pass,
+			TLSConfig:             tlsCfg,
+			PoolSize:              o.PoolSize,
+			DialTimeout:           o.Timeout,
+			ReadTimeout:           o.Timeout,
+			WriteTimeout:          o.Timeout,
+			PoolTimeout:           o.Timeout,
+			MaxRetries:            -1,
+			DialerRetries:         1,
+			ContextTimeoutEnabled: true,
+			DisableIdentity:       true,
 		}), nil
 	case TypeCluster:
 		addrs := splitList(o.URL)
@@ -323,6 +324,7 @@ func newClient(o Options) (goredis.UniversalClient, error) {
 			PoolTimeout:              o.Timeout,
 			MaxRetries:               -1,
 			DialerRetries:            1,
+			ContextTimeoutEnabled:    true,
 			DisableIdentity:          true,
 			MaintNotificationsConfig: noMaint(),
 		}), nil
@@ -366,6 +368,7 @@ func newClient(o Options) (goredis.UniversalClient, error) {
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = o.Timeout, o.Timeout, o.Timeout, o.Timeout
 	ro.MaxRetries = -1
 	ro.DialerRetries = 1
+	ro.ContextTimeoutEnabled = true
 	ro.DisableIdentity = true
 	ro.MaintNotificationsConfig = noMaint()
 	return goredis.NewClient(ro), nil
