@@ -115,6 +115,18 @@ func TestClusterFailover(t *testing.T) {
 	}
 	killed := time.Now()
 	okAtKill := l.ok.Load()
+	// When the cluster itself has promoted the replica, for the report.
+	promoted := make(chan time.Duration, 1)
+	go func() {
+		for time.Since(killed) < 60*time.Second {
+			if m, err := c.MasterOf(slot); err == nil && m != victim {
+				promoted <- time.Since(killed)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		promoted <- -1
+	}()
 	failures := 0
 	var recovered time.Duration
 	for {
@@ -133,12 +145,45 @@ func TestClusterFailover(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	newMaster, _ := c.MasterOf(slot)
-	t.Logf("failover: decisions on slot %d resumed %v after its master %s was killed (new master %s, cluster-node-timeout 1s); %d calls failed meanwhile with ErrUnavailable; the other masters decided %d calls meanwhile",
-		slot, recovered.Round(time.Millisecond), victim, newMaster, failures, l.ok.Load()-okAtKill)
+	t.Logf("failover: decisions on slot %d resumed %v after its master %s was killed (cluster-node-timeout 1s; the cluster showed the new master %s after %v); %d calls failed meanwhile with ErrUnavailable; the other masters decided %d calls meanwhile",
+		slot, recovered.Round(time.Millisecond), victim, newMaster, (<-promoted).Round(time.Millisecond), failures, l.ok.Load()-okAtKill)
 	if l.ok.Load() == okAtKill {
 		t.Error("the other masters decided nothing during the failover")
 	}
 	if n := l.other.Load(); n > 0 {
 		t.Errorf("%d calls on other masters failed with a non-ErrUnavailable error: %v", n, l.lastErr)
 	}
+}
+
+// TestSentinelFailover kills the Sentinel-managed master; the sentinel
+// promotes the replica and the same backend decides again through it.
+func TestSentinelFailover(t *testing.T) {
+	s := redistest.Sentinel(t)
+	url := s.MasterName()
+	for _, a := range s.SentinelAddrs() {
+		url += "," + a
+	}
+	b := newBackend(t, Options{Type: TypeSentinel, URL: url, Timeout: 300 * time.Millisecond})
+	if r := decideOne(b, "sen|a"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	s.KillMaster()
+	killed := time.Now()
+	failures := 0
+	for {
+		r := decideOne(b, "sen|a")
+		if r.Err == nil {
+			break
+		}
+		if !errors.Is(r.Err, backend.ErrUnavailable) {
+			t.Fatalf("during failover: %v, want ErrUnavailable", r.Err)
+		}
+		failures++
+		if time.Since(killed) > 60*time.Second {
+			t.Fatalf("no decision 60s after the master was killed: %v", r.Err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("sentinel failover: decisions resumed %v after the master was killed (down-after 1s); %d calls failed meanwhile",
+		time.Since(killed).Round(time.Millisecond), failures)
 }
