@@ -74,6 +74,9 @@ type process struct {
 	extra    []string // command-line options after the config file
 	sentinel bool
 	needBus  bool // a cluster node also needs its bus port free
+	// ready reports whether the process serves; nil means PING on the
+	// TCP port.
+	ready func() error
 
 	mu      sync.Mutex
 	port    int
@@ -84,11 +87,17 @@ type process struct {
 
 // newProcess makes a directory for one process and starts it on free ports.
 func newProcess(root, name string, conf config, needBus, sentinel bool, extra []string) (*process, error) {
+	return newProcessReady(root, name, conf, needBus, sentinel, extra, nil)
+}
+
+// newProcessReady is newProcess with a readiness check other than PING on
+// the TCP port.
+func newProcessReady(root, name string, conf config, needBus, sentinel bool, extra []string, ready func() error) (*process, error) {
 	dir := filepath.Join(root, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("make %s: %w", dir, err)
 	}
-	p := &process{dir: dir, conf: conf, extra: extra, needBus: needBus, sentinel: sentinel}
+	p := &process{dir: dir, conf: conf, extra: extra, needBus: needBus, sentinel: sentinel, ready: ready}
 	var err error
 	for attempt := 0; attempt < startRetries; attempt++ {
 		if p.port, err = freePort(); err != nil {
@@ -159,7 +168,7 @@ func (p *process) start() error {
 			return fmt.Errorf("redis-server on %s exited at start: %s%s", p.addr(), stderr.String(), log)
 		default:
 		}
-		if pingRaw(p.addr()) == nil {
+		if p.isReady() == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -168,6 +177,13 @@ func (p *process) start() error {
 		}
 		time.Sleep(pollEvery)
 	}
+}
+
+func (p *process) isReady() error {
+	if p.ready != nil {
+		return p.ready()
+	}
+	return pingRaw(p.addr())
 }
 
 // logTail returns the last lines of the process's log, for error messages.
@@ -273,8 +289,11 @@ func (p *process) restart() error {
 // pingRaw sends an inline PING and accepts PONG or an authentication error
 // (the server is up, it just wants a password). LOADING and connection
 // errors mean not ready.
-func pingRaw(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+func pingRaw(addr string) error { return pingNet("tcp", addr) }
+
+// pingNet is pingRaw on any network ("unix" for a socket path).
+func pingNet(network, addr string) error {
+	c, err := net.DialTimeout(network, addr, 200*time.Millisecond)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,6 +18,7 @@ import (
 type Server struct {
 	proc *process
 	root string
+	tls  bool // the TCP port speaks TLS; Client uses the unix socket
 
 	mu      sync.Mutex
 	clients []*redis.Client
@@ -60,6 +62,68 @@ func StartStandalone(args ...string) (*Server, error) {
 	return &Server{proc: p, root: root}, nil
 }
 
+// TLS configures a standalone server that speaks TLS only on its TCP
+// port (its unix socket stays plain, for the harness and for inspection).
+type TLS struct {
+	// CertFile and KeyFile are the server's PEM certificate and key.
+	CertFile, KeyFile string
+	// CAFile is the PEM CA that client certificates must chain to.
+	CAFile string
+	// RequireClientCert makes the server refuse clients without a
+	// certificate signed by CAFile.
+	RequireClientCert bool
+}
+
+// StandaloneTLS is Standalone with TLS on the TCP port (Addr). Client()
+// talks over the plain unix socket.
+func StandaloneTLS(t testing.TB, tlsFiles TLS, args ...string) *Server {
+	t.Helper()
+	s, err := StartStandaloneTLS(tlsFiles, args...)
+	if errors.Is(err, ErrNotInstalled) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatalf("start redis-server with TLS: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// StartStandaloneTLS is StandaloneTLS for callers without a testing.TB;
+// the caller must Close the server.
+func StartStandaloneTLS(tlsFiles TLS, args ...string) (*Server, error) {
+	root, err := tempRoot()
+	if err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(root, "redis.sock")
+	auth := "no"
+	if tlsFiles.RequireClientCert {
+		auth = "yes"
+	}
+	conf := func(port, _ int) []string {
+		c := append(baseConfig(filepath.Join(root, "standalone"), port),
+			"unixsocket "+sock, "unixsocketperm 700",
+			"port 0",
+			"tls-port "+strconv.Itoa(port),
+			"tls-cert-file "+tlsFiles.CertFile,
+			"tls-key-file "+tlsFiles.KeyFile,
+			"tls-auth-clients "+auth,
+		)
+		if tlsFiles.CAFile != "" {
+			c = append(c, "tls-ca-cert-file "+tlsFiles.CAFile)
+		}
+		return c
+	}
+	ready := func() error { return pingNet("unix", sock) }
+	p, err := newProcessReady(root, "standalone", conf, false, false, args, ready)
+	if err != nil {
+		_ = os.RemoveAll(root)
+		return nil, err
+	}
+	return &Server{proc: p, root: root, tls: true}, nil
+}
+
 // Addr is the server's "127.0.0.1:port".
 func (s *Server) Addr() string { return s.proc.addr() }
 
@@ -88,8 +152,13 @@ func (s *Server) Resume() { s.proc.signal(syscall.SIGCONT) }
 // Client returns a new go-redis client for the server, closed with the
 // server. Tests use it to inspect and change state directly.
 func (s *Server) Client() *redis.Client {
+	network, addr := "tcp", s.Addr()
+	if s.tls {
+		network, addr = "unix", s.SocketPath()
+	}
 	c := redis.NewClient(&redis.Options{
-		Addr:                     s.Addr(),
+		Network:                  network,
+		Addr:                     addr,
 		DialTimeout:              2 * time.Second,
 		ReadTimeout:              5 * time.Second,
 		WriteTimeout:             5 * time.Second,
