@@ -28,4 +28,17 @@
 //     until the rule is whole again.
 //
 // docs/algorithms.md gives the formulas per algorithm.
+//
+// # Deciding
+//
+// A store keeps one State per rule and descriptor and calls Decide (or
+// Rule.Check and Rule.Apply) with the current instant; Rule.Expiry tells it
+// when a State may be dropped. Decide is all-or-nothing: either every rule
+// consumes the cost, or none does. Each algorithm lives in its own file
+// (fixed.go, sliding_window.go, sliding_log.go, meter.go), which opens with
+// its exact formulas in evaluation order, for the Lua scripts to mirror;
+// window.go holds the epoch and calendar window bounds.
+//
+// The algorithms never rely on a store deleting expired state: a State left
+// behind decides exactly like the zero State once its Expiry has passed.
 package limit

@@ -133,7 +133,7 @@ func (s *suite) testBatch(t *testing.T) {
 	// one of two requests for a quota of 1 is admitted, whatever the order.
 	one := []limit.Rule{{Unit: limit.Minute, Limit: 1}}
 	id := e.id("same")
-	res := e.b.Decide(e.ctx(), []backend.Check{
+	res := e.b.Decide(e.ctx, []backend.Check{
 		{Identity: id, Rules: one, Cost: limit.Cost{N: 1}},
 		{Identity: id, Rules: one, Cost: limit.Cost{N: 1}},
 	})
@@ -145,7 +145,7 @@ func (s *suite) testBatch(t *testing.T) {
 	}
 
 	// An empty batch gets an empty answer.
-	if res := e.b.Decide(e.ctx(), nil); len(res) != 0 {
+	if res := e.b.Decide(e.ctx, nil); len(res) != 0 {
 		t.Errorf("Decide(nil) = %d results", len(res))
 	}
 }
@@ -323,7 +323,7 @@ func (s *suite) testConcurrency(t *testing.T) {
 				defer wg.Done()
 				<-start // all at once
 				for range calls {
-					res := e.b.Decide(e.ctx(), []backend.Check{{Identity: id, Rules: rules, Cost: limit.Cost{N: 1}}})
+					res := e.b.Decide(e.ctx, []backend.Check{{Identity: id, Rules: rules, Cost: limit.Cost{N: 1}}})
 					if len(res) != 1 || res[0].Err != nil {
 						t.Errorf("concurrent Decide: %+v", res)
 						return
@@ -347,7 +347,7 @@ func (s *suite) testConcurrency(t *testing.T) {
 				t.Errorf("%d concurrent requests for a quota of %d: %d admitted", workers*calls, quota, got)
 			}
 			// The model has not seen the storm: check the peek by hand.
-			res := e.b.Decide(e.ctx(), []backend.Check{{Identity: id, Rules: rules}})
+			res := e.b.Decide(e.ctx, []backend.Check{{Identity: id, Rules: rules}})
 			if len(res) != 1 || res[0].Err != nil || !res[0].Allowed || res[0].BindingOutcome().Remaining != 0 {
 				t.Errorf("peek after the storm: %+v, want allowed with 0 remaining", res)
 			}
@@ -365,7 +365,7 @@ func (s *suite) testConcurrency(t *testing.T) {
 			t.Errorf("%d concurrent requests, binding quota 30: %d admitted", workers*calls, got)
 		}
 		for i, want := range []uint64{10, 0, 15} {
-			res := e.b.Decide(e.ctx(), []backend.Check{{Identity: id, Rules: rules[i : i+1]}})
+			res := e.b.Decide(e.ctx, []backend.Check{{Identity: id, Rules: rules[i : i+1]}})
 			if len(res) != 1 || res[0].Err != nil || res[0].BindingOutcome().Remaining != want {
 				t.Errorf("rule %d after the storm: %+v, want %d remaining (a denied request consumed)", i, res, want)
 			}

@@ -96,6 +96,7 @@ type env struct {
 	b     backend.Backend
 	ns    string
 	model model
+	ctx   context.Context // bounds every call; cancelled when the subtest ends
 }
 
 // base is the default start instant: 20 s into a minute, in 2030.
@@ -113,7 +114,9 @@ func (s *suite) env(t *testing.T, start time.Time) *env {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	return &env{t: t, clock: c, b: b, ns: s.run + "/" + t.Name(), model: model{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return &env{t: t, clock: c, b: b, ns: s.run + "/" + t.Name(), model: model{}, ctx: ctx}
 }
 
 // wait moves the clock forward by d.
@@ -130,19 +133,13 @@ func (e *env) id(name string) string {
 	return identity.Encode("backendtest", []identity.Entry{{Key: "ns", Value: e.ns}, {Key: "id", Value: name}})
 }
 
-func (e *env) ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	e.t.Cleanup(cancel)
-	return ctx
-}
-
 // decide sends checks in one Decide call at the clock's instant, fails the
 // test on an error or a wrong number of results, compares every Decision
 // with the model's, and returns the Decisions.
 func (e *env) decide(what string, checks ...backend.Check) []limit.Decision {
 	e.t.Helper()
 	now := e.clock.Now()
-	res := e.b.Decide(e.ctx(), checks)
+	res := e.b.Decide(e.ctx, checks)
 	if len(res) != len(checks) {
 		e.t.Fatalf("%s: Decide returned %d results for %d checks", what, len(res), len(checks))
 	}
@@ -241,7 +238,7 @@ var exact = []limit.Algorithm{limit.FixedWindow, limit.SlidingLog, limit.TokenBu
 
 func (s *suite) testPing(t *testing.T) {
 	e := s.env(t, base)
-	if err := e.b.Ping(e.ctx()); err != nil {
+	if err := e.b.Ping(e.ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
 }
