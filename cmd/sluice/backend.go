@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net/url"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 
@@ -37,7 +39,7 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger) (*backend
 	if err != nil {
 		return nil, err
 	}
-	log.WithFields(logrus.Fields{"chosen_by": why, "type": s.Redis.Type, "url": s.Redis.URL, "socket": s.redisSocket()}).
+	log.WithFields(logrus.Fields{"chosen_by": why, "type": s.Redis.Type, "url": redactURL(s.Redis.URL), "socket": s.Redis.SocketType}).
 		Info("backend: redis")
 	return &backends{main: main, local: memory.New(memory.Options{})}, nil
 }
@@ -52,4 +54,16 @@ func (b *backends) close(log *logrus.Logger) {
 			log.WithError(err).Warn("closing backend")
 		}
 	}
+}
+
+// redactURL hides the password of every redis://user:pass@host element of
+// a REDIS_URL, for logging.
+func redactURL(v string) string {
+	parts := strings.Split(v, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(p); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }

@@ -15,7 +15,7 @@ func newRedis(ctx context.Context, s *settings, log *logrus.Logger) (backend.Bac
 	r, err := redis.New(ctx, redis.Options{
 		Type:                        s.Redis.Type,
 		URL:                         s.Redis.URL,
-		SocketType:                  s.redisSocket(),
+		SocketType:                  s.Redis.SocketType,
 		Auth:                        s.Redis.Auth,
 		SentinelAuth:                s.Redis.SentinelAuth,
 		TLS:                         s.Redis.TLS,
@@ -33,4 +33,3 @@ func newRedis(ctx context.Context, s *settings, log *logrus.Logger) (backend.Bac
 	}
 	return r, nil
 }
-

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/sluice-rl/sluice/pkg/backend/redis"
 )
 
 // settings are everything `sluice serve` reads from flags and environment.
@@ -93,18 +95,6 @@ func (s *settings) backend() string {
 	return "memory"
 }
 
-// redisSocket is REDIS_SOCKET_TYPE, or when unset unix for a REDIS_URL
-// that is a path and tcp otherwise.
-func (s *settings) redisSocket() string {
-	switch {
-	case s.Redis.SocketType != "":
-		return s.Redis.SocketType
-	case strings.HasPrefix(s.Redis.URL, "/"):
-		return "unix"
-	}
-	return "tcp"
-}
-
 // envName pairs a flag with the environment variable that sets it when the
 // flag is not given.
 type envName struct{ flag, env string }
@@ -168,7 +158,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	str(&s.Redis.URL, "redis-url", "REDIS_URL", "", "single: host:port or socket path; sentinel: master,host:port,...; cluster: host:port,...")
 	choice(&s.Redis.Type, "redis-type", "REDIS_TYPE", "single", []string{"single", "sentinel", "cluster"}, "Redis deployment")
 	choice(&s.Redis.SocketType, "redis-socket-type", "REDIS_SOCKET_TYPE", "", []string{"tcp", "unix"},
-		"Redis socket; default unix when REDIS_URL starts with /, tcp otherwise")
+		"Redis socket; default inferred from REDIS_URL (a path is a unix socket)")
 	str(&s.Redis.Auth, "redis-auth", "REDIS_AUTH", "", "Redis password, or user:password")
 	str(&s.Redis.SentinelAuth, "redis-sentinel-auth", "REDIS_SENTINEL_AUTH", "", "Sentinel password, or user:password")
 	boolean(&s.Redis.TLS, "redis-tls", "REDIS_TLS", false, "connect to Redis over TLS")
@@ -178,7 +168,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	boolean(&s.Redis.TLSSkipHostnameVerification, "redis-tls-skip-hostname-verification", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false,
 		"verify the Redis certificate chain but not its host name")
 	integer(&s.Redis.PoolSize, "redis-pool-size", "REDIS_POOL_SIZE", 10, "Redis connections per node")
-	duration(&s.Redis.Timeout, "redis-timeout", "REDIS_TIMEOUT", 10*time.Second, "bound on every Redis dial, read and write")
+	duration(&s.Redis.Timeout, "redis-timeout", "REDIS_TIMEOUT", redis.DefaultTimeout,
+		"bound on every Redis round trip (the reference's default is 10s; see pkg/backend/redis)")
 	str(&s.Redis.KeyPrefix, "cache-key-prefix", "CACHE_KEY_PREFIX", "", "prefix of every Redis key")
 
 	boolean(&s.GRPCUseTLS, "grpc-tls", "GRPC_SERVER_USE_TLS", false, "serve gRPC over TLS")

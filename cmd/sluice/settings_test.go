@@ -20,7 +20,7 @@ func TestParseServe(t *testing.T) {
 		{
 			name: "defaults are the reference's",
 			check: func(t *testing.T, s *settings) {
-				want := []any{"0.0.0.0", 8081, "0.0.0.0", 8080, time.Second, logrus.InfoLevel, "text", 24 * time.Hour, time.Hour, 10, 10 * time.Second}
+				want := []any{"0.0.0.0", 8081, "0.0.0.0", 8080, time.Second, logrus.InfoLevel, "text", 24 * time.Hour, time.Hour, 10, time.Second}
 				got := []any{s.GRPCHost, s.GRPCPort, s.HTTPHost, s.HTTPPort, s.ReloadInterval, s.LogLevel, s.LogFormat,
 					s.MaxConnectionAge, s.MaxConnectionAgeGrace, s.Redis.PoolSize, s.Redis.Timeout}
 				if !reflect.DeepEqual(got, want) {
@@ -181,6 +181,21 @@ func TestServeHelp(t *testing.T) {
 	for _, want := range []string{"(env LOG_LEVEL) (default info)", "(env GRPC_PORT) (default 8081)", "(env REDIS_TYPE) (default single)"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("serve --help lacks %q", want)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"redis:6379", "redis:6379"},
+		{"/var/run/redis.sock", "/var/run/redis.sock"},
+		{"redis://user:secret@redis:6379/0", "redis://user:xxxxx@redis:6379/0"},
+		{"mymaster,s1:26379,s2:26379", "mymaster,s1:26379,s2:26379"},
+		{"rediss://:secret@a:1,rediss://:secret@b:1", "rediss://:xxxxx@a:1,rediss://:xxxxx@b:1"},
+	}
+	for _, tt := range tests {
+		if got := redactURL(tt.in); got != tt.want {
+			t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
