@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,6 +191,41 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 	t.Logf("%d decisions, %d EVAL fallbacks after 20 flushes", l.ok.Load(), stats["eval"])
 }
 
+// TestScriptFlushCluster flushes the script cache on every master of a
+// cluster; decisions spread over all masters see no error.
+func TestScriptFlushCluster(t *testing.T) {
+	c := cluster.Get(t)
+	opts := clusterOptions(c)
+	opts.KeyPrefix = "flushc:"
+	b := newBackend(t, opts)
+	ids := idsPerMaster(t, c, "flushc")
+	var checks []backend.Check
+	for _, id := range ids {
+		checks = append(checks, backend.Check{Identity: id, Rules: threeRules, Cost: limit.Cost{N: 1}})
+	}
+	evalsBefore := 0
+	for _, m := range c.Masters() {
+		evalsBefore += commandStats(t, c.NodeClient(m))["eval"]
+		if err := c.NodeClient(m).ScriptFlush(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 3 {
+		for i, r := range b.Decide(context.Background(), checks) {
+			if r.Err != nil {
+				t.Fatalf("round %d check %d after SCRIPT FLUSH: %v", round, i, r.Err)
+			}
+		}
+	}
+	evals := 0
+	for _, m := range c.Masters() {
+		evals += commandStats(t, c.NodeClient(m))["eval"]
+	}
+	if evals-evalsBefore != len(checks) {
+		t.Fatalf("%d EVAL fallbacks, want one per master (%d)", evals-evalsBefore, len(checks))
+	}
+}
+
 // TestBreaker opens the breaker on a dead Redis, fails fast while open,
 // keeps it open when a probe fails, and closes it on a probe that succeeds.
 // The open period runs on a fake clock.
@@ -261,6 +297,7 @@ func TestPausedRedis(t *testing.T) {
 	if r := decideOne(b, "pause|a"); r.Err != nil {
 		t.Fatal(r.Err)
 	}
+	goroutinesBefore := runtime.NumGoroutine()
 	srv.Pause()
 	defer srv.Resume()
 	var wg sync.WaitGroup
@@ -278,6 +315,10 @@ func TestPausedRedis(t *testing.T) {
 			t.Fatalf("caller %d: %v, want ErrUnavailable", i, err)
 		}
 	}
+	// Nothing is left waiting on the hung server once the callers returned.
+	waitUntil(t, 5*time.Second, "goroutines back to the level before the pause", func() bool {
+		return runtime.NumGoroutine() <= goroutinesBefore+2
+	})
 	if !b.breaker.isOpen() {
 		t.Fatal("breaker still closed after 40 timeouts")
 	}

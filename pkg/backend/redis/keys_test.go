@@ -244,3 +244,19 @@ func TestSlidingLogBounded(t *testing.T) {
 	}
 	t.Logf("admitted %d units with %d refunds of 1; log holds %d", admitted, refunded, n)
 }
+
+// TestUnixSocket decides over a unix socket, as the reference's default
+// REDIS_SOCKET_TYPE=unix does.
+func TestUnixSocket(t *testing.T) {
+	srv := redistest.Standalone(t)
+	for _, opts := range []Options{
+		{URL: srv.SocketPath()},
+		{URL: srv.SocketPath(), SocketType: "unix"},
+		{URL: "unix://" + srv.SocketPath()},
+	} {
+		b := newBackend(t, opts)
+		if r := b.Decide(context.Background(), []backend.Check{{Identity: "sock", Rules: threeRules, Cost: limit.Cost{N: 1}}})[0]; r.Err != nil || !r.Allowed {
+			t.Errorf("%+v: %+v", opts, r)
+		}
+	}
+}

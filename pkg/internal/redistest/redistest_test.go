@@ -2,7 +2,10 @@ package redistest
 
 import (
 	"context"
+	"errors"
+	"net"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -185,5 +188,29 @@ func TestSentinel(t *testing.T) {
 	}
 	if s.MasterName() == "" || len(s.SentinelAddrs()) == 0 {
 		t.Fatal("empty master name or sentinel list")
+	}
+}
+
+// TestPortTakenIsDetected: a start that loses its port to another process
+// reports errPortTaken, which newProcess answers with new ports.
+func TestPortTakenIsDetected(t *testing.T) {
+	if _, err := serverBinary(); err != nil {
+		t.Skip(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	root := t.TempDir()
+	dir := filepath.Join(root, "p")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{dir: dir, port: l.Addr().(*net.TCPAddr).Port, conf: func(port, _ int) []string { return baseConfig(dir, port) }}
+	err = p.start()
+	defer p.stop()
+	if !errors.Is(err, errPortTaken) {
+		t.Fatalf("start on a taken port: %v, want errPortTaken", err)
 	}
 }
