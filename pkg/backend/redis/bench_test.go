@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/pkg/backend"
-	"github.com/sluice-rl/sluice/pkg/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
 

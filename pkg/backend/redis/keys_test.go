@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/identity"
-	"github.com/sluice-rl/sluice/pkg/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
@@ -48,7 +48,7 @@ func TestKeyFormat(t *testing.T) {
 		{"", "api|user=alice", limit.Rule{Unit: limit.Second, Limit: 10}, "{api|user=alice}:fw.1se"},
 		{"rl:", "api|user=alice", limit.Rule{Algorithm: limit.TokenBucket, Unit: limit.Minute, Multiplier: 5, Limit: 10}, "rl:{api|user=alice}:tb.5mi"},
 		{"rl:", "d", limit.Rule{Unit: limit.Day, Limit: 1, Location: ny}, "rl:{d}:fw.1da.America/New_York"},
-		{"x", "d|k=%7Bv%7D", limit.Rule{Algorithm: limit.SlidingLog, Unit: limit.Month, Limit: 1}, "x{d|k=%7Bv%7D}:sl.1moo"},
+		{"x", "d|k=%7Bv%7D", limit.Rule{Algorithm: limit.SlidingLog, Unit: limit.Month, Limit: 1}, "x{d|k=%7Bv%7D}:sl.1mo"},
 	}
 	for _, tt := range tests {
 		if got := Key(tt.prefix, tt.identity, tt.rule); got != tt.want {

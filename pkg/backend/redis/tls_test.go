@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/pkg/backend"
-	"github.com/sluice-rl/sluice/pkg/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // pki is a throwaway CA with PEM files for a server and a client.
