@@ -1,10 +1,15 @@
 package metrics
 
 import (
+	"context"
+	"io"
 	"testing"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/limit"
 	"github.com/sluice-rl/sluice/pkg/service"
@@ -93,4 +98,49 @@ func BenchmarkRequest(b *testing.B) {
 	for b.Loop() {
 		m.Request(req)
 	}
+}
+
+// BenchmarkService measures a whole ShouldRateLimit call on the memory
+// backend with and without the metrics (Observer and backend decorator),
+// so the difference is the cost of the metrics per call.
+func BenchmarkService(b *testing.B) {
+	const yaml = `
+domain: api
+descriptors:
+  - key: user
+    rate_limits:
+      - {name: burst, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000, burst: 1000000000}
+      - {name: hourly, unit: hour, requests_per_unit: 1000000000}
+`
+	for _, withMetrics := range []bool{false, true} {
+		name := "without"
+		if withMetrics {
+			name = "with"
+		}
+		b.Run(name+"_metrics", func(b *testing.B) {
+			mem := memory.New(memory.Options{SweepInterval: -1})
+			defer mem.Close()
+			so := service.Options{Backend: mem, Logger: quiet()}
+			if withMetrics {
+				m := newBenchMetrics(b)
+				so.Backend, so.Observer = m.InstrumentBackend(mem), m
+			}
+			svc := service.New(so)
+			svc.SetConfig(parseConfig(b, yaml))
+			req := rq("api", d("user", "alice"), d("unknown", "x"))
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func quiet() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
 }

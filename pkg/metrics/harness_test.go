@@ -90,7 +90,7 @@ func newHarness(t *testing.T, mo Options, so service.Options, yaml string) *harn
 	return h
 }
 
-func parseConfig(t *testing.T, yaml string) *descriptor.Config {
+func parseConfig(t testing.TB, yaml string) *descriptor.Config {
 	t.Helper()
 	domains, err := descriptor.Parse("test.yaml", []byte(yaml))
 	if err != nil {
