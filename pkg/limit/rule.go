@@ -211,12 +211,9 @@ func (r Rule) ID() string {
 	b.WriteByte('.')
 	b.WriteString(strconv.FormatInt(r.multiplier(), 10))
 	if r.Unit >= 0 && int(r.Unit) < len(unitNames) {
-		b.WriteString(unitNames[r.Unit][:2])
+		b.WriteString(unitNames[r.Unit][:2]) // "mi"nute and "mo"nth differ
 	} else {
 		b.WriteString("u" + strconv.Itoa(int(r.Unit)))
-	}
-	if r.Unit == Month {
-		b.WriteString("o") // "mo" vs "mi"nute
 	}
 	if r.Location != nil {
 		b.WriteByte('.')

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/redis"
+)
+
+// newRedis builds the Redis backend from the REDIS_* settings.
+func newRedis(ctx context.Context, s *settings, log *logrus.Logger) (backend.Backend, error) {
+	// go-redis has one process-wide logger (dial failures, pool events);
+	// route it through ours so its lines follow LOG_FORMAT. This is main's
+	// wiring, the one place global state is allowed.
+	goredis.SetLogger(redisLogger{log.WithField("component", "go-redis")})
+	r, err := redis.New(ctx, redis.Options{
+		Type:                        s.Redis.Type,
+		URL:                         s.Redis.URL,
+		SocketType:                  s.Redis.SocketType,
+		Auth:                        s.Redis.Auth,
+		SentinelAuth:                s.Redis.SentinelAuth,
+		TLS:                         s.Redis.TLS,
+		TLSCACert:                   s.Redis.TLSCACert,
+		TLSClientCert:               s.Redis.TLSClientCert,
+		TLSClientKey:                s.Redis.TLSClientKey,
+		TLSSkipHostnameVerification: s.Redis.TLSSkipHostnameVerification,
+		PoolSize:                    s.Redis.PoolSize,
+		Timeout:                     s.Redis.Timeout,
+		KeyPrefix:                   s.Redis.KeyPrefix,
+		Logger:                      log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis backend: %w", err)
+	}
+	return r, nil
+}
+
+// redisLogger adapts logrus to go-redis's logging interface.
+type redisLogger struct{ entry *logrus.Entry }
+
+// Printf logs one go-redis message at warning level: go-redis only logs
+// what went wrong (failed dials, bad replies).
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.entry.Warnf(format, v...)
+}
