@@ -46,8 +46,15 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	}
 	defer backends.close(log)
 
+	obs, err := newObservability(ctx, s, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return exitError
+	}
+	defer obs.shutdown(log)
+
 	svc := service.New(service.Options{
-		Backend:        backends.main,
+		Backend:        obs.backend(backends.main),
 		Local:          backends.local,
 		LocalInstances: s.LocalInstances,
 		ShadowMode:     s.ShadowMode,
@@ -62,16 +69,17 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		},
 		DynamicMetadata: s.DynamicMetadata,
 		Logger:          log,
+		Observer:        obs.observer(),
 	})
 
 	paths := s.configPaths()
 	watcher, err := reload.New(reload.Options{
 		Paths:    paths,
 		Interval: s.ReloadInterval,
-		Load: func() (*descriptor.Config, error) {
+		Load: obs.load(func() (*descriptor.Config, error) {
 			return descriptor.Load(descriptor.LoadOptions{MergeDomains: s.MergeDomains}, paths...)
-		},
-		Apply:  svc.SetConfig,
+		}),
+		Apply:  obs.apply(svc.SetConfig),
 		Logger: log,
 	})
 	if err != nil {
@@ -95,6 +103,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		tlsFiles = &server.TLSFiles{CertFile: s.GRPCTLSCert, KeyFile: s.GRPCTLSKey,
 			ClientCAFile: s.GRPCClientCACert, ClientSAN: s.GRPCClientTLSSAN}
 	}
+	interceptors, grpcOptions := obs.serverOptions()
 	srv, err := server.New(server.Options{
 		GRPCAddr:              net.JoinHostPort(s.GRPCHost, strconv.Itoa(s.GRPCPort)),
 		HTTPAddr:              net.JoinHostPort(s.HTTPHost, strconv.Itoa(s.HTTPPort)),
@@ -106,12 +115,15 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		MaxRequestBytes:       s.MaxRequestBytes,
 		DrainDelay:            s.DrainDelay,
 		ShutdownTimeout:       s.ShutdownTimeout,
+		UnaryInterceptors:     interceptors,
+		GRPCOptions:           grpcOptions,
 		Logger:                log,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitError
 	}
+	obs.mount(srv, log)
 
 	probe := &healthProbe{
 		backend:  backends.main,

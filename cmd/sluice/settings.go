@@ -14,6 +14,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
+	"github.com/sluice-rl/sluice/pkg/metrics"
+	"github.com/sluice-rl/sluice/pkg/tracing"
 )
 
 // settings are everything `sluice serve` reads from flags and environment.
@@ -51,6 +53,14 @@ type settings struct {
 	HealthInterval  time.Duration
 	DrainDelay      time.Duration
 	ShutdownTimeout time.Duration
+
+	Metrics        bool
+	NearLimitRatio float64
+
+	Tracing             bool
+	TracingServiceName  string
+	TracingProtocol     string
+	TracingSamplingRate float64
 
 	// source maps a flag name to where its value came from ("--grpc-port"
 	// or "GRPC_PORT"), so errors name what the operator wrote.
@@ -114,6 +124,9 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	integer := func(p *int, name, env string, def int, usage string) { fs.IntVar(p, name, def, usage+bind(name, env)) }
 	duration := func(p *time.Duration, name, env string, def time.Duration, usage string) {
 		fs.DurationVar(p, name, def, usage+bind(name, env))
+	}
+	float := func(p *float64, name, env string, def float64, usage string) {
+		fs.Float64Var(p, name, def, usage+bind(name, env))
 	}
 	choice := func(p *string, name, env, def string, allowed []string, usage string) {
 		*p = def
@@ -185,6 +198,18 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	duration(&s.HealthInterval, "health-interval", "SLUICE_HEALTH_INTERVAL", 5*time.Second, "how often to ping the backend for health")
 	duration(&s.DrainDelay, "drain-delay", "SLUICE_DRAIN_DELAY", 0, "at shutdown, fail health this long before closing listeners")
 	duration(&s.ShutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", 10*time.Second, "at shutdown, wait this long for in-flight calls")
+
+	boolean(&s.Metrics, "metrics", "SLUICE_METRICS", true, "serve Prometheus metrics at /metrics on the HTTP port (docs/metrics.md)")
+	float(&s.NearLimitRatio, "near-limit-ratio", "NEAR_LIMIT_RATIO", metrics.DefaultNearLimitRatio,
+		"share of a limit used above which an admitted descriptor counts as near the limit (metrics only)")
+	boolean(&s.Tracing, "tracing", "TRACING_ENABLED", false,
+		"export OpenTelemetry traces over OTLP, configured by the OTEL_* variables (docs/decisions/0009)")
+	str(&s.TracingServiceName, "tracing-service-name", "TRACING_SERVICE_NAME", tracing.DefaultServiceName,
+		"service.name of the spans (OTEL_SERVICE_NAME wins)")
+	choice(&s.TracingProtocol, "tracing-protocol", "TRACING_EXPORTER_PROTOCOL", "", []string{"grpc", "http", "http/protobuf"},
+		"OTLP protocol when OTEL_EXPORTER_OTLP_PROTOCOL is unset; default http/protobuf")
+	float(&s.TracingSamplingRate, "tracing-sampling-rate", "TRACING_SAMPLING_RATE", 1,
+		"share of new traces sampled, 0 to 1, when OTEL_TRACES_SAMPLER is unset; a sampled caller is always followed")
 	return names
 }
 
@@ -281,6 +306,12 @@ func (s *settings) validate(env map[string]string) error {
 	if s.Redis.PoolSize < 1 {
 		bad("redis-pool-size", "%d: must be at least 1", s.Redis.PoolSize)
 	}
+	if s.NearLimitRatio <= 0 || s.NearLimitRatio > 1 {
+		bad("near-limit-ratio", "%v: must be above 0 and at most 1", s.NearLimitRatio)
+	}
+	if s.TracingSamplingRate < 0 || s.TracingSamplingRate > 1 {
+		bad("tracing-sampling-rate", "%v: must be from 0 to 1", s.TracingSamplingRate)
+	}
 	if s.MaxRequestBytes < 1024 {
 		bad("max-request-bytes", "%d: must be at least 1024", s.MaxRequestBytes)
 	}
@@ -318,13 +349,13 @@ var referenceOnly = []string{
 	"REDIS_PERSECOND", "REDIS_PERSECOND_", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
 	"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
 	"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
-	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO",
+	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES",
 	"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
 	"MEMCACHE_",
 	"USE_STATSD", "STATSD_HOST", "STATSD_PORT", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "DOG_STATSD_MOGRIFIER_",
 	"USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
 	"DISABLE_STATS", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL",
-	"TRACING_",
+	"TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", // OTEL_RESOURCE_ATTRIBUTES sets them
 }
 
 // ignoredReferenceVars returns the variables of env that referenceOnly
