@@ -327,6 +327,16 @@ func (p *Process) Stop() {
 	}
 }
 
+// Running reports whether the process has not exited.
+func (p *Process) Running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
 // Kill stops the process at once with SIGKILL, as a crash would, and
 // waits for it to exit.
 func (p *Process) Kill() { p.kill() }

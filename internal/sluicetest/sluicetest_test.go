@@ -94,7 +94,13 @@ func TestProcess(t *testing.T) {
 // by itself.
 func TestKillAndExitCode(t *testing.T) {
 	p := Start(t, Options{Env: map[string]string{"BACKEND_TYPE": "memory", "SLUICE_CONFIG": t.TempDir()}})
+	if !p.Running() {
+		t.Fatal("Running is false before Kill")
+	}
 	p.Kill()
+	if p.Running() {
+		t.Error("Running is true after Kill")
+	}
 	if code, err := p.Wait(time.Second); err == nil {
 		t.Errorf("Wait after Kill: exit %d, nil error; want an error (killed by a signal)", code)
 	}
