@@ -74,13 +74,13 @@ func TestReferenceScenario(t *testing.T) {
 			if resp.OverallCode != ok || len(resp.Statuses) != 1 {
 				t.Fatalf("unknown domain: %v", resp)
 			}
-			if got := statusOf(resp.Statuses[0]); got != (status{code: ok}) {
+			if got := statusOf(resp.Statuses[0]); got != (verdict{code: ok}) {
 				t.Errorf("unknown domain: status %v, want OK without a limit", got)
 			}
 
 			// 2. key1: 50/s, remaining 49, resetting within the second.
 			resp = call(t, p, sluicetest.Request("basic", 0, entries("key1", unique("foo"))))
-			if got, want := statusOf(resp.Statuses[0]), (status{ok, "", 50, 49}); resp.OverallCode != ok || got != want {
+			if got, want := statusOf(resp.Statuses[0]), (verdict{ok, "", 50, 49}); resp.OverallCode != ok || got != want {
 				t.Errorf("key1: overall %v status %v, want OK %v", resp.OverallCode, got, want)
 			}
 			if l := resp.Statuses[0].CurrentLimit; l == nil || l.Unit.String() != "SECOND" {
@@ -96,9 +96,9 @@ func TestReferenceScenario(t *testing.T) {
 			r := unique("key2")
 			for i := range 25 {
 				resp := call(t, p, sluicetest.Request("another", 0, entries("key2", r)))
-				want := status{ok, "", 20, uint32(20 - (i + 1))}
+				want := verdict{ok, "", 20, uint32(20 - (i + 1))}
 				if i >= 20 {
-					want = status{over, "", 20, 0}
+					want = verdict{over, "", 20, 0}
 				}
 				if got := statusOf(resp.Statuses[0]); resp.OverallCode != want.code || got != want {
 					t.Fatalf("key2 call %d: overall %v status %v, want %v", i+1, resp.OverallCode, got, want)
@@ -116,10 +116,10 @@ func TestReferenceScenario(t *testing.T) {
 			r2 := unique("r2")
 			for i := range 15 {
 				resp := call(t, p, sluicetest.Request("another", 0, entries("key2", r2), entries("key3", r2)))
-				want2 := status{ok, "", 20, uint32(20 - (i + 1))}
-				want3, wantOverall := status{ok, "", 10, uint32(10 - (i + 1))}, ok
+				want2 := verdict{ok, "", 20, uint32(20 - (i + 1))}
+				want3, wantOverall := verdict{ok, "", 10, uint32(10 - (i + 1))}, ok
 				if i >= 10 {
-					want3, wantOverall = status{over, "", 10, 0}, over
+					want3, wantOverall = verdict{over, "", 10, 0}, over
 				}
 				if len(resp.Statuses) != 2 {
 					t.Fatalf("call %d: %d statuses, want 2", i+1, len(resp.Statuses))
@@ -157,25 +157,25 @@ func TestMultiRuleAllOrNothing(t *testing.T) {
 				what string
 				cost uint64
 				peek bool
-				want status
+				want verdict
 			}{
-				{what: "peek a fresh descriptor", peek: true, want: status{ok, "burst", 1, 4}},
-				{what: "cost 3 (burst 1, window 7, daily 3 left)", cost: 3, want: status{ok, "burst", 1, 1}},
+				{what: "peek a fresh descriptor", peek: true, want: verdict{ok, "burst", 1, 4}},
+				{what: "cost 3 (burst 1, window 7, daily 3 left)", cost: 3, want: verdict{ok, "burst", 1, 1}},
 				// Only the burst denies: window and daily would admit 3.
-				{what: "cost 3 denied by the burst", cost: 3, want: status{over, "burst", 1, 1}},
-				{what: "peek after the denial", peek: true, want: status{ok, "burst", 1, 1}},
+				{what: "cost 3 denied by the burst", cost: 3, want: verdict{over, "burst", 1, 1}},
+				{what: "peek after the denial", peek: true, want: verdict{ok, "burst", 1, 1}},
 				// Refunding 3 makes every rule whole again, unless the denied
 				// call consumed from window or daily: then daily (3 left)
 				// would bind.
-				{what: "refund 3", cost: 3, want: status{ok, "burst", 1, 4}},
-				{what: "peek after the refund", peek: true, want: status{ok, "burst", 1, 4}},
+				{what: "refund 3", cost: 3, want: verdict{ok, "burst", 1, 4}},
+				{what: "peek after the refund", peek: true, want: verdict{ok, "burst", 1, 4}},
 				// 5 exceeds the burst's capacity; daily alone would admit it.
-				{what: "cost 5 denied by the burst", cost: 5, want: status{over, "burst", 1, 4}},
+				{what: "cost 5 denied by the burst", cost: 5, want: verdict{over, "burst", 1, 4}},
 				// Had the denied 5 been taken from daily (1 left), daily would
 				// deny this.
-				{what: "cost 4 (burst 0, window 6, daily 2 left)", cost: 4, want: status{ok, "burst", 1, 0}},
-				{what: "peek a full bucket", peek: true, want: status{ok, "burst", 1, 0}},
-				{what: "cost 1 denied by the burst", cost: 1, want: status{over, "burst", 1, 0}},
+				{what: "cost 4 (burst 0, window 6, daily 2 left)", cost: 4, want: verdict{ok, "burst", 1, 0}},
+				{what: "peek a full bucket", peek: true, want: verdict{ok, "burst", 1, 0}},
+				{what: "cost 1 denied by the burst", cost: 1, want: verdict{over, "burst", 1, 0}},
 			}
 			for i, s := range steps {
 				var st *rlsv3.RateLimitResponse_DescriptorStatus

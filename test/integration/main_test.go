@@ -138,25 +138,25 @@ func peek(t *testing.T, p *sluicetest.Process, domain string, d []sluicetest.Ent
 	return call(t, p, withCost(sluicetest.Request(domain, 0, d), 0, false)).Statuses[0]
 }
 
-// status is what a test expects of one DescriptorStatus; name "" with
+// verdict is what a test expects of one DescriptorStatus; name "" with
 // limit 0 means no current_limit.
-type status struct {
+type verdict struct {
 	code      rlsv3.RateLimitResponse_Code
 	name      string
 	limit     uint32
 	remaining uint32
 }
 
-// statusOf reduces a DescriptorStatus to what status compares.
-func statusOf(s *rlsv3.RateLimitResponse_DescriptorStatus) status {
-	out := status{code: s.Code, remaining: s.LimitRemaining}
+// statusOf reduces a DescriptorStatus to what verdict compares.
+func statusOf(s *rlsv3.RateLimitResponse_DescriptorStatus) verdict {
+	out := verdict{code: s.Code, remaining: s.LimitRemaining}
 	if l := s.CurrentLimit; l != nil {
 		out.name, out.limit = l.Name, l.RequestsPerUnit
 	}
 	return out
 }
 
-func (s status) String() string {
+func (s verdict) String() string {
 	return fmt.Sprintf("{%v %q limit %d remaining %d}", s.code, s.name, s.limit, s.remaining)
 }
 
