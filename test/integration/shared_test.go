@@ -88,4 +88,3 @@ func TestTwoInstancesShareTheLimit(t *testing.T) {
 		})
 	}
 }
-
