@@ -404,3 +404,48 @@ func TestFailureModes(t *testing.T) {
 		}
 	}
 }
+
+// TestSentinelFailover kills the master of a Sentinel set (one master, one
+// replica, one sentinel, down-after 1s) under load: calls fail with
+// Unavailable until the sentinel promotes the replica, then resume with the
+// same sluice process. The recovery time is logged.
+func TestSentinelFailover(t *testing.T) {
+	s := redistest.Sentinel(t)
+	url := s.MasterName() + "," + strings.Join(s.SentinelAddrs(), ",")
+	p := sluicetest.Start(t, sluicetest.Options{
+		ConfigDir: configDir(t, map[string]string{"api.yaml": openConfig}),
+		Env:       faultEnv(map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": url}),
+	})
+	pid := p.PID()
+	l := startLoad(t, p, 4, spread(unique("sen")))
+	waitUntil(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
+
+	killed := time.Now()
+	s.KillMaster()
+	waitUntil(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(killed), failed) >= 1 })
+	// Decisions resume with the first admitted call that started after
+	// the first failure.
+	firstFail := time.Now()
+	for _, o := range l.since(killed) {
+		if failed(o) && o.start.Before(firstFail) {
+			firstFail = o.start
+		}
+	}
+	var resumed time.Time
+	waitUntil(t, 30*time.Second, "decisions to resume", func() bool {
+		var ok bool
+		resumed, ok = l.firstOKStartedAfter(firstFail)
+		return ok
+	})
+	l.stop()
+	down := l.since(killed)
+	longest := checkErrors(t, down)
+	if longest > faultTimeout+faultMargin {
+		t.Errorf("a call failed only after %v; REDIS_TIMEOUT is %v", longest, faultTimeout)
+	}
+	if !p.Running() || p.PID() != pid {
+		t.Error("sluice did not survive the failover")
+	}
+	t.Logf("sentinel failover (down-after 1s, REDIS_TIMEOUT %v): decisions resumed by %v after the master was killed; %d calls failed meanwhile with Unavailable (the longest took %v)",
+		faultTimeout, resumed.Sub(killed).Round(time.Millisecond), count(down, failed), longest.Round(time.Millisecond))
+}

@@ -122,6 +122,18 @@ func (l *load) firstOKAfter(t0 time.Time) (time.Time, bool) {
 	return first, !first.IsZero()
 }
 
+// firstOKStartedAfter returns the end of the first admitted call that
+// started after t0, and whether there is one.
+func (l *load) firstOKStartedAfter(t0 time.Time) (time.Time, bool) {
+	var first time.Time
+	for _, o := range l.since(t0) {
+		if admitted(o) && (first.IsZero() || o.end.Before(first)) {
+			first = o.end
+		}
+	}
+	return first, !first.IsZero()
+}
+
 // checkErrors fails t unless every failed call of os is gRPC Unavailable
 // with a reason, and returns the longest a failed call took.
 func checkErrors(t *testing.T, os []outcome) time.Duration {
