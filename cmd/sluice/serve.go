@@ -134,6 +134,15 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	}
 	probe.check(ctx) // before serving: a dead Redis is NOT_SERVING from the start
 
+	if s.DebugAddr != "" {
+		dbg, err := startDebug(s.DebugAddr, log)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+			return exitError
+		}
+		defer dbg.stop()
+	}
+
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { watcher.Run(bg) })

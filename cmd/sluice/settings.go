@@ -52,6 +52,7 @@ type settings struct {
 
 	HealthInterval  time.Duration
 	DrainDelay      time.Duration
+	DebugAddr       string
 	ShutdownTimeout time.Duration
 
 	Metrics        bool
@@ -196,6 +197,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	integer(&s.MaxRequestBytes, "max-request-bytes", "SLUICE_MAX_REQUEST_BYTES", 1<<20, "bound on a gRPC request and a /json body")
 
 	duration(&s.HealthInterval, "health-interval", "SLUICE_HEALTH_INTERVAL", 5*time.Second, "how often to ping the backend for health")
+	str(&s.DebugAddr, "debug-addr", "SLUICE_DEBUG_ADDR", "", "serve pprof at /debug/pprof/ on this address (off when empty; use loopback, e.g. 127.0.0.1:6070)")
 	duration(&s.DrainDelay, "drain-delay", "SLUICE_DRAIN_DELAY", 0, "at shutdown, fail health this long before closing listeners")
 	duration(&s.ShutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", 10*time.Second, "at shutdown, wait this long for in-flight calls")
 
