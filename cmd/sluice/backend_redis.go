@@ -31,6 +31,9 @@ func newRedis(ctx context.Context, s *settings, log *logrus.Logger) (backend.Bac
 		PoolSize:                    s.Redis.PoolSize,
 		Timeout:                     s.Redis.Timeout,
 		KeyPrefix:                   s.Redis.KeyPrefix,
+		DisableCoalescing:           !s.Redis.Coalesce,
+		PipelineWindow:              s.Redis.PipelineWindow,
+		PipelineLimit:               s.Redis.PipelineLimit,
 		Logger:                      log,
 	})
 	if err != nil {
