@@ -106,6 +106,8 @@ type job struct {
 	ptrs     []*call    // calls grouped by node
 	addrs    []string   // node of each call (coalescing on a cluster)
 	reqs     []*request // one per node (coalescing); reused with the job
+	batch    []*request // scratch for node.lead
+	lcalls   []*call    // scratch for node.lead
 	timer    *time.Timer
 }
 

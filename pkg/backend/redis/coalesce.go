@@ -15,19 +15,20 @@ import (
 //
 // Each node has a queue of requests (the calls of one Decide for that
 // node) and at most lanes pipelines in flight. A request that arrives while
-// a lane is free starts one at once (with Window 0) and goes out alone;
-// requests that arrive while every lane is busy queue, and the first lane
-// to come back takes them all (up to Limit commands) into its next
-// pipeline. So under light load nothing waits, and under heavy load the
-// pipelines grow by themselves, one round trip carrying many checks. A
-// positive Window makes a lane wait that long after the first queued call
-// for more, before sending.
+// a lane is free (with Window 0) is sent at once, alone, by its own caller
+// (node.lead), as without coalescing; requests that arrive while every lane
+// is busy queue, and the first lane to come back takes them all (up to
+// Limit commands) into its next pipeline. So under light load nothing waits
+// and no goroutine hand-off is added, and under heavy load the pipelines
+// grow by themselves, one round trip carrying many checks. A positive
+// Window makes the queue wait that long after its first call for more,
+// before a lane sends it.
 //
-// Lanes are goroutines that live while their node has work and exit when
-// its queue is empty; callers wait on their request with their own
-// deadline and context, so a caller never waits behind another's
-// deadline, and a caller that leaves early leaves its memory to the lane
-// (its job is not pooled again).
+// A lane that finds work queued when it comes back continues as a
+// goroutine, which exits when the queue is empty. Callers wait on their
+// request with their own deadline and context, so a caller never waits
+// past its own deadline, and a caller that leaves early leaves its memory
+// to the lane (its job is not pooled again).
 
 // errClosed fails the calls queued when the backend closes.
 var errClosed = errors.New("redis backend closed")
@@ -58,6 +59,15 @@ const (
 )
 
 func newRequest() *request { return &request{done: make(chan struct{}, 1)} }
+
+// fail completes a request that could not be queued with err.
+func (r *request) fail(err error) {
+	for _, c := range r.calls {
+		c.cmd.SetErr(err)
+	}
+	r.state.Store(reqDone)
+	r.done <- struct{}{}
+}
 
 // finish marks a sent request done and wakes its caller, unless the caller
 // left.
@@ -157,18 +167,56 @@ type node struct {
 }
 
 // submit queues r, starting a lane if one is free and the queue is ready.
-// It fails once the backend is closed.
-func (n *node) submit(r *request) error {
+// With mayLead, the caller is asked to be that lane itself (lead is true):
+// it then must call n.lead. It fails once the backend is closed.
+func (n *node) submit(r *request, mayLead bool) (lead bool, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
-		return errClosed
+		return false, errClosed
 	}
 	r.state.Store(reqQueued)
 	n.queue = append(n.queue, r)
 	n.queued += len(r.calls)
+	if mayLead && n.lanes < n.c.lanes && n.readyLocked(r.enq) {
+		n.lanes++
+		n.c.lanesWG.Add(1)
+		return true, nil
+	}
 	n.startLocked(r.enq)
-	return nil
+	return false, nil
+}
+
+// lead is a lane run by a caller on its own goroutine, for one pipeline:
+// under light load the caller sends its own call without handing it to
+// another goroutine and back. The caller waits for that pipeline (whoever
+// sent its own call), so lead sends only one; work queued meanwhile goes
+// to a lane goroutine. When the pipeline is the caller's request alone, it
+// runs under the caller's context, as without coalescing.
+func (n *node) lead(ctx context.Context, own *request, j *job) {
+	defer n.c.lanesWG.Done()
+	now := time.Now()
+	n.mu.Lock()
+	j.batch = n.takeLocked(now, j.batch[:0])
+	n.mu.Unlock()
+	if len(j.batch) > 0 {
+		parent := n.c.ctx
+		if len(j.batch) == 1 && j.batch[0] == own {
+			parent = ctx
+		}
+		j.lcalls = n.send(parent, j.batch, j.lcalls[:0])
+		clear(j.batch)
+	}
+	now = time.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.closed && n.readyLocked(now) {
+		n.c.lanesWG.Add(1)
+		go n.lane() // the lane passes on, with its count
+		return
+	}
+	n.lanes--
+	n.armLocked(now)
 }
 
 // ready reports whether the queue should be sent now.
@@ -234,7 +282,7 @@ func (n *node) lane() {
 			return
 		}
 		n.mu.Unlock()
-		calls = n.send(batch, calls[:0])
+		calls = n.send(n.c.ctx, batch, calls[:0])
 	}
 }
 
@@ -272,9 +320,9 @@ func (n *node) takeLocked(now time.Time, batch []*request) []*request {
 	return batch
 }
 
-// send sends the batch's calls in one pipeline, bounded by the earliest
-// deadline among them, and wakes their callers.
-func (n *node) send(batch []*request, calls []*call) []*call {
+// send sends the batch's calls in one pipeline, under parent and bounded by
+// the earliest deadline among them, and wakes their callers.
+func (n *node) send(parent context.Context, batch []*request, calls []*call) []*call {
 	deadline := batch[0].deadline
 	for _, r := range batch {
 		calls = append(calls, r.calls...)
@@ -282,7 +330,7 @@ func (n *node) send(batch []*request, calls []*call) []*call {
 			deadline = r.deadline
 		}
 	}
-	ctx, cancel := context.WithDeadline(n.c.ctx, deadline)
+	ctx, cancel := context.WithDeadline(parent, deadline)
 	n.c.b.exec(ctx, calls)
 	cancel()
 	for _, r := range batch {
@@ -346,15 +394,25 @@ func (b *Backend) coalesced(ctx context.Context, j *job) (abandoned bool, why er
 			j.request(j.ptrs[start:], a, now, deadline)
 		}
 	}
-	for _, r := range j.reqs {
+	// The caller may send the last request's pipeline itself, once the
+	// others are queued.
+	var leader *node
+	for i, r := range j.reqs {
 		n := b.co.node(r.addr)
-		if n == nil || n.submit(r) != nil {
-			for _, c := range r.calls {
-				c.cmd.SetErr(errClosed)
-			}
-			r.state.Store(reqDone)
-			r.done <- struct{}{}
+		if n == nil {
+			r.fail(errClosed)
+			continue
 		}
+		lead, err := n.submit(r, i == len(j.reqs)-1)
+		if err != nil {
+			r.fail(err)
+		}
+		if lead {
+			leader = n
+		}
+	}
+	if leader != nil {
+		leader.lead(ctx, j.reqs[len(j.reqs)-1], j)
 	}
 
 	if j.timer == nil {

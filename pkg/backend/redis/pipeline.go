@@ -27,7 +27,8 @@ func (b *Backend) exec(ctx context.Context, calls []*call) {
 	// owning the keys and caches it there.
 	var again []*call
 	for _, c := range calls {
-		if goredis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+		// (HasErrorPrefix allocates even for a nil error.)
+		if err := c.cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 			again = append(again, c)
 		}
 	}
@@ -53,22 +54,29 @@ func (b *Backend) exec(ctx context.Context, calls []*call) {
 }
 
 // pipelines are reused: go-redis's Pipeline keeps nothing after Exec.
-type pipelines struct{ pool sync.Pool }
+type pipelines struct{ pool sync.Pool } // of *pipe
+
+// pipe is a reusable pipeline and the slice its commands are handed in.
+type pipe struct {
+	p    goredis.Pipeliner
+	cmds []goredis.Cmder
+}
 
 // pipeline sends the calls' commands in one go-redis pipeline and waits for
 // the replies; errors are read per command.
 func (b *Backend) pipeline(ctx context.Context, calls []*call) {
-	p, _ := b.pipes.pool.Get().(goredis.Pipeliner)
-	if p == nil {
-		p = b.client.Pipeline()
+	pp, _ := b.pipes.pool.Get().(*pipe)
+	if pp == nil {
+		pp = &pipe{p: b.client.Pipeline()}
 	}
-	cmds := make([]goredis.Cmder, len(calls))
-	for i, c := range calls {
-		cmds[i] = c.cmd
+	pp.cmds = pp.cmds[:0]
+	for _, c := range calls {
+		pp.cmds = append(pp.cmds, c.cmd)
 	}
-	_ = p.BatchProcess(ctx, cmds...)
-	_, _ = p.Exec(ctx)
-	b.pipes.pool.Put(p)
+	_ = pp.p.BatchProcess(ctx, pp.cmds...)
+	_, _ = pp.p.Exec(ctx)
+	clear(pp.cmds)
+	b.pipes.pool.Put(pp)
 	if b.opts.ObserveBatch != nil {
 		b.opts.ObserveBatch(len(calls))
 	}
