@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,7 +67,7 @@ func BenchmarkDecideParallel(b *testing.B) {
 		for _, rules := range [][]limit.Rule{openRules1, openRules3} {
 			for _, co := range []bool{false, true} {
 				b.Run(fmt.Sprintf("callers=%d/rules=%d/coalesce=%s", callers, len(rules), onOff(co)), func(b *testing.B) {
-					benchParallel(b, Options{URL: srv.Addr(), DisableCoalescing: !co}, rules, callers)
+					benchParallel(b, srv, Options{URL: srv.Addr(), DisableCoalescing: !co}, rules, callers)
 				})
 			}
 		}
@@ -72,8 +75,12 @@ func BenchmarkDecideParallel(b *testing.B) {
 }
 
 // benchParallel runs callers concurrent callers deciding one check each
-// against a backend built from opts.
-func benchParallel(b *testing.B, opts Options, rules []limit.Rule, callers int) {
+// against a backend built from opts, on srv. Besides wall time it reports
+// the CPU time per Decide of this process (client-µs/op: all goroutines,
+// the GC included) and of redis-server (redis-µs/op, from INFO cpu): on a
+// machine shared with other work, wall time swings with their load while
+// CPU time per operation barely moves.
+func benchParallel(b *testing.B, srv *redistest.Server, opts Options, rules []limit.Rule, callers int) {
 	var count batchCounter
 	opts.KeyPrefix = "benchp:"
 	opts.ObserveBatch = count.observe
@@ -94,6 +101,7 @@ func benchParallel(b *testing.B, opts Options, rules []limit.Rule, callers int) 
 		}
 	}
 	b.ReportAllocs()
+	client0, redis0 := cpuTimes(b, srv)
 	b.ResetTimer()
 	if callers == 1 {
 		n := 0
@@ -104,9 +112,37 @@ func benchParallel(b *testing.B, opts Options, rules []limit.Rule, callers int) 
 		b.RunParallel(func(pb *testing.PB) { caller(pb.Next) })
 	}
 	b.StopTimer()
+	client1, redis1 := cpuTimes(b, srv)
 	if p := count.pipelines.Load(); p > 0 {
 		b.ReportMetric(float64(count.cmds.Load())/float64(p), "cmds/pipeline")
 	}
+	b.ReportMetric(float64((client1-client0).Microseconds())/float64(b.N), "client-µs/op")
+	b.ReportMetric(float64((redis1-redis0).Microseconds())/float64(b.N), "redis-µs/op")
+}
+
+// cpuTimes returns the CPU time (user and system) used so far by this
+// process and by srv's redis-server.
+func cpuTimes(b *testing.B, srv *redistest.Server) (client, server time.Duration) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	client = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	info, err := srv.Client().Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
+			sec, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			server += time.Duration(sec * float64(time.Second))
+		}
+	}
+	return client, server
 }
 
 func onOff(on bool) string {
@@ -133,7 +169,7 @@ func BenchmarkCoalesceSettings(b *testing.B) {
 	} {
 		for _, rules := range [][]limit.Rule{openRules1, openRules3} {
 			b.Run(fmt.Sprintf("rules=%d/lanes=%d/window=%v/limit=%d", len(rules), tt.lanes, tt.window, tt.limit), func(b *testing.B) {
-				benchParallel(b, Options{URL: srv.Addr(), pipelineLanes: tt.lanes, PipelineWindow: tt.window, PipelineLimit: tt.limit}, rules, 64)
+				benchParallel(b, srv, Options{URL: srv.Addr(), pipelineLanes: tt.lanes, PipelineWindow: tt.window, PipelineLimit: tt.limit}, rules, 64)
 			})
 		}
 	}
