@@ -88,7 +88,8 @@ type Options struct {
 	PipelineLimit int
 	// ObserveBatch, when set, is called with the number of commands of
 	// every pipeline sent (coalesced or not, NOSCRIPT retries included),
-	// for metrics. It runs on the sending goroutine and must be quick.
+	// for metrics. It runs on the sending goroutine, concurrently with
+	// other pipelines, so it must be quick and safe for concurrent use.
 	ObserveBatch func(n int)
 	// pipelineLanes is how many pipelines may be in flight to one node
 	// at a time when coalescing; 0 means defaultPipelineLanes. Tests set it.
