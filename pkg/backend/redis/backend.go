@@ -87,7 +87,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = stop
 	if !o.DisableCoalescing {
-		b.co = newCoalescer(b, bg)
+		b.co = newCoalescer(bg, b)
 	}
 	if err != nil {
 		b.log.WithError(err).Warn("redis: not reachable at start; retrying in the background, decisions fail until it answers")

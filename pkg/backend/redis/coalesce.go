@@ -94,7 +94,7 @@ type coalescer struct {
 	closed bool
 }
 
-func newCoalescer(b *Backend, ctx context.Context) *coalescer {
+func newCoalescer(ctx context.Context, b *Backend) *coalescer {
 	c := &coalescer{
 		b:      b,
 		window: b.opts.PipelineWindow,
