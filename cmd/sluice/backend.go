@@ -23,7 +23,7 @@ type backends struct {
 // newBackends builds the backend s selects. A Redis that is down at start
 // is not an error: the backend keeps retrying, health reports it, and each
 // domain's failure mode answers meanwhile.
-func newBackends(ctx context.Context, s *settings, log *logrus.Logger) (*backends, error) {
+func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBatch func(int)) (*backends, error) {
 	why := "BACKEND_TYPE"
 	if s.BackendType == "" {
 		why = "default without REDIS_URL"
@@ -35,7 +35,7 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger) (*backend
 		log.WithField("chosen_by", why).Info("backend: memory (in-process; limits are per instance)")
 		return &backends{main: memory.New(memory.Options{})}, nil
 	}
-	main, err := newRedis(ctx, s, log)
+	main, err := newRedis(ctx, s, log, observeBatch)
 	if err != nil {
 		return nil, err
 	}

@@ -70,6 +70,15 @@ func (o *observability) backend(b backend.Backend) backend.Backend {
 	return o.tracing.InstrumentBackend(o.metrics.InstrumentBackend(b))
 }
 
+// batchObserver returns the hook the Redis backend calls with each
+// pipeline's size, or nil when metrics are off.
+func (o *observability) batchObserver() func(int) {
+	if o.metrics == nil {
+		return nil
+	}
+	return o.metrics.ObserveBatch
+}
+
 // observer is the service's Observer: nil (not a nil *Metrics) when
 // metrics are off, so the service skips building events.
 func (o *observability) observer() service.Observer {

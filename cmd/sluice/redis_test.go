@@ -111,6 +111,11 @@ func TestServeRedis(t *testing.T) {
 	if code, _ := a.get(t, "/healthcheck"); code != 200 {
 		t.Errorf("/healthcheck with Redis up: %d", code)
 	}
+	// Every pipeline the Redis backend sent is counted: instance a decided
+	// two calls, each one pipeline of one EVALSHA.
+	if n, ok := sample(a.scrapeMetrics(t), "sluice_redis_pipeline_batch_size", ""); !ok || n != 2 {
+		t.Errorf("sluice_redis_pipeline_batch_size count = %v (present %v), want 2", n, ok)
+	}
 
 	rs.kill()
 	waitFor(t, "health to fail with Redis down", func() bool {

@@ -39,19 +39,19 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		log.Info(n)
 	}
 
-	backends, err := newBackends(ctx, s, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
-		return exitError
-	}
-	defer backends.close(log)
-
 	obs, err := newObservability(ctx, s, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitError
 	}
 	defer obs.shutdown(log)
+
+	backends, err := newBackends(ctx, s, log, obs.batchObserver())
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return exitError
+	}
+	defer backends.close(log)
 
 	svc := service.New(service.Options{
 		Backend:        obs.backend(backends.main),

@@ -83,6 +83,9 @@ type redisSettings struct {
 	PoolSize                                  int
 	Timeout                                   time.Duration
 	KeyPrefix                                 string
+	Coalesce                                  bool
+	PipelineWindow                            time.Duration
+	PipelineLimit                             int
 }
 
 // configPaths are the paths the configuration is loaded from: --config if
@@ -185,6 +188,12 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	duration(&s.Redis.Timeout, "redis-timeout", "REDIS_TIMEOUT", redis.DefaultTimeout,
 		"bound on every Redis round trip (the reference's default is 10s; see pkg/backend/redis)")
 	str(&s.Redis.KeyPrefix, "cache-key-prefix", "CACHE_KEY_PREFIX", "", "prefix of every Redis key")
+	boolean(&s.Redis.Coalesce, "redis-coalesce", "SLUICE_REDIS_COALESCE", true,
+		"let concurrent requests bound for one Redis node share pipelines")
+	duration(&s.Redis.PipelineWindow, "redis-pipeline-window", "REDIS_PIPELINE_WINDOW", 0,
+		"how long a coalesced pipeline waits for more calls; 0 sends at once and batches what arrives meanwhile")
+	integer(&s.Redis.PipelineLimit, "redis-pipeline-limit", "REDIS_PIPELINE_LIMIT", 0,
+		fmt.Sprintf("most commands per coalesced pipeline; 0 means %d", redis.DefaultPipelineLimit))
 
 	boolean(&s.GRPCUseTLS, "grpc-tls", "GRPC_SERVER_USE_TLS", false, "serve gRPC over TLS")
 	str(&s.GRPCTLSCert, "grpc-tls-cert", "GRPC_SERVER_TLS_CERT", "", "gRPC server certificate file (re-read when it changes)")
@@ -288,7 +297,7 @@ func (s *settings) validate(env map[string]string) error {
 		v    time.Duration
 	}{
 		{"grpc-max-connection-age", s.MaxConnectionAge}, {"grpc-max-connection-age-grace", s.MaxConnectionAgeGrace},
-		{"redis-timeout", s.Redis.Timeout}, {"drain-delay", s.DrainDelay},
+		{"redis-timeout", s.Redis.Timeout}, {"drain-delay", s.DrainDelay}, {"redis-pipeline-window", s.Redis.PipelineWindow},
 	} {
 		if d.v < 0 {
 			bad(d.flag, "negative duration %v", d.v)
@@ -313,6 +322,9 @@ func (s *settings) validate(env map[string]string) error {
 	}
 	if s.TracingSamplingRate < 0 || s.TracingSamplingRate > 1 {
 		bad("tracing-sampling-rate", "%v: must be from 0 to 1", s.TracingSamplingRate)
+	}
+	if s.Redis.PipelineLimit < 0 {
+		bad("redis-pipeline-limit", "%d: must not be negative", s.Redis.PipelineLimit)
 	}
 	if s.MaxRequestBytes < 1024 {
 		bad("max-request-bytes", "%d: must be at least 1024", s.MaxRequestBytes)
@@ -348,7 +360,7 @@ func (s *settings) validate(env map[string]string) error {
 var referenceOnly = []string{
 	"GRPC_UDS", "DEBUG_HOST", "DEBUG_PORT", "FORCE_START_WITHOUT_INITIAL_CONFIG",
 	"CONFIG_GRPC_XDS_", "XDS_CLIENT_",
-	"REDIS_PERSECOND", "REDIS_PERSECOND_", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
+	"REDIS_PERSECOND", "REDIS_PERSECOND_",
 	"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
 	"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
 	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES",
