@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"net/url"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/memory"
+)
+
+// backends are the stores the service decides with.
+type backends struct {
+	// main decides every check.
+	main backend.Backend
+	// local decides for failure_mode local domains when main fails; nil
+	// with the memory backend, which does not fail.
+	local backend.Backend
+}
+
+// newBackends builds the backend s selects. A Redis that is down at start
+// is not an error: the backend keeps retrying, health reports it, and each
+// domain's failure mode answers meanwhile.
+func newBackends(ctx context.Context, s *settings, log *logrus.Logger) (*backends, error) {
+	why := "BACKEND_TYPE"
+	if s.BackendType == "" {
+		why = "default without REDIS_URL"
+		if s.Redis.URL != "" {
+			why = "default with REDIS_URL"
+		}
+	}
+	if s.backend() == "memory" {
+		log.WithField("chosen_by", why).Info("backend: memory (in-process; limits are per instance)")
+		return &backends{main: memory.New(memory.Options{})}, nil
+	}
+	main, err := newRedis(ctx, s, log)
+	if err != nil {
+		return nil, err
+	}
+	log.WithFields(logrus.Fields{"chosen_by": why, "type": s.Redis.Type, "url": redactURL(s.Redis.URL), "socket": s.Redis.SocketType}).
+		Info("backend: redis")
+	return &backends{main: main, local: memory.New(memory.Options{})}, nil
+}
+
+// close releases the backends, logging failures.
+func (b *backends) close(log *logrus.Logger) {
+	for _, be := range []backend.Backend{b.main, b.local} {
+		if be == nil {
+			continue
+		}
+		if err := be.Close(); err != nil {
+			log.WithError(err).Warn("closing backend")
+		}
+	}
+}
+
+// redactURL hides the password of every redis://user:pass@host element of
+// a REDIS_URL, for logging.
+func redactURL(v string) string {
+	parts := strings.Split(v, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(p); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+)
+
+// healthProbe pings the backend every interval and reports the server
+// healthy unless the ping fails and some domain needs the backend.
+type healthProbe struct {
+	backend  backend.Backend
+	config   func() *descriptor.Config
+	set      func(serving bool)
+	interval time.Duration
+	log      logrus.FieldLogger
+
+	lastErr string // the last ping error logged, "" when the last ping worked
+}
+
+// run probes every interval until ctx is done.
+func (p *healthProbe) run(ctx context.Context) {
+	t := time.NewTicker(p.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.check(ctx)
+		}
+	}
+}
+
+// check pings the backend once and reports the result.
+func (p *healthProbe) check(ctx context.Context) {
+	pingCtx, cancel := context.WithTimeout(ctx, min(p.interval, 2*time.Second))
+	defer cancel()
+	err := p.backend.Ping(pingCtx)
+	if ctx.Err() != nil {
+		return // shutting down: not the backend's fault
+	}
+	switch {
+	case err != nil && err.Error() != p.lastErr:
+		p.lastErr = err.Error()
+		p.log.WithError(err).Warn("backend ping failed")
+	case err == nil && p.lastErr != "":
+		p.lastErr = ""
+		p.log.Info("backend ping works again")
+	}
+	p.set(err == nil || !needsBackend(p.config()))
+}
+
+// needsBackend reports whether some domain of c answers badly without its
+// backend: failure_mode error (Unavailable) or deny (everything over the
+// limit). Domains in allow or local mode, and unknown domains, answer
+// usefully without it, so an instance serving only those stays healthy.
+func needsBackend(c *descriptor.Config) bool {
+	for _, name := range c.Domains() {
+		switch c.Domain(name).FailureMode {
+		case descriptor.FailureError, descriptor.FailureDeny:
+			return true
+		}
+	}
+	return false
+}

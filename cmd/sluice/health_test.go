@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/sluice-rl/sluice/pkg/backend/memory"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+)
+
+func TestHealthProbe(t *testing.T) {
+	domain := func(name, mode string) string {
+		y := "domain: " + name + "\n"
+		if mode != "" {
+			y += "failure_mode: " + mode + "\n"
+		}
+		return y + "descriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"
+	}
+	tests := []struct {
+		name     string
+		domains  []string
+		pingFail bool
+		want     bool
+	}{
+		{"ping works", []string{domain("a", "")}, false, true},
+		{"ping fails, default failure mode", []string{domain("a", "")}, true, false},
+		{"ping fails, error", []string{domain("a", "error")}, true, false},
+		{"ping fails, deny", []string{domain("a", "deny")}, true, false},
+		{"ping fails, allow", []string{domain("a", "allow")}, true, true},
+		{"ping fails, local", []string{domain("a", "local")}, true, true},
+		{"ping fails, one domain needs the backend", []string{domain("a", "allow"), domain("b", "error")}, true, false},
+		{"ping fails, no domains", nil, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var domains []*descriptor.Domain
+			for _, y := range tt.domains {
+				ds, err := descriptor.Parse("test.yaml", []byte(y))
+				if err != nil {
+					t.Fatal(err)
+				}
+				domains = append(domains, ds...)
+			}
+			cfg, err := descriptor.NewConfig(domains...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem := memory.New(memory.Options{})
+			if tt.pingFail {
+				mem.Close() // a closed backend fails its Ping
+			}
+			defer mem.Close()
+			log := logrus.New()
+			log.SetOutput(io.Discard)
+			var got []bool
+			p := &healthProbe{
+				backend:  mem,
+				config:   func() *descriptor.Config { return cfg },
+				set:      func(ok bool) { got = append(got, ok) },
+				interval: time.Second,
+				log:      log,
+			}
+			p.check(context.Background())
+			if len(got) != 1 || got[0] != tt.want {
+				t.Errorf("serving %v, want [%v]", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// redisServer is a redis-server process this test started on a loopback
+// port. (pkg/internal/redistest cannot be imported from cmd/.)
+type redisServer struct {
+	t    *testing.T
+	port int
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startRedis(t *testing.T) *redisServer {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/redis-server"); err != nil {
+		t.Skip("redis-server not installed")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	r := &redisServer{t: t, port: port}
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+func (r *redisServer) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+
+func (r *redisServer) start() {
+	r.t.Helper()
+	r.cmd = exec.Command("/usr/bin/redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", r.t.TempDir())
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.done = make(chan struct{})
+	go func(c *exec.Cmd, done chan struct{}) {
+		c.Wait()
+		close(done)
+	}(r.cmd, r.done)
+	waitFor(r.t, "redis-server to answer PING", func() bool {
+		c, err := net.DialTimeout("tcp", r.Addr(), 200*time.Millisecond)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		c.Write([]byte("PING\r\n"))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		return strings.HasPrefix(line, "+PONG")
+	})
+}
+
+// kill stops the process by its PID and waits for it.
+func (r *redisServer) kill() {
+	select {
+	case <-r.done:
+		return
+	default:
+	}
+	r.cmd.Process.Kill()
+	<-r.done
+}
+
+// restart starts redis-server again on the same port.
+func (r *redisServer) restart() { r.start() }
+
+// TestServeRedis runs serve on a real redis-server, loses Redis, and gets
+// it back: decisions are shared through Redis, health follows the ping, and
+// while Redis is down a failure_mode error domain answers Unavailable and
+// an allow domain answers OK.
+func TestServeRedis(t *testing.T) {
+	rs := startRedis(t)
+	dir := t.TempDir()
+	writeConfig(t, dir, "api.yaml", yearly(2))
+	writeConfig(t, dir, "open.yaml", "domain: open\nfailure_mode: allow\n"+
+		"descriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 5}\n")
+	env := []string{"SLUICE_CONFIG=" + dir, "REDIS_URL=" + rs.Addr(), "SLUICE_HEALTH_INTERVAL=20ms", "CACHE_KEY_PREFIX=t:"}
+	a := startServe(t, env)
+	if !strings.Contains(a.stderr.String(), `"chosen_by":"default with REDIS_URL"`) {
+		t.Errorf("the log does not say redis was chosen because REDIS_URL is set:\n%s", a.stderr)
+	}
+	// A second instance shares the counters.
+	b := startServe(t, env)
+
+	call := func(s *served, domain string) (int, string) {
+		t.Helper()
+		code, out, errOut := runCmd(t, nil, "check", "--addr", s.grpc, "--domain", domain, "--descriptor", "k=v", "--timeout", "5s")
+		return code, out + errOut
+	}
+	for i, tc := range []struct {
+		s    *served
+		want string
+	}{{a, "overall: OK"}, {b, "overall: OK"}, {a, "overall: OVER_LIMIT"}} {
+		if code, out := call(tc.s, "api"); code != 0 || !strings.HasPrefix(out, tc.want+"\n") {
+			t.Errorf("call %d: exit %d\n%s\nwant %s", i+1, code, out, tc.want)
+		}
+	}
+	if code, _ := a.get(t, "/healthcheck"); code != 200 {
+		t.Errorf("/healthcheck with Redis up: %d", code)
+	}
+
+	rs.kill()
+	waitFor(t, "health to fail with Redis down", func() bool {
+		code, _ := a.get(t, "/healthcheck")
+		return code == 500
+	})
+	if code, out := call(a, "api"); code != 1 || !strings.Contains(out, "Unavailable") {
+		t.Errorf("failure_mode error with Redis down: exit %d\n%s\nwant exit 1 and Unavailable", code, out)
+	}
+	if code, out := call(a, "open"); code != 0 || !strings.HasPrefix(out, "overall: OK\n") {
+		t.Errorf("failure_mode allow with Redis down: exit %d\n%s\nwant OK", code, out)
+	}
+
+	rs.restart()
+	waitFor(t, "health to recover with Redis back", func() bool {
+		code, _ := a.get(t, "/healthcheck")
+		return code == 200
+	})
+	waitFor(t, "decisions to work again", func() bool {
+		code, out := call(a, "api")
+		return code == 0 && strings.HasPrefix(out, "overall: OK\n") // the restarted Redis kept nothing
+	})
+}
+
+// TestServeRedisDownAtStart starts serve with no Redis listening: it must
+// serve anyway (the backend retries), unhealthy, answering Unavailable.
+func TestServeRedisDownAtStart(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := l.Addr().String()
+	l.Close() // nothing listens there now
+
+	dir := t.TempDir()
+	writeConfig(t, dir, "api.yaml", yearly(2))
+	s := startServe(t, []string{"SLUICE_CONFIG=" + dir, "BACKEND_TYPE=redis", "REDIS_URL=" + deadAddr, "REDIS_TIMEOUT=200ms"})
+	if code, _ := s.get(t, "/healthcheck"); code != 500 {
+		t.Errorf("/healthcheck with no Redis: %d, want 500", code)
+	}
+	code, out, errOut := runCmd(t, nil, "check", "--addr", s.grpc, "--domain", "api", "--descriptor", "k=v")
+	if code != 1 || !strings.Contains(errOut, "Unavailable") {
+		t.Errorf("check with no Redis: exit %d\n%s%s\nwant exit 1 and Unavailable", code, out, errOut)
+	}
+}

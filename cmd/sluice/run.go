@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command failed: invalid config, unreachable server, ...
+	exitUsage = 2 // bad flags, arguments or settings
+)
+
+const usage = `sluice is a global rate-limit service for Envoy (envoy.service.ratelimit.v3).
+
+Usage:
+  sluice serve [flags]            run the service (sluice serve --help lists the settings)
+  sluice validate [flags] PATH... check config files or directories; print every error as file:line: reason
+  sluice check [flags]            send one ShouldRateLimit to a running server and print the answer
+  sluice version                  print the version
+  sluice help                     print this help
+
+Examples:
+  sluice serve --config examples/config
+  sluice validate /etc/ratelimit/config
+  sluice check --addr 127.0.0.1:8081 --domain api --descriptor user=alice,path=/api/ocr
+`
+
+// run is the whole program: it runs the command named by args[0] with the
+// environment environ ("K=V" pairs) and returns the exit code. serve runs
+// until ctx is done. Tests call it in-process.
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		return serve(ctx, rest, environ, stdout, stderr)
+	case "validate":
+		return validate(rest, environ, stdout, stderr)
+	case "check":
+		return check(ctx, rest, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "sluice %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return exitOK
+	case "help", "--help", "-help", "-h":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runCmd runs the program in-process and returns its exit code and output.
+func runCmd(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, env, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func writeConfig(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Write and rename, so a polling reader never sees half a file.
+	if err := os.WriteFile(p+".tmp", []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".tmp", p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func limitConfig(domain string, perMinute int) string {
+	return "domain: " + domain + "\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: " +
+		strconv.Itoa(perMinute) + "}\n"
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	code, out, _ := runCmd(t, nil, "version")
+	if code != 0 || out != "sluice dev "+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+"\n" {
+		t.Errorf("version: %d %q", code, out)
+	}
+	code, out, _ = runCmd(t, nil, "help")
+	if code != 0 || !strings.Contains(out, "sluice validate") {
+		t.Errorf("help: %d %q", code, out)
+	}
+	if code, _, errOut := runCmd(t, nil, "frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
+		t.Errorf("unknown command: %d %q", code, errOut)
+	}
+	if code, _, _ := runCmd(t, nil); code != 2 {
+		t.Errorf("no command: %d, want 2", code)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := t.TempDir()
+	writeConfig(t, good, "a.yaml", limitConfig("a", 1))
+	writeConfig(t, good, "sub/b.yml", limitConfig("b", 1))
+
+	bad := t.TempDir()
+	badFile := writeConfig(t, bad, "a.yaml", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n  - value: x\n")
+
+	split := t.TempDir()
+	writeConfig(t, split, "a1.yaml", "domain: a\ndescriptors:\n  - key: k1\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	writeConfig(t, split, "a2.yaml", "domain: a\ndescriptors:\n  - key: k2\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+
+	tests := []struct {
+		name     string
+		env      []string
+		args     []string
+		wantCode int
+		wantOut  []string // lines of stdout, in order (each a prefix)
+	}{
+		{"good directory", nil, []string{good}, 0, []string{"2 domains OK: a, b"}},
+		{"one file", nil, []string{filepath.Join(good, "a.yaml")}, 0, []string{"1 domain OK: a"}},
+		{"example config", nil, []string{"../../examples/config"}, 0, []string{"1 domain OK: api"}},
+		{"every error with file and line", nil, []string{bad}, 1, []string{badFile + ":4: ", badFile + ":5: "}},
+		{"duplicate domain", nil, []string{split}, 1, []string{filepath.Join(split, "a2.yaml") + ":1: duplicate domain 'a'"}},
+		{"merge by flag", nil, []string{"--merge-domain-config", split}, 0, []string{"1 domain OK: a"}},
+		{"merge by env", []string{"MERGE_DOMAIN_CONFIG=true"}, []string{split}, 0, []string{"1 domain OK: a"}},
+		{"flag beats env", []string{"MERGE_DOMAIN_CONFIG=true"}, []string{"--merge-domain-config=false", split}, 1, nil},
+		{"bad env", []string{"MERGE_DOMAIN_CONFIG=perhaps"}, []string{split}, 2, nil},
+		{"missing path", nil, []string{filepath.Join(good, "nope")}, 1, []string{filepath.Join(good, "nope") + ": "}},
+		{"no path", nil, nil, 2, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCmd(t, tt.env, append([]string{"validate"}, tt.args...)...)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.wantCode, out, errOut)
+			}
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			if len(tt.wantOut) > 0 && len(lines) != len(tt.wantOut) {
+				t.Fatalf("stdout has %d lines, want %d:\n%s", len(lines), len(tt.wantOut), out)
+			}
+			for i, w := range tt.wantOut {
+				if !strings.HasPrefix(lines[i], w) {
+					t.Errorf("line %d: %q, want prefix %q", i+1, lines[i], w)
+				}
+			}
+		})
+	}
+}

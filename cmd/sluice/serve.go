@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+	"github.com/sluice-rl/sluice/pkg/reload"
+	"github.com/sluice-rl/sluice/pkg/server"
+	"github.com/sluice-rl/sluice/pkg/service"
+)
+
+// serve runs the service until ctx is done. It exits 2 on bad settings,
+// 1 on an invalid initial config or a listener that cannot bind, and 0
+// after a graceful shutdown.
+func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int {
+	s, err := parseServe(args, environ, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return exitUsage
+	}
+	log := newLogger(s, stderr)
+	if len(s.ignored) > 0 {
+		log.Warn("ignoring envoyproxy/ratelimit settings sluice does not implement: " + strings.Join(s.ignored, ", "))
+	}
+	for _, n := range s.notes {
+		log.Info(n)
+	}
+
+	backends, err := newBackends(ctx, s, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return exitError
+	}
+	defer backends.close(log)
+
+	svc := service.New(service.Options{
+		Backend:        backends.main,
+		Local:          backends.local,
+		LocalInstances: s.LocalInstances,
+		ShadowMode:     s.ShadowMode,
+		QuotaMode:      s.QuotaMode,
+		Headers: service.HeaderOptions{
+			Enabled:         s.HeadersEnabled,
+			LimitHeader:     s.LimitHeader,
+			RemainingHeader: s.RemainingHeader,
+			ResetHeader:     s.ResetHeader,
+			IETF:            s.IETFHeaders,
+			RetryAfter:      s.RetryAfter,
+		},
+		DynamicMetadata: s.DynamicMetadata,
+		Logger:          log,
+	})
+
+	paths := s.configPaths()
+	watcher, err := reload.New(reload.Options{
+		Paths:    paths,
+		Interval: s.ReloadInterval,
+		Load: func() (*descriptor.Config, error) {
+			return descriptor.Load(descriptor.LoadOptions{MergeDomains: s.MergeDomains}, paths...)
+		},
+		Apply:  svc.SetConfig,
+		Logger: log,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return exitError
+	}
+	if err := watcher.Load(); err != nil {
+		n := printConfigErrors(stderr, err)
+		fmt.Fprintf(stderr, "sluice serve: invalid configuration in %s (%d %s)\n",
+			strings.Join(paths, ", "), n, plural(n, "error", "errors"))
+		return exitError
+	}
+	domains := svc.Config().Domains()
+	log.WithField("paths", paths).Infof("config loaded: %d %s %v", len(domains), plural(len(domains), "domain", "domains"), domains)
+	if len(domains) == 0 {
+		log.WithField("paths", paths).Warn("no domain configured: every request is answered OK until a config file appears")
+	}
+
+	var tlsFiles *server.TLSFiles
+	if s.GRPCUseTLS {
+		tlsFiles = &server.TLSFiles{CertFile: s.GRPCTLSCert, KeyFile: s.GRPCTLSKey,
+			ClientCAFile: s.GRPCClientCACert, ClientSAN: s.GRPCClientTLSSAN}
+	}
+	srv, err := server.New(server.Options{
+		GRPCAddr:              net.JoinHostPort(s.GRPCHost, strconv.Itoa(s.GRPCPort)),
+		HTTPAddr:              net.JoinHostPort(s.HTTPHost, strconv.Itoa(s.HTTPPort)),
+		Service:               svc,
+		ConfigText:            func() string { return svc.Config().Dump() },
+		TLS:                   tlsFiles,
+		MaxConnectionAge:      s.MaxConnectionAge,
+		MaxConnectionAgeGrace: s.MaxConnectionAgeGrace,
+		MaxRequestBytes:       s.MaxRequestBytes,
+		DrainDelay:            s.DrainDelay,
+		ShutdownTimeout:       s.ShutdownTimeout,
+		Logger:                log,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return exitError
+	}
+
+	probe := &healthProbe{
+		backend:  backends.main,
+		config:   svc.Config,
+		set:      srv.SetServing,
+		interval: s.HealthInterval,
+		log:      log,
+	}
+	probe.check(ctx) // before serving: a dead Redis is NOT_SERVING from the start
+
+	bg, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { watcher.Run(bg) })
+	wg.Go(func() { probe.run(bg) })
+	err = srv.Serve(ctx)
+	stop()
+	wg.Wait()
+	if err != nil {
+		log.WithError(err).Error("server failed")
+		return exitError
+	}
+	return exitOK
+}
+
+// newLogger builds the process logger: text, or JSON with the reference's
+// @timestamp and @message field names.
+func newLogger(s *settings, w io.Writer) *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(w)
+	l.SetLevel(s.LogLevel)
+	if s.LogFormat == "json" {
+		l.SetFormatter(&logrus.JSONFormatter{FieldMap: logrus.FieldMap{
+			logrus.FieldKeyTime: "@timestamp",
+			logrus.FieldKeyMsg:  "@message",
+		}})
+	} else {
+		l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	}
+	return l
+}

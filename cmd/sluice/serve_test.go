@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// loopback makes serve listen on free 127.0.0.1 ports and log JSON, so the
+// test can read the addresses from the "listening" line.
+var loopback = []string{"GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "HOST=127.0.0.1", "PORT=0", "LOG_FORMAT=json"}
+
+// served is an in-process `sluice serve`.
+type served struct {
+	cancel     context.CancelFunc
+	exit       chan int
+	stderr     *syncBuffer
+	grpc, http string
+}
+
+func startServe(t *testing.T, env []string, args ...string) *served {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &served{cancel: cancel, exit: make(chan int, 1), stderr: &syncBuffer{}}
+	go func() {
+		s.exit <- run(ctx, append([]string{"serve"}, args...), slices.Concat(loopback, env), io.Discard, s.stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.exit:
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	waitFor(t, "serve to listen", func() bool {
+		select {
+		case code := <-s.exit:
+			t.Fatalf("serve exited %d:\n%s", code, s.stderr)
+		default:
+		}
+		s.grpc, s.http = listenAddrs(s.stderr.String())
+		return s.grpc != ""
+	})
+	return s
+}
+
+// stop cancels serve and returns its exit code.
+func (s *served) stop(t *testing.T) int {
+	t.Helper()
+	s.cancel()
+	select {
+	case code := <-s.exit:
+		s.exit <- code // for the cleanup
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+		return -1
+	}
+}
+
+// listenAddrs finds the JSON "listening" log line and returns its addresses.
+func listenAddrs(log string) (grpcAddr, httpAddr string) {
+	sc := bufio.NewScanner(strings.NewReader(log))
+	for sc.Scan() {
+		var line struct {
+			Message string `json:"@message"`
+			GRPC    string `json:"grpc"`
+			HTTP    string `json:"http"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "listening" {
+			return line.GRPC, line.HTTP
+		}
+	}
+	return "", ""
+}
+
+func (s *served) check(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errOut := runCmd(t, nil, append([]string{"check", "--addr", s.grpc}, args...)...)
+	if code != 0 {
+		t.Fatalf("check exit %d: %s", code, errOut)
+	}
+	return out
+}
+
+func (s *served) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + s.http + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitFor polls cond until it holds, failing the test after 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// yearly limits k=<any> to n per (epoch-aligned, 365-day) year: no window
+// ends during a test, whatever the wall clock.
+func yearly(n int) string {
+	return strings.Replace(limitConfig("api", n), "minute", "year", 1)
+}
+
+func TestServeAndCheck(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "api.yaml", yearly(2))
+	s := startServe(t, []string{"SLUICE_CONFIG=" + dir, "USE_STATSD=false", "MEMCACHE_HOST_PORT=m:1"})
+
+	for i, want := range []string{
+		"overall: OK\n  [1] k=v: OK  limit 2 per year  remaining 1  reset in ",
+		"overall: OK\n  [1] k=v: OK  limit 2 per year  remaining 0  reset in ",
+		"overall: OVER_LIMIT\n  [1] k=v: OVER_LIMIT  limit 2 per year  remaining 0  reset in ",
+	} {
+		if out := s.check(t, "--domain", "api", "--descriptor", "k=v"); !strings.HasPrefix(out, want) {
+			t.Errorf("check %d:\n%s\nwant prefix\n%s", i+1, out, want)
+		}
+	}
+	out := s.check(t, "--domain", "api", "--descriptor", "k=w", "--descriptor", "other=x", "--json")
+	var resp struct {
+		OverallCode string
+		Statuses    []struct {
+			Code           string
+			LimitRemaining int
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatalf("check --json: %v\n%s", err, out)
+	}
+	if resp.OverallCode != "OK" || len(resp.Statuses) != 2 || resp.Statuses[0].LimitRemaining != 1 {
+		t.Errorf("check --json: %+v", resp)
+	}
+
+	if code, body := s.get(t, "/healthcheck"); code != 200 || body != "OK" {
+		t.Errorf("/healthcheck: %d %q", code, body)
+	}
+	if code, body := s.get(t, "/rlconfig"); code != 200 || !strings.HasPrefix(body, "api.k: fixed_window 2/1 year") {
+		t.Errorf("/rlconfig: %d %q", code, body)
+	}
+	if log := s.stderr.String(); !strings.Contains(log, "MEMCACHE_HOST_PORT, USE_STATSD") {
+		t.Errorf("no warning listing the ignored variables:\n%s", log)
+	}
+	if code := s.stop(t); code != 0 {
+		t.Errorf("serve exit %d after cancel, want 0", code)
+	}
+}
+
+func TestCheckErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"no domain", []string{"--descriptor", "k=v"}, 2},
+		{"no descriptor", []string{"--domain", "api"}, 2},
+		{"bad descriptor", []string{"--domain", "api", "--descriptor", "novalue"}, 2},
+		{"hits too large", []string{"--domain", "api", "--descriptor", "k=v", "--hits", "4294967296"}, 2},
+		{"nobody listening", []string{"--addr", "127.0.0.1:1", "--domain", "api", "--descriptor", "k=v", "--timeout", "2s"}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if code, _, errOut := runCmd(t, nil, append([]string{"check"}, tt.args...)...); code != tt.want {
+				t.Errorf("exit %d, want %d: %s", code, tt.want, errOut)
+			}
+		})
+	}
+}
+
+func TestServeReloads(t *testing.T) {
+	// The config directory is a Kubernetes ConfigMap volume: every update
+	// is a swap of the ..data symlink.
+	dir := t.TempDir()
+	version := 0
+	swap := func(content string) {
+		t.Helper()
+		version++
+		data := filepath.Join(dir, "..v"+strconv.Itoa(version))
+		writeConfig(t, data, "api.yaml", content)
+		if err := os.Symlink(filepath.Base(data), filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swap(yearly(2))
+	if err := os.Symlink("..data/api.yaml", filepath.Join(dir, "api.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, []string{"RUNTIME_ROOT=" + filepath.Dir(dir), "RUNTIME_SUBDIRECTORY=" + filepath.Base(dir),
+		"RUNTIME_APPDIRECTORY=.", "RUNTIME_IGNOREDOTFILES=true"}, "--reload-interval", "20ms")
+	limitIs := func(n int) func() bool {
+		return func() bool {
+			return strings.Contains(s.check(t, "--domain", "api", "--descriptor", "k=v"), "limit "+strconv.Itoa(n)+" per year")
+		}
+	}
+	if !limitIs(2)() {
+		t.Fatal("initial limit is not 2")
+	}
+
+	swap(yearly(5))
+	waitFor(t, "the limit to become 5", limitIs(5))
+
+	swap(yearly(6) + "    bogus: true\n")
+	waitFor(t, "the broken config to be rejected", func() bool {
+		return strings.Contains(s.stderr.String(), "config reload rejected")
+	})
+	if !limitIs(5)() {
+		t.Error("after a broken reload the limit is no longer 5")
+	}
+	if !strings.Contains(s.stderr.String(), "api.yaml:5: ") {
+		t.Errorf("the rejected reload's error is not logged with file:line:\n%s", s.stderr)
+	}
+
+	swap(yearly(7))
+	waitFor(t, "the limit to become 7", limitIs(7))
+	if !strings.Contains(s.stderr.String(), "config reloaded: changed [api]") {
+		t.Errorf("no reload line naming the domain:\n%s", s.stderr)
+	}
+}
+
+func TestServeStartErrors(t *testing.T) {
+	bad := t.TempDir()
+	badFile := writeConfig(t, bad, "api.yaml", "domain: api\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	tests := []struct {
+		name     string
+		env      []string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"invalid config", []string{"SLUICE_CONFIG=" + bad}, nil, 1, badFile + ":4: "},
+		{"missing config dir", []string{"RUNTIME_ROOT=" + filepath.Join(bad, "nope")}, nil, 1, "nope"},
+		{"bad setting", []string{"GRPC_PORT=http"}, nil, 2, `GRPC_PORT="http"`},
+		{"bad flag", nil, []string{"--reload-interval", "soon"}, 2, "reload-interval"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := runCmd(t, slices.Concat(loopback, tt.env), append([]string{"serve"}, tt.args...)...)
+			if code != tt.wantCode || !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("exit %d, want %d; stderr:\n%s\nwant it to contain %q", code, tt.wantCode, errOut, tt.wantErr)
+			}
+		})
+	}
+}

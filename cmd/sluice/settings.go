@@ -1,0 +1,410 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/sluice-rl/sluice/pkg/backend/redis"
+)
+
+// settings are everything `sluice serve` reads from flags and environment.
+type settings struct {
+	GRPCHost string
+	GRPCPort int
+	HTTPHost string
+	HTTPPort int
+
+	RuntimeRoot, RuntimeSubdirectory, RuntimeAppDirectory string
+	RuntimeIgnoreDotFiles, RuntimeWatchRoot               bool
+	Configs                                               stringList
+	MergeDomains                                          bool
+	ReloadInterval                                        time.Duration
+
+	LogLevel  logrus.Level
+	LogFormat string
+
+	ShadowMode, QuotaMode                     bool
+	HeadersEnabled                            bool
+	LimitHeader, RemainingHeader, ResetHeader string
+	IETFHeaders, RetryAfter                   bool
+	DynamicMetadata                           bool
+	LocalInstances                            int
+
+	BackendType string // "", "memory" or "redis"
+	Redis       redisSettings
+
+	GRPCUseTLS                              bool
+	GRPCTLSCert, GRPCTLSKey                 string
+	GRPCClientCACert, GRPCClientTLSSAN      string
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	MaxRequestBytes                         int
+
+	HealthInterval  time.Duration
+	DrainDelay      time.Duration
+	ShutdownTimeout time.Duration
+
+	// source maps a flag name to where its value came from ("--grpc-port"
+	// or "GRPC_PORT"), so errors name what the operator wrote.
+	source map[string]string
+	// ignored lists the set envoyproxy/ratelimit variables sluice does not
+	// implement.
+	ignored []string
+	// notes are informational lines for the log (accepted-but-moot
+	// variables).
+	notes []string
+}
+
+// redisSettings are the REDIS_* settings.
+type redisSettings struct {
+	URL, Type, SocketType, Auth, SentinelAuth string
+	TLS                                       bool
+	TLSCACert, TLSClientCert, TLSClientKey    string
+	TLSSkipHostnameVerification               bool
+	PoolSize                                  int
+	Timeout                                   time.Duration
+	KeyPrefix                                 string
+}
+
+// configPaths are the paths the configuration is loaded from: --config if
+// given, else RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
+func (s *settings) configPaths() []string {
+	if len(s.Configs) > 0 {
+		return s.Configs
+	}
+	return []string{filepath.Join(s.RuntimeRoot, s.RuntimeSubdirectory, s.RuntimeAppDirectory)}
+}
+
+// backend returns the backend to build: BACKEND_TYPE, or redis when
+// REDIS_URL is set and memory otherwise.
+func (s *settings) backend() string {
+	if s.BackendType != "" {
+		return s.BackendType
+	}
+	if s.Redis.URL != "" {
+		return "redis"
+	}
+	return "memory"
+}
+
+// envName pairs a flag with the environment variable that sets it when the
+// flag is not given.
+type envName struct{ flag, env string }
+
+// serveFlags defines serve's flags on fs, with their defaults, writing
+// into s. It returns each flag's environment variable, in definition order.
+func serveFlags(fs *flag.FlagSet, s *settings) []envName {
+	var names []envName
+	bind := func(name, env string) string {
+		names = append(names, envName{name, env})
+		return " (env " + env + ")"
+	}
+	str := func(p *string, name, env, def, usage string) { fs.StringVar(p, name, def, usage+bind(name, env)) }
+	boolean := func(p *bool, name, env string, def bool, usage string) {
+		fs.BoolVar(p, name, def, usage+bind(name, env))
+	}
+	integer := func(p *int, name, env string, def int, usage string) { fs.IntVar(p, name, def, usage+bind(name, env)) }
+	duration := func(p *time.Duration, name, env string, def time.Duration, usage string) {
+		fs.DurationVar(p, name, def, usage+bind(name, env))
+	}
+	choice := func(p *string, name, env, def string, allowed []string, usage string) {
+		*p = def
+		fs.Var(&choiceValue{p: p, allowed: allowed}, name, usage+" ("+strings.Join(allowed, "|")+")"+bind(name, env))
+	}
+
+	str(&s.GRPCHost, "grpc-host", "GRPC_HOST", "0.0.0.0", "gRPC listen host")
+	integer(&s.GRPCPort, "grpc-port", "GRPC_PORT", 8081, "gRPC listen port")
+	str(&s.HTTPHost, "host", "HOST", "0.0.0.0", "HTTP listen host (/healthcheck, /json, /rlconfig)")
+	integer(&s.HTTPPort, "port", "PORT", 8080, "HTTP listen port")
+
+	fs.Var(&s.Configs, "config", "config file or directory; repeatable; overrides the RUNTIME_* directory"+
+		bind("config", "SLUICE_CONFIG")+", comma-separated")
+	str(&s.RuntimeRoot, "runtime-root", "RUNTIME_ROOT", "/srv/runtime_data/current", "config root directory")
+	str(&s.RuntimeSubdirectory, "runtime-subdirectory", "RUNTIME_SUBDIRECTORY", "", "config subdirectory of the root")
+	str(&s.RuntimeAppDirectory, "runtime-appdirectory", "RUNTIME_APPDIRECTORY", "config", "config directory inside the subdirectory")
+	boolean(&s.RuntimeIgnoreDotFiles, "runtime-ignoredotfiles", "RUNTIME_IGNOREDOTFILES", false,
+		"accepted for compatibility: sluice always skips dot files and directories")
+	boolean(&s.RuntimeWatchRoot, "runtime-watch-root", "RUNTIME_WATCH_ROOT", true,
+		"accepted for compatibility: polling sees changes in either layout")
+	boolean(&s.MergeDomains, "merge-domain-config", "MERGE_DOMAIN_CONFIG", false, "allow several files to define one domain")
+	duration(&s.ReloadInterval, "reload-interval", "SLUICE_RELOAD_INTERVAL", time.Second, "how often to poll the config for changes")
+
+	s.LogLevel = logrus.InfoLevel
+	fs.Var(&levelValue{&s.LogLevel}, "log-level", "log level: debug, info, warn, error"+bind("log-level", "LOG_LEVEL"))
+	choice(&s.LogFormat, "log-format", "LOG_FORMAT", "text", []string{"text", "json"}, "log format")
+
+	boolean(&s.ShadowMode, "shadow-mode", "SHADOW_MODE", false, "report OVER_LIMIT decisions as OK (statuses keep OVER_LIMIT)")
+	boolean(&s.QuotaMode, "quota-mode", "QUOTA_MODE", false, "treat every descriptor as a quota descriptor")
+	boolean(&s.HeadersEnabled, "limit-response-headers", "LIMIT_RESPONSE_HEADERS_ENABLED", false, "add rate-limit response headers")
+	str(&s.LimitHeader, "limit-header", "LIMIT_LIMIT_HEADER", "RateLimit-Limit", "name of the limit header")
+	str(&s.RemainingHeader, "remaining-header", "LIMIT_REMAINING_HEADER", "RateLimit-Remaining", "name of the remaining header")
+	str(&s.ResetHeader, "reset-header", "LIMIT_RESET_HEADER", "RateLimit-Reset", "name of the reset header")
+	boolean(&s.IETFHeaders, "ietf-headers", "SLUICE_IETF_HEADERS", false, "also add the IETF draft RateLimit and RateLimit-Policy headers")
+	boolean(&s.RetryAfter, "retry-after", "SLUICE_RETRY_AFTER", false, "also add Retry-After when over the limit")
+	boolean(&s.DynamicMetadata, "response-dynamic-metadata", "RESPONSE_DYNAMIC_METADATA", false, "fill the response's dynamic_metadata")
+	integer(&s.LocalInstances, "local-instances", "SLUICE_LOCAL_INSTANCES", 1,
+		"instance count dividing each limit when failure_mode local decides in memory")
+
+	choice(&s.BackendType, "backend", "BACKEND_TYPE", "", []string{"memory", "redis"},
+		"backend; default redis when REDIS_URL is set, memory otherwise")
+	str(&s.Redis.URL, "redis-url", "REDIS_URL", "", "single: host:port or socket path; sentinel: master,host:port,...; cluster: host:port,...")
+	choice(&s.Redis.Type, "redis-type", "REDIS_TYPE", "single", []string{"single", "sentinel", "cluster"}, "Redis deployment")
+	choice(&s.Redis.SocketType, "redis-socket-type", "REDIS_SOCKET_TYPE", "", []string{"tcp", "unix"},
+		"Redis socket; default inferred from REDIS_URL (a path is a unix socket)")
+	str(&s.Redis.Auth, "redis-auth", "REDIS_AUTH", "", "Redis password, or user:password")
+	str(&s.Redis.SentinelAuth, "redis-sentinel-auth", "REDIS_SENTINEL_AUTH", "", "Sentinel password, or user:password")
+	boolean(&s.Redis.TLS, "redis-tls", "REDIS_TLS", false, "connect to Redis over TLS")
+	str(&s.Redis.TLSCACert, "redis-tls-cacert", "REDIS_TLS_CACERT", "", "CA certificate file for Redis TLS")
+	str(&s.Redis.TLSClientCert, "redis-tls-client-cert", "REDIS_TLS_CLIENT_CERT", "", "client certificate file for Redis TLS")
+	str(&s.Redis.TLSClientKey, "redis-tls-client-key", "REDIS_TLS_CLIENT_KEY", "", "client key file for Redis TLS")
+	boolean(&s.Redis.TLSSkipHostnameVerification, "redis-tls-skip-hostname-verification", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false,
+		"verify the Redis certificate chain but not its host name")
+	integer(&s.Redis.PoolSize, "redis-pool-size", "REDIS_POOL_SIZE", 10, "Redis connections per node")
+	duration(&s.Redis.Timeout, "redis-timeout", "REDIS_TIMEOUT", redis.DefaultTimeout,
+		"bound on every Redis round trip (the reference's default is 10s; see pkg/backend/redis)")
+	str(&s.Redis.KeyPrefix, "cache-key-prefix", "CACHE_KEY_PREFIX", "", "prefix of every Redis key")
+
+	boolean(&s.GRPCUseTLS, "grpc-tls", "GRPC_SERVER_USE_TLS", false, "serve gRPC over TLS")
+	str(&s.GRPCTLSCert, "grpc-tls-cert", "GRPC_SERVER_TLS_CERT", "", "gRPC server certificate file (re-read when it changes)")
+	str(&s.GRPCTLSKey, "grpc-tls-key", "GRPC_SERVER_TLS_KEY", "", "gRPC server key file")
+	str(&s.GRPCClientCACert, "grpc-client-tls-cacert", "GRPC_CLIENT_TLS_CACERT", "", "CA file; when set, clients must present a certificate it signed")
+	str(&s.GRPCClientTLSSAN, "grpc-client-tls-san", "GRPC_CLIENT_TLS_SAN", "", "SAN the client certificate must carry")
+	duration(&s.MaxConnectionAge, "grpc-max-connection-age", "GRPC_MAX_CONNECTION_AGE", 24*time.Hour, "close gRPC connections after this age")
+	duration(&s.MaxConnectionAgeGrace, "grpc-max-connection-age-grace", "GRPC_MAX_CONNECTION_AGE_GRACE", time.Hour,
+		"time for in-flight calls after the connection age")
+	integer(&s.MaxRequestBytes, "max-request-bytes", "SLUICE_MAX_REQUEST_BYTES", 1<<20, "bound on a gRPC request and a /json body")
+
+	duration(&s.HealthInterval, "health-interval", "SLUICE_HEALTH_INTERVAL", 5*time.Second, "how often to ping the backend for health")
+	duration(&s.DrainDelay, "drain-delay", "SLUICE_DRAIN_DELAY", 0, "at shutdown, fail health this long before closing listeners")
+	duration(&s.ShutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", 10*time.Second, "at shutdown, wait this long for in-flight calls")
+	return names
+}
+
+// parseServe parses serve's settings: flags win over environment variables,
+// which win over defaults. Errors name the flag or variable at fault.
+func parseServe(args, environ []string, stderr io.Writer) (*settings, error) {
+	s := &settings{source: map[string]string{}}
+	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	names := serveFlags(fs, s)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: sluice serve [flags]\n\nEvery flag can also be set by the environment variable shown; flags win.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	env := envMap(environ)
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) {
+		given[f.Name] = true
+		s.source[f.Name] = "--" + f.Name
+	})
+	for _, n := range names {
+		if given[n.flag] {
+			continue
+		}
+		s.source[n.flag] = n.env
+		v, ok := env[n.env]
+		if !ok || v == "" {
+			continue
+		}
+		if n.flag == "config" {
+			for _, p := range strings.Split(v, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					s.Configs = append(s.Configs, p)
+				}
+			}
+			continue
+		}
+		if err := fs.Set(n.flag, v); err != nil {
+			return nil, fmt.Errorf("invalid %s=%q: %w", n.env, v, err)
+		}
+	}
+	if err := s.validate(env); err != nil {
+		return nil, err
+	}
+	s.ignored = ignoredReferenceVars(env)
+	if _, ok := env["RUNTIME_IGNOREDOTFILES"]; ok || given["runtime-ignoredotfiles"] {
+		s.notes = append(s.notes, s.source["runtime-ignoredotfiles"]+" is accepted but moot: sluice always skips dot files and directories")
+	}
+	return s, nil
+}
+
+// validate checks what the flag types cannot.
+func (s *settings) validate(env map[string]string) error {
+	var errs []error
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("invalid %s: %s", s.source[flag], fmt.Sprintf(format, args...)))
+	}
+	for _, p := range []struct {
+		flag string
+		v    int
+	}{{"grpc-port", s.GRPCPort}, {"port", s.HTTPPort}} {
+		if p.v < 0 || p.v > 65535 {
+			bad(p.flag, "port %d out of range 0-65535", p.v)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"grpc-max-connection-age", s.MaxConnectionAge}, {"grpc-max-connection-age-grace", s.MaxConnectionAgeGrace},
+		{"redis-timeout", s.Redis.Timeout}, {"drain-delay", s.DrainDelay},
+	} {
+		if d.v < 0 {
+			bad(d.flag, "negative duration %v", d.v)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"reload-interval", s.ReloadInterval}, {"health-interval", s.HealthInterval}, {"shutdown-timeout", s.ShutdownTimeout}} {
+		if d.v <= 0 {
+			bad(d.flag, "duration %v must be positive", d.v)
+		}
+	}
+	if s.LocalInstances < 1 {
+		bad("local-instances", "%d: must be at least 1", s.LocalInstances)
+	}
+	if s.Redis.PoolSize < 1 {
+		bad("redis-pool-size", "%d: must be at least 1", s.Redis.PoolSize)
+	}
+	if s.MaxRequestBytes < 1024 {
+		bad("max-request-bytes", "%d: must be at least 1024", s.MaxRequestBytes)
+	}
+	if s.backend() == "redis" && s.Redis.URL == "" {
+		bad("backend", "redis needs REDIS_URL (--redis-url)")
+	}
+	if s.GRPCUseTLS && (s.GRPCTLSCert == "" || s.GRPCTLSKey == "") {
+		bad("grpc-tls", "TLS needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY")
+	}
+	if !s.GRPCUseTLS && (s.GRPCClientCACert != "" || s.GRPCClientTLSSAN != "") {
+		bad("grpc-client-tls-cacert", "client TLS settings need GRPC_SERVER_USE_TLS=true")
+	}
+	if s.GRPCClientTLSSAN != "" && s.GRPCClientCACert == "" {
+		bad("grpc-client-tls-san", "a client SAN needs GRPC_CLIENT_TLS_CACERT")
+	}
+	if (s.IETFHeaders || s.RetryAfter) && !s.HeadersEnabled {
+		flag := "ietf-headers"
+		if !s.IETFHeaders {
+			flag = "retry-after"
+		}
+		bad(flag, "needs LIMIT_RESPONSE_HEADERS_ENABLED=true")
+	}
+	if v, ok := env["CONFIG_TYPE"]; ok && v != "" && !strings.EqualFold(v, "FILE") {
+		errs = append(errs, fmt.Errorf("invalid CONFIG_TYPE=%q: sluice reads configuration from files only (FILE)", v))
+	}
+	return errors.Join(errs...)
+}
+
+// referenceOnly are envoyproxy/ratelimit variables sluice does not
+// implement; a name ending in '_' stands for every variable with that
+// prefix. Setting one logs a warning; it changes nothing.
+var referenceOnly = []string{
+	"GRPC_UDS", "DEBUG_HOST", "DEBUG_PORT", "FORCE_START_WITHOUT_INITIAL_CONFIG",
+	"CONFIG_GRPC_XDS_", "XDS_CLIENT_",
+	"REDIS_PERSECOND", "REDIS_PERSECOND_", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
+	"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
+	"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
+	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO",
+	"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
+	"MEMCACHE_",
+	"USE_STATSD", "STATSD_HOST", "STATSD_PORT", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "DOG_STATSD_MOGRIFIER_",
+	"USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
+	"DISABLE_STATS", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL",
+	"TRACING_",
+}
+
+// ignoredReferenceVars returns the variables of env that referenceOnly
+// names, sorted.
+func ignoredReferenceVars(env map[string]string) []string {
+	var out []string
+	for name := range env {
+		for _, r := range referenceOnly {
+			if name == r || (strings.HasSuffix(r, "_") && strings.HasPrefix(name, r)) {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// envMap turns os.Environ-style "K=V" pairs into a map; a later pair wins.
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	if v == "" {
+		return errors.New("empty path")
+	}
+	*l = append(*l, v)
+	return nil
+}
+
+// choiceValue is a string flag restricted to some values, compared
+// case-insensitively and stored in lower case.
+type choiceValue struct {
+	p       *string
+	allowed []string
+}
+
+func (c *choiceValue) String() string {
+	if c.p == nil {
+		return ""
+	}
+	return *c.p
+}
+
+func (c *choiceValue) Set(v string) error {
+	l := strings.ToLower(v)
+	if !slices.Contains(c.allowed, l) {
+		return fmt.Errorf("want one of %s", strings.Join(c.allowed, ", "))
+	}
+	*c.p = l
+	return nil
+}
+
+// levelValue is a logrus level flag ("debug", "INFO", "warn", ...).
+type levelValue struct{ p *logrus.Level }
+
+func (l *levelValue) String() string {
+	if l.p == nil {
+		return ""
+	}
+	return l.p.String()
+}
+
+func (l *levelValue) Set(v string) error {
+	lv, err := logrus.ParseLevel(v)
+	if err != nil {
+		return errors.New("want one of debug, info, warn, error")
+	}
+	*l.p = lv
+	return nil
+}

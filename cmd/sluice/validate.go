@@ -1,0 +1,75 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+)
+
+// validate loads the config at the given paths as serve would and prints
+// every error as "file:line: reason" (exit 1), or a summary (exit 0).
+func validate(args, environ []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	merge := fs.Bool("merge-domain-config", false, "allow several files to define one domain (env MERGE_DOMAIN_CONFIG)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: sluice validate [flags] PATH...\n\nPATH is a config file or a directory of .yaml/.yml files.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "merge-domain-config" })
+	if v := envMap(environ)["MERGE_DOMAIN_CONFIG"]; !given && v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice validate: invalid MERGE_DOMAIN_CONFIG=%q: want true or false\n", v)
+			return exitUsage
+		}
+		*merge = b
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	cfg, err := descriptor.Load(descriptor.LoadOptions{MergeDomains: *merge}, fs.Args()...)
+	if err != nil {
+		n := printConfigErrors(stdout, err)
+		fmt.Fprintf(stderr, "sluice validate: %d %s\n", n, plural(n, "error", "errors"))
+		return exitError
+	}
+	names := cfg.Domains()
+	fmt.Fprintf(stdout, "%d %s OK", len(names), plural(len(names), "domain", "domains"))
+	if len(names) > 0 {
+		fmt.Fprintf(stdout, ": %s", strings.Join(names, ", "))
+	}
+	fmt.Fprintln(stdout)
+	return exitOK
+}
+
+// printConfigErrors prints a config load error one "file:line: reason" per
+// line and returns how many errors it held.
+func printConfigErrors(w io.Writer, err error) int {
+	var list descriptor.ErrorList
+	if !errors.As(err, &list) {
+		fmt.Fprintln(w, err)
+		return 1
+	}
+	for _, e := range list {
+		fmt.Fprintln(w, e.Error())
+	}
+	return len(list)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

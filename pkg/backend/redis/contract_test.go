@@ -1,0 +1,55 @@
+package redis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/backendtest"
+	"github.com/sluice-rl/sluice/pkg/internal/redistest"
+)
+
+// The contract suite, against each way of reaching Redis. Any difference
+// from pkg/limit (and so from the memory backend) fails it.
+
+func TestContractStandalone(t *testing.T) {
+	srv := redistest.Standalone(t)
+	backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
+		opts := Options{URL: srv.Addr(), KeyPrefix: "contract:", Now: now, Logger: quietLogger()}
+		b, err := New(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return b
+	})
+}
+
+func TestContractCluster(t *testing.T) {
+	c := cluster.Get(t)
+	backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
+		opts := clusterOptions(c)
+		opts.KeyPrefix, opts.Now, opts.Logger = "contract:", now, quietLogger()
+		b, err := New(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return b
+	})
+}
+
+func TestContractSentinel(t *testing.T) {
+	s := redistest.Sentinel(t)
+	url := s.MasterName()
+	for _, a := range s.SentinelAddrs() {
+		url += "," + a
+	}
+	backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
+		opts := Options{Type: TypeSentinel, URL: url, KeyPrefix: "contract:", Now: now, Logger: quietLogger()}
+		b, err := New(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return b
+	})
+}

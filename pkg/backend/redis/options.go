@@ -1,0 +1,375 @@
+package redis
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/sirupsen/logrus"
+)
+
+// Options configures a Backend. The comment on each field names the
+// envoyproxy/ratelimit setting it corresponds to; the server maps those
+// environment variables onto these fields.
+type Options struct {
+	// Type is "single" (the default when empty), "sentinel" or "cluster",
+	// case-insensitive (REDIS_TYPE).
+	Type string
+	// URL says where Redis is (REDIS_URL), by Type:
+	//   - single: "host:port", "redis://[user:pass@]host:port[/db]",
+	//     "rediss://..." (TLS), or a unix socket path ("/run/redis.sock" or
+	//     "unix:///run/redis.sock").
+	//   - sentinel: "master,host:port,host:port,...": the master name, then
+	//     the sentinels (at least one).
+	//   - cluster: "host:port,host:port,...": seed nodes; the rest of the
+	//     cluster is discovered.
+	URL string
+	// SocketType is "tcp" or "unix" (REDIS_SOCKET_TYPE). Empty infers it
+	// from URL: a path is a unix socket, anything else TCP. Unix sockets
+	// are only for Type single.
+	SocketType string
+	// Auth is "password" or "user:password" (REDIS_AUTH). When set it
+	// overrides credentials in a redis:// URL.
+	Auth string
+	// SentinelAuth is "password" or "user:password" for the sentinels
+	// themselves (REDIS_SENTINEL_AUTH).
+	SentinelAuth string
+
+	// TLS enables TLS to every Redis node (REDIS_TLS); a rediss:// URL
+	// enables it too.
+	TLS bool
+	// TLSCACert is a PEM file of CAs to verify the server with
+	// (REDIS_TLS_CACERT); empty means the system roots.
+	TLSCACert string
+	// TLSClientCert and TLSClientKey are PEM files of a client certificate
+	// (REDIS_TLS_CLIENT_CERT, REDIS_TLS_CLIENT_KEY); both or neither.
+	TLSClientCert, TLSClientKey string
+	// TLSSkipHostnameVerification verifies the server's certificate chain
+	// but not that it names the host dialled
+	// (REDIS_TLS_SKIP_HOSTNAME_VERIFICATION), e.g. for GCP Memorystore.
+	TLSSkipHostnameVerification bool
+
+	// PoolSize is the connection pool size per Redis node
+	// (REDIS_POOL_SIZE). 0 means go-redis's default, 10 per CPU.
+	PoolSize int
+	// Timeout bounds every Redis round trip: dialing, writing, reading, and
+	// waiting for a pooled connection (REDIS_TIMEOUT). A Decide that cannot
+	// finish in time fails with backend.ErrUnavailable. 0 means
+	// DefaultTimeout. The reference's default is 10s, which lets requests
+	// and goroutines pile up behind a dead Redis while Envoy (whose own
+	// rate-limit timeout defaults to 20ms) has long given up.
+	Timeout time.Duration
+
+	// KeyPrefix is prepended to every key (CACHE_KEY_PREFIX). It must not
+	// contain '{' or '}', which would break the cluster hash tag.
+	KeyPrefix string
+
+	// Breaker configures the circuit breaker that fails calls fast while
+	// Redis keeps failing.
+	Breaker BreakerOptions
+
+	// Now is for tests only: when set, the script uses this clock instead
+	// of Redis's TIME (passed as a test-only argument). Production leaves
+	// it nil so that every instance shares Redis's clock.
+	Now func() time.Time
+	// Clock is this instance's own clock, used only to compute the
+	// calendar-aligned windows around the present (the script then picks
+	// the one holding Redis's time) and for the circuit breaker's open
+	// period. Nil means Now if set, else time.Now. Tests skew or advance it.
+	Clock func() time.Time
+
+	// Logger receives connection and breaker events. Nil means
+	// logrus.StandardLogger().
+	Logger *logrus.Logger
+}
+
+// BreakerOptions configures the circuit breaker. The zero value is the
+// default: open after 5 consecutive failures, for 1s.
+type BreakerOptions struct {
+	// Failures is how many consecutive failed round trips open the
+	// breaker. 0 means 5; a negative value disables the breaker.
+	Failures int
+	// OpenFor is how long an open breaker fails calls at once (with
+	// ErrUnavailable, "circuit open") before it lets one probe through; the
+	// probe's success closes it, its failure opens it again. 0 means 1s.
+	OpenFor time.Duration
+}
+
+// DefaultTimeout is the Timeout used when Options.Timeout is 0: long enough
+// for a loaded Redis across a data centre, short enough that a dead one
+// costs callers little and the circuit breaker opens within seconds.
+const DefaultTimeout = time.Second
+
+// The breaker defaults.
+const (
+	DefaultBreakerFailures = 5
+	DefaultBreakerOpenFor  = time.Second
+)
+
+// Redis types.
+const (
+	TypeSingle   = "single"
+	TypeSentinel = "sentinel"
+	TypeCluster  = "cluster"
+)
+
+// normalize returns opts with defaults filled in, or an error for settings
+// that cannot work.
+func (o Options) normalize() (Options, error) {
+	o.Type = strings.ToLower(strings.TrimSpace(o.Type))
+	if o.Type == "" {
+		o.Type = TypeSingle
+	}
+	switch o.Type {
+	case TypeSingle, TypeSentinel, TypeCluster:
+	default:
+		return o, fmt.Errorf("redis type %q: want single, sentinel or cluster", o.Type)
+	}
+	o.SocketType = strings.ToLower(strings.TrimSpace(o.SocketType))
+	switch o.SocketType {
+	case "", "tcp", "unix":
+	default:
+		return o, fmt.Errorf("redis socket type %q: want tcp or unix", o.SocketType)
+	}
+	if o.SocketType == "unix" && o.Type != TypeSingle {
+		return o, fmt.Errorf("redis socket type unix works only with type single, not %s", o.Type)
+	}
+	if strings.TrimSpace(o.URL) == "" {
+		return o, errors.New("redis URL is empty")
+	}
+	if strings.ContainsAny(o.KeyPrefix, "{}") {
+		return o, fmt.Errorf("key prefix %q contains '{' or '}', which would break the cluster hash tag", o.KeyPrefix)
+	}
+	if o.Timeout < 0 {
+		return o, fmt.Errorf("redis timeout %v is negative", o.Timeout)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.PoolSize < 0 {
+		return o, fmt.Errorf("redis pool size %d is negative", o.PoolSize)
+	}
+	if o.Breaker.Failures == 0 {
+		o.Breaker.Failures = DefaultBreakerFailures
+	}
+	if o.Breaker.OpenFor < 0 {
+		return o, fmt.Errorf("breaker open period %v is negative", o.Breaker.OpenFor)
+	}
+	if o.Breaker.OpenFor == 0 {
+		o.Breaker.OpenFor = DefaultBreakerOpenFor
+	}
+	if (o.TLSClientCert == "") != (o.TLSClientKey == "") {
+		return o, errors.New("redis TLS client certificate and key must be given together")
+	}
+	if o.Logger == nil {
+		o.Logger = logrus.StandardLogger()
+	}
+	if o.Clock == nil {
+		o.Clock = o.Now
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	return o, nil
+}
+
+// splitAuth splits "password" or "user:password".
+func splitAuth(auth string) (user, pass string) {
+	if u, p, ok := strings.Cut(auth, ":"); ok {
+		return u, p
+	}
+	return "", auth
+}
+
+// tlsConfig builds the TLS configuration, or nil when TLS is off.
+func (o Options) tlsConfig(enabled bool) (*tls.Config, error) {
+	if !enabled && !o.TLS {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.TLSCACert != "" {
+		pem, err := os.ReadFile(o.TLSCACert)
+		if err != nil {
+			return nil, fmt.Errorf("read redis TLS CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("redis TLS CA %s holds no PEM certificate", o.TLSCACert)
+		}
+		cfg.RootCAs = pool
+	}
+	if o.TLSClientCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.TLSClientCert, o.TLSClientKey)
+		if err != nil {
+			return nil, fmt.Errorf("load redis TLS client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if o.TLSSkipHostnameVerification {
+		// Verify the chain ourselves, without a host name.
+		roots := cfg.RootCAs
+		cfg.InsecureSkipVerify = true
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("redis TLS: server sent no certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+			if err != nil {
+				return fmt.Errorf("redis TLS: %w", err)
+			}
+			return nil
+		}
+	}
+	return cfg, nil
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// checkHostPort validates a "host:port" address.
+func checkHostPort(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("redis address %q: %w", addr, err)
+	}
+	return nil
+}
+
+// noMaint turns off go-redis's maintenance-notification handshake, which
+// open-source Redis does not know.
+func noMaint() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+}
+
+// newClient builds the go-redis client for o (already normalized). It does
+// not connect: go-redis dials on first use, so a Redis that is down at start
+// costs nothing here.
+func newClient(o Options) (goredis.UniversalClient, error) {
+	user, pass := splitAuth(o.Auth)
+	switch o.Type {
+	case TypeSentinel:
+		parts := splitList(o.URL)
+		if len(parts) < 2 {
+			return nil, fmt.Errorf("redis sentinel URL %q: want \"master,host:port[,host:port...]\"", o.URL)
+		}
+		for _, a := range parts[1:] {
+			if err := checkHostPort(a); err != nil {
+				return nil, err
+			}
+		}
+		tlsCfg, err := o.tlsConfig(false)
+		if err != nil {
+			return nil, err
+		}
+		suser, spass := splitAuth(o.SentinelAuth)
+		return goredis.NewFailoverClient(&goredis.FailoverOptions{
+			MasterName:            parts[0],
+			SentinelAddrs:         parts[1:],
+			SentinelUsername:      suser,
+			SentinelPassword:      spass,
+			Username:              user,
+			Password:              pass,
+			TLSConfig:             tlsCfg,
+			PoolSize:              o.PoolSize,
+			DialTimeout:           o.Timeout,
+			ReadTimeout:           o.Timeout,
+			WriteTimeout:          o.Timeout,
+			PoolTimeout:           o.Timeout,
+			MaxRetries:            -1,
+			DialerRetries:         1,
+			ContextTimeoutEnabled: true,
+			DisableIdentity:       true,
+		}), nil
+	case TypeCluster:
+		addrs := splitList(o.URL)
+		if len(addrs) == 0 {
+			return nil, fmt.Errorf("redis cluster URL %q: want \"host:port,host:port,...\"", o.URL)
+		}
+		for _, a := range addrs {
+			if err := checkHostPort(a); err != nil {
+				return nil, err
+			}
+		}
+		tlsCfg, err := o.tlsConfig(false)
+		if err != nil {
+			return nil, err
+		}
+		return goredis.NewClusterClient(&goredis.ClusterOptions{
+			Addrs:                    addrs,
+			Username:                 user,
+			Password:                 pass,
+			TLSConfig:                tlsCfg,
+			PoolSize:                 o.PoolSize,
+			DialTimeout:              o.Timeout,
+			ReadTimeout:              o.Timeout,
+			WriteTimeout:             o.Timeout,
+			PoolTimeout:              o.Timeout,
+			MaxRetries:               -1,
+			DialerRetries:            1,
+			ContextTimeoutEnabled:    true,
+			DisableIdentity:          true,
+			MaintNotificationsConfig: noMaint(),
+		}), nil
+	}
+
+	// single
+	var ro *goredis.Options
+	url := strings.TrimSpace(o.URL)
+	isPath := strings.HasPrefix(url, "/")
+	switch {
+	case o.SocketType == "tcp" && (isPath || strings.HasPrefix(url, "unix://")):
+		return nil, fmt.Errorf("redis URL %q is a unix socket, but socket type is tcp", o.URL)
+	case o.SocketType == "unix" && !strings.HasPrefix(url, "unix://"):
+		// As in envoyproxy/ratelimit, the URL is the socket path as given.
+		ro = &goredis.Options{Network: "unix", Addr: url}
+	case strings.HasPrefix(url, "redis://"), strings.HasPrefix(url, "rediss://"), strings.HasPrefix(url, "unix://"):
+		var err error
+		if ro, err = goredis.ParseURL(url); err != nil {
+			return nil, fmt.Errorf("redis URL: %w", err)
+		}
+	case isPath:
+		ro = &goredis.Options{Network: "unix", Addr: url}
+	default:
+		if err := checkHostPort(url); err != nil {
+			return nil, err
+		}
+		ro = &goredis.Options{Network: "tcp", Addr: url}
+	}
+	tlsCfg, err := o.tlsConfig(ro.TLSConfig != nil)
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil && ro.TLSConfig != nil && tlsCfg.ServerName == "" {
+		tlsCfg.ServerName = ro.TLSConfig.ServerName
+	}
+	ro.TLSConfig = tlsCfg
+	if o.Auth != "" {
+		ro.Username, ro.Password = user, pass
+	}
+	ro.PoolSize = o.PoolSize
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = o.Timeout, o.Timeout, o.Timeout, o.Timeout
+	ro.MaxRetries = -1
+	ro.DialerRetries = 1
+	ro.ContextTimeoutEnabled = true
+	ro.DisableIdentity = true
+	ro.MaintNotificationsConfig = noMaint()
+	return goredis.NewClient(ro), nil
+}

@@ -1,0 +1,19 @@
+// Package redistest starts real redis-server processes for tests: a
+// standalone server, a Redis Cluster (3 masters, one replica each) and a
+// Sentinel set (one master, one replica, one sentinel).
+//
+// Every process listens on 127.0.0.1 only, on a port chosen free at start
+// (a start that loses the port to another process is retried on new ports),
+// keeps its files in a temporary directory, persists nothing (save "",
+// appendonly no), and is stopped by its own PID: SIGTERM, then SIGKILL after
+// a deadline. Readiness is polled (PING, CLUSTER INFO, SENTINEL replies) with
+// a deadline; nothing sleeps blindly.
+//
+// The testing.TB constructors (Standalone, Cluster, Sentinel) register the
+// stop with t.Cleanup and skip the test when redis-server is not installed.
+// The Start* functions return an error instead, for a TestMain that shares
+// one cluster across a package; Shared wraps that pattern.
+//
+// The package knows nothing of sluice's key schema or scripts; it only runs
+// Redis.
+package redistest

@@ -1,0 +1,189 @@
+package redistest
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestStandaloneLifecycle(t *testing.T) {
+	s := Standalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := s.Client()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	pid := s.PID()
+	if pid == 0 {
+		t.Fatal("PID is 0 for a running server")
+	}
+	if host := s.Addr()[:10]; host != "127.0.0.1:" {
+		t.Fatalf("Addr %q is not on loopback", s.Addr())
+	}
+
+	// The unix socket answers too.
+	u := redis.NewClient(&redis.Options{Network: "unix", Addr: s.SocketPath()})
+	defer u.Close()
+	if got, err := u.Get(ctx, "k").Result(); err != nil || got != "v" {
+		t.Fatalf("GET over unix socket = %q, %v; want v", got, err)
+	}
+
+	s.Kill()
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Fatalf("process %d still alive after Kill", pid)
+	}
+	if err := pingRaw(s.Addr()); err == nil {
+		t.Fatal("PING answered after Kill")
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if s.PID() == pid {
+		t.Fatal("Restart kept the old PID")
+	}
+	// Nothing is persisted: the key is gone after a restart.
+	if err := c.Get(ctx, "k").Err(); err != redis.Nil {
+		t.Fatalf("GET after restart: %v, want redis.Nil", err)
+	}
+
+	root := s.root
+	s.Close()
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Fatalf("temp dir %s left behind: %v", root, err)
+	}
+}
+
+func TestStandalonePauseResume(t *testing.T) {
+	s := Standalone(t)
+	s.Pause()
+	if err := pingRaw(s.Addr()); err == nil {
+		t.Fatal("a paused server answered PING")
+	}
+	s.Resume()
+	if err := waitFor(5*time.Second, "ping after resume", func() error { return pingRaw(s.Addr()) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStandaloneArgs(t *testing.T) {
+	s := Standalone(t, "--requirepass", "secret")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Client().Ping(ctx).Err(); err == nil {
+		t.Fatal("PING without a password succeeded against --requirepass")
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), Password: "secret"})
+	defer c.Close()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING with the password: %v", err)
+	}
+}
+
+func TestParseClusterNodes(t *testing.T) {
+	in := "07c3 127.0.0.1:30004@31004,host slave e7d1 0 1426238317239 4 connected\n" +
+		"67ed 127.0.0.1:30002@31002 master - 0 1426238316232 2 connected 5461-10922 [5462->-abc]\n" +
+		"e7d1 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460 16000\n" +
+		"9999 127.0.0.1:30003@31003 master,fail - 0 0 3 disconnected\n"
+	got := parseClusterNodes(in)
+	if len(got) != 4 {
+		t.Fatalf("parsed %d nodes, want 4", len(got))
+	}
+	tests := []struct {
+		i              int
+		addr           string
+		master, failed bool
+		slots          [][2]int
+	}{
+		{0, "127.0.0.1:30004", false, false, nil},
+		{1, "127.0.0.1:30002", true, false, [][2]int{{5461, 10922}}},
+		{2, "127.0.0.1:30001", true, false, [][2]int{{0, 5460}, {16000, 16000}}},
+		{3, "127.0.0.1:30003", true, true, nil},
+	}
+	for _, tt := range tests {
+		n := got[tt.i]
+		if n.addr != tt.addr || n.master != tt.master || n.failed != tt.failed || len(n.slots) != len(tt.slots) {
+			t.Errorf("node %d = %+v, want addr %s master %v failed %v slots %v", tt.i, n, tt.addr, tt.master, tt.failed, tt.slots)
+			continue
+		}
+		for j := range tt.slots {
+			if n.slots[j] != tt.slots[j] {
+				t.Errorf("node %d slots %v, want %v", tt.i, n.slots, tt.slots)
+			}
+		}
+	}
+}
+
+func TestClusterFailover(t *testing.T) {
+	c := Cluster(t, ClusterOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if got := len(c.Masters()); got != 3 {
+		t.Fatalf("%d masters, want 3", got)
+	}
+	cl := c.Client()
+	if err := cl.Set(ctx, "{a}x", "1", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	slot, err := c.KeySlot("{a}x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the write to reach the replica, so the promoted replica has it.
+	master, _ := c.MasterOf(slot)
+	if err := c.NodeClient(master).Do(ctx, "WAIT", 1, 2000).Err(); err != nil {
+		t.Fatalf("WAIT: %v", err)
+	}
+	killed, err := c.KillMaster(slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(clusterTimeout); err != nil {
+		t.Fatal(err)
+	}
+	now, err := c.MasterOf(slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now == killed {
+		t.Fatalf("slot %d still served by the killed master %s", slot, killed)
+	}
+	// go-redis learns the new slot map lazily; ReloadState asks for it.
+	err = waitFor(clusterTimeout, "GET after failover", func() error {
+		got, err := cl.Get(ctx, "{a}x").Result()
+		if err != nil {
+			cl.ReloadState(ctx)
+			return err
+		}
+		if got != "1" {
+			t.Fatalf("GET after failover = %q, want 1", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartNode(killed); err != nil {
+		t.Fatalf("RestartNode: %v", err)
+	}
+	if err := c.WaitHealthy(clusterTimeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSentinel(t *testing.T) {
+	s := Sentinel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := s.Client()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET through sentinel: %v", err)
+	}
+	if s.MasterName() == "" || len(s.SentinelAddrs()) == 0 {
+		t.Fatal("empty master name or sentinel list")
+	}
+}

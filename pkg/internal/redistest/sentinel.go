@@ -1,0 +1,201 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// SentinelSet is one master, one replica and one sentinel watching them
+// under the name MasterName().
+type SentinelSet struct {
+	root      string
+	master    *process
+	replica   *process
+	sentinels []*process
+
+	mu      sync.Mutex
+	clients []interface{ Close() error }
+}
+
+const masterName = "sluice-test"
+
+// Sentinel starts a sentinel set and stops it when t ends. It skips t if
+// redis-server is not installed and fails t if the set does not come up.
+func Sentinel(t testing.TB) *SentinelSet {
+	t.Helper()
+	s, err := StartSentinel()
+	if errors.Is(err, ErrNotInstalled) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatalf("start redis sentinel set: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// StartSentinel is Sentinel for callers without a testing.TB; the caller
+// must Close the set.
+func StartSentinel() (*SentinelSet, error) {
+	root, err := tempRoot()
+	if err != nil {
+		return nil, err
+	}
+	s := &SentinelSet{root: root}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	s.master, err = newProcess(root, "master", func(port, _ int) []string {
+		return baseConfig(filepath.Join(root, "master"), port)
+	}, false, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	masterPort := s.master.port
+	s.replica, err = newProcess(root, "replica", func(port, _ int) []string {
+		return append(baseConfig(filepath.Join(root, "replica"), port),
+			"replicaof 127.0.0.1 "+strconv.Itoa(masterPort))
+	}, false, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	sen, err := newProcess(root, "sentinel", func(port, _ int) []string {
+		return []string{
+			"bind 127.0.0.1",
+			"port " + strconv.Itoa(port),
+			"dir " + filepath.Join(root, "sentinel"),
+			"logfile " + filepath.Join(root, "sentinel", "redis.log"),
+			"daemonize no",
+			"sentinel monitor " + masterName + " 127.0.0.1 " + strconv.Itoa(masterPort) + " 1",
+			"sentinel down-after-milliseconds " + masterName + " 1000",
+			"sentinel failover-timeout " + masterName + " 5000",
+			"sentinel parallel-syncs " + masterName + " 1",
+		}
+	}, false, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.sentinels = append(s.sentinels, sen)
+
+	err = waitFor(clusterTimeout, "sentinel sees the replica", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		cl := adminClient(sen.addr(), "")
+		defer cl.Close()
+		addr, err := cl.Do(ctx, "SENTINEL", "get-master-addr-by-name", masterName).StringSlice()
+		if err != nil {
+			return err
+		}
+		if len(addr) != 2 || addr[1] != strconv.Itoa(masterPort) {
+			return fmt.Errorf("sentinel reports master %v", addr)
+		}
+		reps, err := cl.Do(ctx, "SENTINEL", "replicas", masterName).Slice()
+		if err != nil {
+			return err
+		}
+		if len(reps) == 0 {
+			return errors.New("sentinel knows no replica yet")
+		}
+		rc := adminClient(s.replica.addr(), "")
+		defer rc.Close()
+		info, err := rc.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "master_link_status:up") {
+			return errors.New("replica link down")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// adminClient opens a short-lived client to one process.
+func adminClient(addr, password string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                     addr,
+		Password:                 password,
+		DialTimeout:              500 * time.Millisecond,
+		ReadTimeout:              2 * time.Second,
+		WriteTimeout:             2 * time.Second,
+		MaxRetries:               -1,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+}
+
+// MasterName is the name the sentinels know the master by.
+func (s *SentinelSet) MasterName() string { return masterName }
+
+// SentinelAddrs lists the sentinels' addresses.
+func (s *SentinelSet) SentinelAddrs() []string {
+	out := make([]string, len(s.sentinels))
+	for i, p := range s.sentinels {
+		out[i] = p.addr()
+	}
+	return out
+}
+
+// MasterAddr is the address of the master the set started with.
+func (s *SentinelSet) MasterAddr() string { return s.master.addr() }
+
+// ReplicaAddr is the address of the replica the set started with.
+func (s *SentinelSet) ReplicaAddr() string { return s.replica.addr() }
+
+// MasterPID is the process id of the initial master.
+func (s *SentinelSet) MasterPID() int { return s.master.pid() }
+
+// KillMaster kills the initial master (SIGKILL); the sentinel promotes the
+// replica after about a second.
+func (s *SentinelSet) KillMaster() { s.master.kill() }
+
+// Client returns a go-redis client for the current master, found through
+// the sentinels; closed with the set.
+func (s *SentinelSet) Client() *redis.Client {
+	c := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    masterName,
+		SentinelAddrs: s.SentinelAddrs(),
+		DialTimeout:   time.Second,
+		ReadTimeout:   5 * time.Second,
+		WriteTimeout:  5 * time.Second,
+	})
+	s.mu.Lock()
+	s.clients = append(s.clients, c)
+	s.mu.Unlock()
+	return c
+}
+
+// Close closes the clients handed out, stops every process by PID and
+// removes the files. It is safe to call more than once.
+func (s *SentinelSet) Close() {
+	s.mu.Lock()
+	clients := s.clients
+	s.clients = nil
+	s.mu.Unlock()
+	for _, c := range clients {
+		_ = c.Close()
+	}
+	for _, p := range append(s.sentinels, s.replica, s.master) {
+		if p != nil {
+			p.stop()
+		}
+	}
+	_ = os.RemoveAll(s.root)
+}

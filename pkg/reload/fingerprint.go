@@ -1,0 +1,118 @@
+package reload
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// maxDepth bounds how deep Fingerprint descends, so that a symlink cycle
+// the visited-set cannot see (a bind mount, say) still ends.
+const maxDepth = 32
+
+// Fingerprint summarises the trees at paths so that any change a
+// configuration loader could see changes the fingerprint: the relative name,
+// size and modification time of every file, and the SHA-256 of every .yaml
+// and .yml file's content (so a rewrite within one mtime tick is seen).
+//
+// Symlinks are followed, to files and to directories; a directory reached
+// twice along one path (a symlink cycle) is skipped. Entries whose name
+// starts with a dot are skipped, as the loader skips them: Kubernetes'
+// `..data` and `..2024_...` directories are reached through the visible
+// symlinks that point into them, so swapping `..data` changes the content
+// seen through those symlinks and therefore the fingerprint.
+//
+// Paths are fingerprinted in the order given. An error (a path that does not
+// exist, an unreadable file) is returned with the path that failed.
+func Fingerprint(paths ...string) (string, error) {
+	h := sha256.New()
+	for i, p := range paths {
+		fmt.Fprintf(h, "root %d %q\n", i, p)
+		if err := walk(h, p, "", map[string]bool{}, 0); err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// walk writes one record per file under path into h. rel is path relative
+// to the root being walked; onPath holds the resolved directories on the
+// way down, to break symlink cycles.
+func walk(h hash.Hash, path, rel string, onPath map[string]bool, depth int) error {
+	fi, err := os.Stat(path) // follows symlinks
+	if err != nil {
+		return fmt.Errorf("fingerprint %s: %w", path, err)
+	}
+	if !fi.IsDir() {
+		return hashFile(h, path, rel, fi)
+	}
+	if depth >= maxDepth {
+		return nil
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("fingerprint %s: %w", path, err)
+	}
+	if onPath[real] {
+		return nil
+	}
+	onPath[real] = true
+	defer delete(onPath, real)
+
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return fmt.Errorf("fingerprint %s: %w", path, err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	fmt.Fprintf(h, "dir %q\n", rel)
+	for _, n := range names {
+		err := walk(h, filepath.Join(path, n), filepath.Join(rel, n), onPath, depth+1)
+		if errors.Is(err, fs.ErrNotExist) {
+			// A dangling symlink, or an entry removed while we walk:
+			// record it as missing rather than failing the whole tree.
+			fmt.Fprintf(h, "missing %q\n", filepath.Join(rel, n))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func hashFile(h hash.Hash, path, rel string, fi fs.FileInfo) error {
+	fmt.Fprintf(h, "file %q %d %d", rel, fi.Size(), fi.ModTime().UnixNano())
+	if isYAML(path) {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("fingerprint %s: %w", path, err)
+		}
+		defer f.Close()
+		c := sha256.New()
+		if _, err := io.Copy(c, f); err != nil {
+			return fmt.Errorf("fingerprint %s: %w", path, err)
+		}
+		h.Write([]byte(" " + hex.EncodeToString(c.Sum(nil))))
+	}
+	h.Write([]byte("\n"))
+	return nil
+}
+
+func isYAML(path string) bool {
+	ext := strings.ToLower(filepath.Ext(path))
+	return ext == ".yaml" || ext == ".yml"
+}

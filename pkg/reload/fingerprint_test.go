@@ -1,0 +1,234 @@
+package reload
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// writeFile writes content to dir/name, creating parent directories, and
+// sets its mtime to a fixed instant so tests control what changes.
+func writeFile(t *testing.T, dir, name, content string) {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fixed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := os.Chtimes(p, fixed, fixed); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kubeDir lays out dir as the kubelet does for a ConfigMap volume: the data
+// in a timestamped dot-directory, `..data` pointing at it, and one visible
+// symlink per key pointing through `..data`.
+func kubeDir(t *testing.T, dir, version string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		writeFile(t, dir, filepath.Join(version, name), content)
+		if _, err := os.Lstat(filepath.Join(dir, name)); os.IsNotExist(err) {
+			symlink(t, filepath.Join("..data", name), filepath.Join(dir, name))
+		}
+	}
+}
+
+// kubeSwap points `..data` at a new version atomically (symlink + rename),
+// as the kubelet does, and removes the old version.
+func kubeSwap(t *testing.T, dir, oldVersion, newVersion string, files map[string]string) {
+	t.Helper()
+	kubeDir(t, dir, newVersion, files)
+	tmp := filepath.Join(dir, "..data_tmp")
+	symlink(t, newVersion, tmp)
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, oldVersion)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, dir string)
+		mutate  func(t *testing.T, dir string)
+		changed bool
+	}{
+		{
+			name:   "nothing changes",
+			setup:  func(t *testing.T, dir string) { writeFile(t, dir, "a.yaml", "domain: a\n") },
+			mutate: func(t *testing.T, dir string) {},
+		},
+		{
+			name:    "yaml content changes, same size and mtime",
+			setup:   func(t *testing.T, dir string) { writeFile(t, dir, "a.yaml", "domain: a\n") },
+			mutate:  func(t *testing.T, dir string) { writeFile(t, dir, "a.yaml", "domain: b\n") },
+			changed: true,
+		},
+		{
+			name:    "yml content changes",
+			setup:   func(t *testing.T, dir string) { writeFile(t, dir, "a.yml", "domain: a\n") },
+			mutate:  func(t *testing.T, dir string) { writeFile(t, dir, "a.yml", "domain: b\n") },
+			changed: true,
+		},
+		{
+			name:  "other file changes size",
+			setup: func(t *testing.T, dir string) { writeFile(t, dir, "notes.txt", "x") },
+			mutate: func(t *testing.T, dir string) {
+				writeFile(t, dir, "notes.txt", "xy")
+			},
+			changed: true,
+		},
+		{
+			name:  "other file changes mtime",
+			setup: func(t *testing.T, dir string) { writeFile(t, dir, "notes.txt", "x") },
+			mutate: func(t *testing.T, dir string) {
+				later := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+				if err := os.Chtimes(filepath.Join(dir, "notes.txt"), later, later); err != nil {
+					t.Fatal(err)
+				}
+			},
+			changed: true,
+		},
+		{
+			name:    "file added",
+			setup:   func(t *testing.T, dir string) { writeFile(t, dir, "a.yaml", "domain: a\n") },
+			mutate:  func(t *testing.T, dir string) { writeFile(t, dir, "b.yaml", "domain: b\n") },
+			changed: true,
+		},
+		{
+			name:    "file added in a subdirectory",
+			setup:   func(t *testing.T, dir string) { writeFile(t, dir, "a.yaml", "domain: a\n") },
+			mutate:  func(t *testing.T, dir string) { writeFile(t, dir, "sub/b.yaml", "domain: b\n") },
+			changed: true,
+		},
+		{
+			name:  "file removed",
+			setup: func(t *testing.T, dir string) { writeFile(t, dir, "a.yaml", "domain: a\n") },
+			mutate: func(t *testing.T, dir string) {
+				if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			changed: true,
+		},
+		{
+			name:  "file renamed",
+			setup: func(t *testing.T, dir string) { writeFile(t, dir, "a.yaml", "domain: a\n") },
+			mutate: func(t *testing.T, dir string) {
+				if err := os.Rename(filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			changed: true,
+		},
+		{
+			name:   "dot file added",
+			setup:  func(t *testing.T, dir string) { writeFile(t, dir, "a.yaml", "domain: a\n") },
+			mutate: func(t *testing.T, dir string) { writeFile(t, dir, ".a.yaml.swp", "junk") },
+		},
+		{
+			name:   "file in dot directory changes",
+			setup:  func(t *testing.T, dir string) { writeFile(t, dir, ".git/HEAD", "a") },
+			mutate: func(t *testing.T, dir string) { writeFile(t, dir, ".git/HEAD", "b") },
+		},
+		{
+			name: "kubernetes ..data swap",
+			setup: func(t *testing.T, dir string) {
+				kubeDir(t, dir, "..2026_01_01", map[string]string{"a.yaml": "domain: a\n"})
+				symlink(t, "..2026_01_01", filepath.Join(dir, "..data"))
+			},
+			mutate: func(t *testing.T, dir string) {
+				kubeSwap(t, dir, "..2026_01_01", "..2026_01_02", map[string]string{"a.yaml": "domain: b\n"})
+			},
+			changed: true,
+		},
+		{
+			name: "symlinked directory's content changes",
+			setup: func(t *testing.T, dir string) {
+				writeFile(t, dir, ".real/a.yaml", "domain: a\n")
+				symlink(t, ".real", filepath.Join(dir, "linked"))
+			},
+			mutate:  func(t *testing.T, dir string) { writeFile(t, dir, ".real/a.yaml", "domain: b\n") },
+			changed: true,
+		},
+		{
+			name: "symlink cycle",
+			setup: func(t *testing.T, dir string) {
+				writeFile(t, dir, "a.yaml", "domain: a\n")
+				symlink(t, ".", filepath.Join(dir, "loop"))
+			},
+			mutate: func(t *testing.T, dir string) {},
+		},
+		{
+			name: "dangling symlink appears",
+			setup: func(t *testing.T, dir string) {
+				writeFile(t, dir, "a.yaml", "domain: a\n")
+			},
+			mutate: func(t *testing.T, dir string) {
+				symlink(t, "nowhere.yaml", filepath.Join(dir, "b.yaml"))
+			},
+			changed: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tt.setup(t, dir)
+			before, err := Fingerprint(dir)
+			if err != nil {
+				t.Fatalf("Fingerprint before: %v", err)
+			}
+			tt.mutate(t, dir)
+			after, err := Fingerprint(dir)
+			if err != nil {
+				t.Fatalf("Fingerprint after: %v", err)
+			}
+			if got := before != after; got != tt.changed {
+				t.Errorf("changed = %v, want %v", got, tt.changed)
+			}
+		})
+	}
+}
+
+func TestFingerprintPaths(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", "domain: a\n")
+	writeFile(t, dir, "b.yaml", "domain: b\n")
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+
+	ab, err := Fingerprint(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ba, err := Fingerprint(b, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ab == ba {
+		t.Error("Fingerprint(a, b) == Fingerprint(b, a): the order of paths is not part of the fingerprint")
+	}
+	whole, err := Fingerprint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole == ab {
+		t.Error("a directory and its files listed one by one share a fingerprint")
+	}
+
+	if _, err := Fingerprint(filepath.Join(dir, "missing")); err == nil {
+		t.Error("Fingerprint of a missing path: no error")
+	}
+}

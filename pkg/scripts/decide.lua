@@ -1,0 +1,542 @@
+--[[ sluice decide: all rules of ONE descriptor, decided atomically.
+
+This script is pkg/limit's Decide (Check every rule, Apply to all only if all
+admitted, refunds always) run inside Redis. Its arithmetic follows
+pkg/limit operation by operation -- same formulas, same order of
+floating-point operations -- so it returns the very Outcomes the memory
+backend returns; the contract suite (pkg/backend/backendtest) and the
+differential tests in pkg/scripts hold it to that. The comments name the Go
+function each part mirrors.
+
+KEYS (one per rule, in rule order; the Go side builds them)
+  KEYS[i] = <prefix>{<descriptor identity>}:<rule id>
+  All keys of one call share the hash tag {<identity>}, so they live in one
+  cluster slot and one script may touch them all. Rules with the same id
+  share one key and one state, as they share one State in pkg/limit.
+  State per algorithm (absent key = zero state; the window is stored in the
+  value, not in the key name, so KEYS names every key the script touches):
+    fixed_window, sliding_window  hash {w = window start us, c = count,
+                                        p = previous count (sliding only)}
+    meters (token/leaky bucket,   hash {l = level (float, %.17g), t = us}
+            gcra)
+    sliding_log                   sorted set, one member per admitted unit
+                                  of cost, score = instant in us, member
+                                  "<us>:<n>" with n a per-instant index
+                                  written as a letter giving its digit count
+                                  then the digits ("a0".."a9","b10",...), so
+                                  members order like their index
+
+ARGV (all decimal strings)
+  [1] now   test-only instant in us since the Unix epoch; "" in production,
+            where the script reads Redis's clock with TIME (below)
+  [2] N     cost, whole units, 0 <= N <= 2^53 (0 = peek); the Go side clamps
+            larger costs to 2^53, where every decision is already the same
+  [3] refund "1" gives N back (is_negative_hits), "0" takes it
+  then 9 slots per rule i, starting at 3 + 9*(i-1) + 1:
+  [+1] alg  0 = none (unknown unit: admits only peeks and refunds, no key
+            touched), 1 = fixed_window, 2 = sliding_log,
+            3 = sliding_window, 4 = meter (token_bucket, leaky_bucket, gcra)
+  [+2] L    requests_per_unit, 0 <= L < 2^53 (the Go side clamps larger
+            limits to 2^53-1, below every clamped cost)
+  [+3] C    capacity (burst, or L), same range
+  [+4] P    period in us (unit_multiplier x unit, at most 100 years)
+  [+5] w    calendar fixed_window only, else "": 0 when the windows are the
+            segments below (day, week, month, year units), else the width
+            in us of the windows inside each segment (second/minute/hour
+            units, whose segments are local days)
+  [+6..9] s0 s1 s2 s3  calendar fixed_window only, else "": three
+            contiguous segments [s0,s1) [s1,s2) [s2,s3) in us, computed by
+            the Go side around ITS clock (previous, current, next). Lua has
+            no time-zone database, so the script only picks the segment that
+            holds Redis's now; if none does (an instance clock off by more
+            than a window) it fails with an error reply before writing
+            anything. Epoch-aligned windows are computed here from now.
+
+Returns a flat array of integers:
+  { allowed (1/0), binding (0-based rule index, -1 when no rules),
+    then per rule: allowed (1/0), remaining, reset_us }
+  remaining and reset_us are whole numbers (floored / ceiled explicitly,
+  as pkg/limit does; Redis would otherwise truncate).
+
+Writes: only when every rule admitted a nonzero cost (a refund always
+applies). Every written key gets PEXPIREAT at its Expiry (limit.Rule.Expiry)
+rounded UP to the millisecond -- deleting it earlier would forget state that
+still counts, and it is idle after that -- and a state that becomes
+equivalent to empty is deleted. Sliding logs drop expired members on every
+call (that changes no decision). Nothing is written on a denial or a peek.
+
+Why a script and not MULTI: every rule must be read before any is written
+(all-or-nothing needs the whole decision first), keys can expire between
+separate commands, and the write is conditional on what was read. A script
+does read-decide-write atomically in one round trip.
+
+Why TIME comes from Redis: service instances' clocks drift; every instance
+sharing this Redis agrees on Redis's clock, so windows and buckets do not
+depend on which instance served a request. Redis >= 5 replicates a script's
+effects, not the script, so calling TIME before writing is allowed (on
+Redis 5/6 after redis.replicate_commands(), done below; Redis 7 always
+does). Test-only time (ARGV[1]) lets the contract suite run on a fake
+clock; since Redis expires keys on its own clock, which a fake one does not
+follow, keys written in that mode get their TTL relative to the fake now
+plus TEST_TTL_SLACK_MS, so slow test runs do not lose state early.
+
+Numbers: Lua numbers are float64. Instants (< 2^53 us, until year 2255),
+counts, limits and costs (clamped below 2^53) are exact integers; remainders use
+math.fmod, which is exact. Meter levels are floats computed with the same
+operations as the Go code and stored with %.17g, which round-trips.
+]]
+
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+
+local MAXWAIT = 9007199254740992 -- 2^53 us: limit.MaxWaitMicros
+local TEST_TTL_SLACK_MS = 600000
+local STRIDE = 9
+
+local now
+local testmode = ARGV[1] ~= ''
+if testmode then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local N = tonumber(ARGV[2])
+local refund = ARGV[3] == '1'
+if now == nil or N == nil then
+  return redis.error_reply('sluice decide: bad ARGV (now, cost)')
+end
+
+-- arith.go ---------------------------------------------------------------
+
+local function floormod(a, b)
+  local m = math.fmod(a, b)
+  if m < 0 then m = m + b end
+  return m
+end
+
+local function floorcount(x) -- floorCount
+  if not (x > 0) then return 0 end
+  return math.floor(x)
+end
+
+local function ceilmicros(x) -- ceilMicros
+  if not (x > 0) then return 0 end
+  if x >= MAXWAIT then return MAXWAIT end
+  return math.ceil(x)
+end
+
+local function resetof(w) -- resetOf, in us
+  if w <= 0 then return 0 end
+  if w > MAXWAIT then return MAXWAIT end
+  return w
+end
+
+local function settle(t, floor, ok) -- settle
+  if t <= floor then t = floor + 1 end
+  for _ = 1, 4 do
+    if ok(t) then break end
+    t = t + 1
+  end
+  for _ = 1, 4 do
+    if t - 1 <= floor or not ok(t - 1) then break end
+    t = t - 1
+  end
+  return t
+end
+
+local function subcost(a, b)
+  if b >= a then return 0 end
+  return a - b
+end
+
+local function fits(used, n, lim)
+  return n <= lim and used <= lim - n
+end
+
+-- rules --------------------------------------------------------------------
+
+local nrules = #KEYS
+if #ARGV ~= 3 + STRIDE * nrules then
+  return redis.error_reply('sluice decide: ' .. #ARGV .. ' ARGV for ' .. nrules .. ' keys')
+end
+
+local rules = {}
+for i = 1, nrules do
+  local b = 3 + STRIDE * (i - 1)
+  local r = {
+    alg = tonumber(ARGV[b + 1]),
+    L = tonumber(ARGV[b + 2]),
+    C = tonumber(ARGV[b + 3]),
+    P = tonumber(ARGV[b + 4]),
+    key = KEYS[i],
+  }
+  if r.alg == nil or r.L == nil or r.C == nil or r.P == nil then
+    return redis.error_reply('sluice decide: bad ARGV for rule ' .. i)
+  end
+  if r.P <= 0 then r.alg = 0 end
+  -- The fixed window holding now (window.go, Rule.Window).
+  if r.alg == 1 then
+    if ARGV[b + 5] ~= '' then
+      local w = tonumber(ARGV[b + 5])
+      local s = { tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7]), tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9]) }
+      for j = 1, 3 do
+        if s[j] <= now and now < s[j + 1] then
+          if w == 0 then
+            r.start, r.wend = s[j], s[j + 1]
+          else
+            r.start = now - floormod(now - s[j], w)
+            r.wend = r.start + w
+            if r.wend > s[j + 1] then r.wend = s[j + 1] end
+          end
+          break
+        end
+      end
+      if r.start == nil then
+        return redis.error_reply(string.format(
+          'sluice decide: Redis time %d us is outside the calendar windows [%d, %d) computed by the service for rule %d: service clock skewed by more than a window',
+          now, s[1], s[4], i))
+      end
+    else
+      r.start = now - floormod(now, r.P)
+      r.wend = r.start + r.P
+    end
+  end
+  rules[i] = r
+end
+
+-- state --------------------------------------------------------------------
+
+-- Hash states are loaded once per key and shared by rules with the same key,
+-- as pkg/limit shares one State between them.
+local states = {}
+for i = 1, nrules do
+  local r = rules[i]
+  if r.alg ~= 0 and states[r.key] == nil then
+    local st = {}
+    if r.alg == 1 or r.alg == 3 then
+      local v = redis.call('HMGET', r.key, 'w', 'c', 'p')
+      st.w, st.c, st.p = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
+    elseif r.alg == 4 then
+      local v = redis.call('HMGET', r.key, 'l', 't')
+      st.l, st.t = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+    elseif r.alg == 2 then
+      -- Drop entries with t + P <= now: they no longer count.
+      redis.call('ZREMRANGEBYSCORE', r.key, '-inf', now - r.P)
+    end
+    states[r.key] = st
+  end
+end
+
+-- fixed.go -------------------------------------------------------------------
+
+local function fw_count(r, st)
+  if st.w == r.start then return st.c end
+  return 0
+end
+
+local function fw_check(r, st, n, ref)
+  local count = fw_count(r, st)
+  local ok = false
+  if ref then
+    ok = true
+    count = subcost(count, n)
+  elseif fits(count, n, r.L) then
+    ok = true
+    count = count + n
+  end
+  return ok, subcost(r.L, count), resetof(r.wend - now)
+end
+
+local function fw_apply(r, st, n, ref)
+  local count = fw_count(r, st)
+  if ref then count = subcost(count, n) else count = count + n end
+  st.w, st.c = r.start, count
+end
+
+local function fw_expiry(r, st)
+  if st.c > 0 then return r.wend end -- st.w == r.start after apply
+  return 0
+end
+
+-- sliding_window.go ----------------------------------------------------------
+
+local function sw_roll(r, st, t)
+  local start = t - floormod(t, r.P)
+  if st.w == start then return start, st.p, st.c end
+  if st.w == start - r.P then return start, st.c, 0 end
+  return start, 0, 0
+end
+
+local function sw_est(prev, cur, e, p)
+  return (prev * (p - e)) / p + cur
+end
+
+local function sw_whole(start, p, prev, cur)
+  if cur > 0 then return start + 2 * p end
+  if prev > 0 then return start + p end
+  return now
+end
+
+local function sw_check(r, st, n, ref)
+  local p, l = r.P, r.L
+  local start, prev, cur = sw_roll(r, st, now)
+  local e = now - start
+  local ok = false
+  if ref then
+    ok = true
+    cur = subcost(cur, n)
+  elseif sw_est(prev, cur, e, p) + n <= l then
+    ok = true
+    cur = cur + n
+  end
+  local rem = floorcount(l - sw_est(prev, cur, e, p))
+  if ok or n > l then
+    return ok, rem, resetof(sw_whole(start, p, prev, cur) - now)
+  end
+  local t
+  if fits(cur, n, l) then
+    t = start + p - math.floor(((l - cur - n) * p) / prev)
+  else
+    t = start + 2 * p - math.floor(((l - n) * p) / cur)
+  end
+  t = settle(t, now, function(x)
+    local s2, pv, cu = sw_roll(r, st, x)
+    return sw_est(pv, cu, x - s2, p) + n <= l
+  end)
+  return ok, rem, resetof(t - now)
+end
+
+local function sw_apply(r, st, n, ref)
+  local start, prev, cur = sw_roll(r, st, now)
+  if ref then cur = subcost(cur, n) else cur = cur + n end
+  st.w, st.p, st.c = start, prev, cur
+end
+
+local function sw_expiry(r, st)
+  if st.c > 0 then return st.w + 2 * r.P end
+  if st.p > 0 then return st.w + r.P end
+  return 0
+end
+
+-- meter.go -------------------------------------------------------------------
+
+local function drain(r, level, at, t)
+  local elapsed = t - at
+  if elapsed < 0 then elapsed = 0 end
+  if r.L == 0 then
+    if elapsed >= r.P then return 0 end
+    return level
+  end
+  local lv = level - (elapsed * r.L) / r.P
+  if lv < 0 then return 0 end
+  return lv
+end
+
+local function whole_at(r, level, at) -- meterWholeAt
+  if not (level > 0) then return at end
+  if r.L == 0 then return at + r.P end
+  local t = at + ceilmicros((level * r.P) / r.L)
+  return settle(t, at, function(x) return drain(r, level, at, x) <= 0 end)
+end
+
+local function mt_check(r, st, n, ref)
+  local c = r.C
+  local lv = drain(r, st.l, st.t, now)
+  local ok = false
+  if ref then
+    ok = true
+    lv = math.max(0, lv - n)
+  elseif lv + n <= c then
+    ok = true
+    lv = lv + n
+  end
+  local rem = floorcount(c - lv)
+  local reset
+  if ok and n > 0 then
+    reset = resetof(whole_at(r, lv, now) - now)
+  elseif ok or n > c then
+    reset = resetof(whole_at(r, st.l, st.t) - now)
+  elseif r.L == 0 then
+    reset = resetof(st.t + r.P - now)
+  else
+    local t = now + ceilmicros(((lv + n - c) * r.P) / r.L)
+    t = settle(t, now, function(x) return drain(r, st.l, st.t, x) + n <= c end)
+    reset = resetof(t - now)
+  end
+  return ok, rem, reset
+end
+
+local function mt_apply(r, st, n, ref)
+  local lv = drain(r, st.l, st.t, now)
+  if ref then lv = math.max(0, lv - n) else lv = lv + n end
+  st.l, st.t = lv, now
+end
+
+local function mt_expiry(r, st)
+  local at = whole_at(r, st.l, st.t)
+  if at <= now then return 0 end
+  return at
+end
+
+-- sliding_log.go (the sorted set is the state; expired entries are gone) -----
+
+local function zscore_at(key, rank)
+  local v = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+  return tonumber(v[2])
+end
+
+local function sl_check(r, n, ref)
+  local l, p = r.L, r.P
+  local c = redis.call('ZCARD', r.key)
+  local ok = false
+  if ref then
+    ok = true
+    c = c - math.min(n, c)
+  elseif fits(c, n, l) then
+    ok = true
+    c = c + n
+  end
+  local rem = subcost(l, c)
+  local reset = 0
+  if ok and c == 0 then
+    reset = 0
+  elseif ok and n > 0 and not ref then
+    reset = resetof(p)
+  elseif ok or n > l then
+    if c > 0 then reset = resetof(zscore_at(r.key, c - 1) + p - now) end
+  else
+    local k = c + n - l
+    reset = resetof(zscore_at(r.key, k - 1) + p - now)
+  end
+  return ok, rem, reset
+end
+
+local function sl_apply(r, n, ref)
+  if ref then
+    local m = math.min(n, redis.call('ZCARD', r.key))
+    if m > 0 then redis.call('ZREMRANGEBYRANK', r.key, -m, -1) end
+    return
+  end
+  local stamp = string.format('%d', now) .. ':'
+  local k = redis.call('ZCOUNT', r.key, now, now)
+  local args = {}
+  local j = 0
+  while j < n do
+    local digits = string.format('%d', k + j)
+    args[#args + 1] = now
+    args[#args + 1] = stamp .. string.char(96 + #digits) .. digits
+    j = j + 1
+    if #args >= 1000 or j >= n then
+      redis.call('ZADD', r.key, unpack(args))
+      args = {}
+    end
+  end
+end
+
+local function sl_expiry(r)
+  local v = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')
+  if v[2] == nil then return 0 end
+  local at = tonumber(v[2]) + r.P
+  if at <= now then return 0 end
+  return at
+end
+
+-- decision.go: Check every rule, Bind, Apply if allowed ------------------
+
+local function check(r, n, ref)
+  if r.alg == 1 then return fw_check(r, states[r.key], n, ref) end
+  if r.alg == 2 then return sl_check(r, n, ref) end
+  if r.alg == 3 then return sw_check(r, states[r.key], n, ref) end
+  if r.alg == 4 then return mt_check(r, states[r.key], n, ref) end
+  return n == 0 or ref, 0, 0 -- unknown unit
+end
+
+local ok, rem, reset = {}, {}, {}
+for i = 1, nrules do
+  ok[i], rem[i], reset[i] = check(rules[i], N, refund)
+end
+
+-- Decision.Bind
+local allowed = true
+for i = 1, nrules do
+  if not ok[i] then allowed = false end
+end
+local binding = -1
+for i = 1, nrules do
+  if binding < 0 then
+    if allowed or not ok[i] then binding = i end
+  elseif not allowed then
+    if not ok[i] and reset[i] > reset[binding] then binding = i end
+  elseif rem[i] < rem[binding] or (rem[i] == rem[binding] and reset[i] > reset[binding]) then
+    binding = i
+  end
+end
+
+local function expire(key, at)
+  if testmode then
+    redis.call('PEXPIRE', key, math.ceil((at - now) / 1000) + TEST_TTL_SLACK_MS)
+  else
+    redis.call('PEXPIREAT', key, math.ceil(at / 1000))
+  end
+end
+
+if allowed then
+  if N ~= 0 then
+    for i = 1, nrules do
+      local r = rules[i]
+      if r.alg == 1 then fw_apply(r, states[r.key], N, refund)
+      elseif r.alg == 2 then sl_apply(r, N, refund)
+      elseif r.alg == 3 then sw_apply(r, states[r.key], N, refund)
+      elseif r.alg == 4 then mt_apply(r, states[r.key], N, refund)
+      end
+    end
+    -- Store each key once; rules sharing a key keep it until the latest
+    -- of their expiries.
+    local expiry, owner = {}, {}
+    for i = 1, nrules do
+      local r = rules[i]
+      if r.alg ~= 0 then
+        local at
+        if r.alg == 1 then at = fw_expiry(r, states[r.key])
+        elseif r.alg == 2 then at = sl_expiry(r)
+        elseif r.alg == 3 then at = sw_expiry(r, states[r.key])
+        else at = mt_expiry(r, states[r.key])
+        end
+        if expiry[r.key] == nil or at > expiry[r.key] then expiry[r.key] = at end
+        if owner[r.key] == nil then owner[r.key] = r end
+      end
+    end
+    for key, r in pairs(owner) do
+      local at, st = expiry[key], states[key]
+      if at == 0 then
+        redis.call('DEL', key)
+      else
+        if r.alg == 1 then
+          redis.call('HSET', key, 'w', st.w, 'c', st.c)
+        elseif r.alg == 3 then
+          redis.call('HSET', key, 'w', st.w, 'c', st.c, 'p', st.p)
+        elseif r.alg == 4 then
+          redis.call('HSET', key, 'l', string.format('%.17g', st.l), 't', st.t)
+        end
+        expire(key, at)
+      end
+    end
+  end
+else
+  -- Nothing was consumed: the rules that alone admitted report a peek.
+  for i = 1, nrules do
+    if ok[i] then
+      ok[i], rem[i], reset[i] = check(rules[i], 0, false)
+    end
+  end
+end
+
+local out = { allowed and 1 or 0, binding < 0 and -1 or binding - 1 }
+for i = 1, nrules do
+  out[#out + 1] = ok[i] and 1 or 0
+  out[#out + 1] = rem[i]
+  out[#out + 1] = reset[i]
+end
+return out

@@ -1,0 +1,492 @@
+package scripts
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/pkg/internal/redistest"
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// harness runs decide.lua on a real Redis with a fixed (test) clock and
+// keeps, beside it, the states pkg/limit's Decide works on, so every step
+// can be compared.
+type harness struct {
+	t      *testing.T
+	ctx    context.Context
+	c      *redis.Client
+	prefix string
+	rules  []limit.Rule
+	keys   []string
+	states []*limit.State // shared by rules with the same ID, as in a store
+}
+
+func newHarness(t *testing.T, c *redis.Client, name string, rules []limit.Rule) *harness {
+	h := &harness{t: t, ctx: context.Background(), c: c, prefix: "d:{" + name + "}:", rules: rules}
+	byID := map[string]*limit.State{}
+	for _, r := range rules {
+		id := r.ID()
+		if byID[id] == nil {
+			byID[id] = &limit.State{}
+		}
+		h.keys = append(h.keys, h.prefix+id)
+		h.states = append(h.states, byID[id])
+	}
+	return h
+}
+
+// run decides cost at now on both sides and fails on any difference.
+func (h *harness) run(step string, now limit.Micros, cost limit.Cost) limit.Decision {
+	h.t.Helper()
+	args, err := AppendDecideArgs(nil, h.rules, cost, Time{Fixed: true, At: now})
+	if err != nil {
+		h.t.Fatalf("%s: args: %v", step, err)
+	}
+	reply, err := h.c.EvalSha(h.ctx, Decide().SHA1, h.keys, args...).Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		reply, err = h.c.Eval(h.ctx, Decide().Source, h.keys, args...).Result()
+	}
+	if err != nil {
+		h.t.Fatalf("%s: eval: %v", step, err)
+	}
+	got, err := ParseDecideReply(reply, len(h.rules))
+	if err != nil {
+		h.t.Fatalf("%s: %v", step, err)
+	}
+	want := limit.Decide(h.rules, h.states, now, cost)
+	if got.Allowed != want.Allowed || got.Binding != want.Binding || !slices.Equal(got.Outcomes, want.Outcomes) {
+		h.t.Fatalf("%s: now=%d cost=%+v rules=%v\n lua: %+v\n go:  %+v", step, now, cost, h.rules, got, want)
+	}
+	if want.Allowed && cost.N > 0 {
+		h.compareState(step, now)
+	}
+	return got
+}
+
+// compareState checks that what Redis stores is what pkg/limit holds, and
+// that every key expires no later than its Expiry (plus the test slack).
+func (h *harness) compareState(step string, now limit.Micros) {
+	h.t.Helper()
+	seen := map[string]bool{}
+	for i, r := range h.rules {
+		key, s := h.keys[i], h.states[i]
+		if seen[key] || r.PeriodMicros() <= 0 {
+			continue
+		}
+		seen[key] = true
+		exp := r.Expiry(s, now)
+		for j, o := range h.rules { // rules sharing the key keep it until the latest expiry
+			if h.keys[j] == key {
+				exp = max(exp, o.Expiry(h.states[j], now))
+			}
+		}
+		n, err := h.c.Exists(h.ctx, key).Result()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if exp == 0 {
+			if n != 0 {
+				h.t.Fatalf("%s: %s exists, but its state is empty (Expiry 0)", step, key)
+			}
+			continue
+		}
+		if n == 0 {
+			h.t.Fatalf("%s: %s missing, Expiry %d", step, key, exp)
+		}
+		pttl, err := h.c.PTTL(h.ctx, key).Result()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		maxTTL := time.Duration((exp-now+999)/1000)*time.Millisecond + 600*time.Second
+		if pttl <= 0 || pttl > maxTTL || pttl < maxTTL-30*time.Second {
+			h.t.Fatalf("%s: %s PTTL %v, want about %v (Expiry %d, now %d)", step, key, pttl, maxTTL, exp, now)
+		}
+		switch {
+		case r.Algorithm == limit.SlidingLog:
+			scores, err := h.c.ZRangeWithScores(h.ctx, key, 0, -1).Result()
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			var got []limit.Micros
+			for _, z := range scores {
+				got = append(got, limit.Micros(z.Score))
+			}
+			if !slices.Equal(got, s.Log) {
+				h.t.Fatalf("%s: %s log %v, go %v", step, key, got, s.Log)
+			}
+			if uint64(len(got)) > r.Limit && !hasSharedKey(h, i) {
+				h.t.Fatalf("%s: %s holds %d members, limit %d", step, key, len(got), r.Limit)
+			}
+		case r.Algorithm.IsMeter():
+			v, err := h.c.HGetAll(h.ctx, key).Result()
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			l, _ := strconv.ParseFloat(v["l"], 64)
+			at, _ := strconv.ParseInt(v["t"], 10, 64)
+			if math.Float64bits(l) != math.Float64bits(s.Level) || at != s.At {
+				h.t.Fatalf("%s: %s stores %v, go Level %v At %d", step, key, v, s.Level, s.At)
+			}
+		default:
+			v, err := h.c.HGetAll(h.ctx, key).Result()
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			want := map[string]string{"w": strconv.FormatInt(s.Window, 10), "c": strconv.FormatUint(s.Count, 10)}
+			if r.Algorithm == limit.SlidingWindow {
+				want["p"] = strconv.FormatUint(s.Prev, 10)
+			}
+			for f, x := range want {
+				if v[f] != x {
+					h.t.Fatalf("%s: %s stores %v, go %v", step, key, v, want)
+				}
+			}
+		}
+	}
+}
+
+func hasSharedKey(h *harness, i int) bool {
+	for j := range h.rules {
+		if j != i && h.keys[j] == h.keys[i] {
+			return true
+		}
+	}
+	return false
+}
+
+func mustZone(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Skipf("time zone %s: %v", name, err)
+	}
+	return loc
+}
+
+// base instants: an ordinary one, and the hour before New York and Lord
+// Howe switch to summer time, so calendar windows cross DST.
+var bases = []limit.Micros{
+	time.Date(2026, 11, 22, 3, 4, 5, 678901000, time.UTC).UnixMicro(),
+	time.Date(2026, 3, 8, 6, 0, 0, 0, time.UTC).UnixMicro(),   // New York: 07:00Z
+	time.Date(2026, 10, 3, 15, 0, 0, 0, time.UTC).UnixMicro(), // Lord Howe: 15:30Z, +30 min
+}
+
+func randomRule(rng *rand.Rand, zones []*time.Location) limit.Rule {
+	r := limit.Rule{
+		Algorithm:  limit.Algorithm(rng.IntN(6)),
+		Unit:       []limit.Unit{limit.Second, limit.Second, limit.Minute, limit.Hour, limit.Day}[rng.IntN(5)],
+		Multiplier: uint32(rng.IntN(4)),
+		Limit:      uint64(rng.IntN(8)),
+	}
+	switch rng.IntN(12) {
+	case 0:
+		r.Limit = 0
+	case 1:
+		r.Limit = 1000
+	case 2:
+		if r.Algorithm != limit.SlidingLog {
+			r.Limit = 1 << 40
+		}
+	case 3:
+		if r.Algorithm != limit.SlidingLog {
+			r.Limit = MaxExact - 1
+		}
+	}
+	if r.Algorithm.HasBurst() && rng.IntN(2) == 0 {
+		r.Burst = uint64(rng.IntN(12))
+	}
+	if r.Algorithm == limit.FixedWindow && rng.IntN(2) == 0 {
+		r.Location = zones[rng.IntN(len(zones))]
+		r.Unit = []limit.Unit{limit.Second, limit.Minute, limit.Hour, limit.Day, limit.Week, limit.Month, limit.Year}[rng.IntN(7)]
+	}
+	if rng.IntN(40) == 0 {
+		r.Unit = limit.UnitUnknown
+	}
+	return r
+}
+
+func randomCost(rng *rand.Rand, rules []limit.Rule) limit.Cost {
+	c := limit.Cost{}
+	switch rng.IntN(20) {
+	case 0:
+		c.N = 0
+	case 1:
+		c.N = math.MaxUint64
+	case 2:
+		c.N = MaxExact + 1
+	case 3, 4:
+		c.N = uint64(rng.IntN(12))
+	case 5:
+		// the limit of one rule, exactly, or one more
+		r := rules[rng.IntN(len(rules))]
+		c.N = min(r.Capacity(), 60) + uint64(rng.IntN(2))
+	default:
+		c.N = 1
+	}
+	c.Refund = rng.IntN(10) == 0
+	return c
+}
+
+// TestDecideMatchesLimit runs random rule sets through random sequences of
+// requests, on decide.lua and on limit.Decide, and requires the same
+// Decision at every step and the same stored state after every write.
+// Time jumps often land exactly on a reported reset, one µs before it, and
+// on window edges, where float rounding would show first.
+func TestDecideMatchesLimit(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := srv.Client()
+	zones := []*time.Location{time.UTC, mustZone(t, "America/New_York"), mustZone(t, "Asia/Shanghai"), mustZone(t, "Australia/Lord_Howe")}
+	scenarios, steps := 400, 60
+	if testing.Short() {
+		scenarios = 60
+	}
+	// seen counts outcomes per algorithm (and calendar fixed windows as
+	// "calendar"), to prove the scenarios reach both answers everywhere.
+	seen := map[string][2]int{}
+	for sc := range scenarios {
+		rng := rand.New(rand.NewPCG(uint64(sc), 0x511ce))
+		rules := make([]limit.Rule, 1+rng.IntN(3))
+		for i := range rules {
+			rules[i] = randomRule(rng, zones)
+		}
+		if rng.IntN(10) == 0 { // two rules sharing one state
+			rules = append(rules, rules[0])
+			rules[len(rules)-1].Limit = min(rules[0].Limit+1, MaxExact-1)
+		}
+		h := newHarness(t, c, fmt.Sprintf("sc%d", sc), rules)
+		now := bases[rng.IntN(len(bases))] + rng.Int64N(1_000_000)
+		var last limit.Decision
+		for step := range steps {
+			switch rng.IntN(8) {
+			case 0: // same instant
+			case 1:
+				now++
+			case 2, 3: // when the last answer said to come back, or 1µs early
+				if b := last.BindingOutcome(); b.Reset > 0 {
+					now += b.Reset.Microseconds() - rng.Int64N(2)
+				} else {
+					now += rng.Int64N(1000)
+				}
+			case 4: // the next edge of a rule's epoch window
+				r := rules[rng.IntN(len(rules))]
+				if p := r.PeriodMicros(); p > 0 {
+					now += p - now%p - rng.Int64N(2)
+				}
+			case 5: // far ahead
+				r := rules[rng.IntN(len(rules))]
+				now += rng.Int64N(3*max(r.PeriodMicros(), 1) + 1)
+			default:
+				now += rng.Int64N(400_000)
+			}
+			last = h.run(fmt.Sprintf("scenario %d step %d", sc, step), now, randomCost(rng, rules))
+			for i, o := range last.Outcomes {
+				name := rules[i].Algorithm.String()
+				if rules[i].Location != nil {
+					name = "calendar"
+				}
+				n := seen[name]
+				if o.Allowed {
+					n[0]++
+				} else {
+					n[1]++
+				}
+				seen[name] = n
+			}
+		}
+	}
+	for _, name := range []string{"fixed_window", "calendar", "sliding_log", "sliding_window", "token_bucket", "leaky_bucket", "gcra"} {
+		if n := seen[name]; n[0] < 20 || n[1] < 20 {
+			t.Errorf("%s: %d admitted and %d denied outcomes; the scenarios do not exercise it", name, n[0], n[1])
+		}
+	}
+	t.Logf("outcomes (admitted, denied) per algorithm: %v", seen)
+}
+
+// TestDecideEdges pins cases where a different order of float operations,
+// or a different rounding, would change the answer, and checks them against
+// both limit.Decide and hand-computed values.
+func TestDecideEdges(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := srv.Client()
+	sec := limit.Micros(1_000_000)
+	t0 := 1_800_000_000 * sec // a window edge for every epoch-aligned unit up to an hour
+	type step struct {
+		at            limit.Micros
+		cost          limit.Cost
+		allowed       bool
+		remaining     uint64
+		resetMicros   int64
+		checkOutcome0 bool
+		setLimit      uint64 // when not 0, rule 0's limit from this step on
+	}
+	tests := []struct {
+		name  string
+		rules []limit.Rule
+		steps []step
+	}{
+		{
+			// prev=25, p-e = 280000: prev·(p-e)/p is exactly 7; computed as
+			// prev·((p-e)/p) it would be 7.000000000000001 and floor(25-est)
+			// would say 17.
+			name:  "sliding window estimate is exact at 7",
+			rules: []limit.Rule{{Algorithm: limit.SlidingWindow, Unit: limit.Second, Limit: 25}},
+			steps: []step{
+				{at: t0, cost: limit.Cost{N: 25}, allowed: true, remaining: 0, resetMicros: 2 * sec, checkOutcome0: true},
+				{at: t0 + sec + 720_000, cost: limit.Cost{}, allowed: true, remaining: 18, resetMicros: 280_000, checkOutcome0: true},
+			},
+		},
+		{
+			// The same estimate of exactly 7 after the limit is lowered to 7
+			// (usage is kept): a peek is admitted with 0 remaining; at
+			// 7.000000000000001 it would be denied.
+			name:  "sliding window peek at an estimate equal to a lowered limit",
+			rules: []limit.Rule{{Algorithm: limit.SlidingWindow, Unit: limit.Second, Limit: 25}},
+			steps: []step{
+				{at: t0, cost: limit.Cost{N: 25}, allowed: true, remaining: 0, resetMicros: 2 * sec, checkOutcome0: true},
+				{at: t0 + sec + 720_000, cost: limit.Cost{}, allowed: true, remaining: 0, resetMicros: 280_000, checkOutcome0: true, setLimit: 7},
+				{at: t0 + sec + 720_000, cost: limit.Cost{N: 1}, allowed: false, checkOutcome0: false},
+			},
+		},
+		{
+			name:  "sliding window estimate is exact at 29",
+			rules: []limit.Rule{{Algorithm: limit.SlidingWindow, Unit: limit.Second, Limit: 50}},
+			steps: []step{
+				{at: t0, cost: limit.Cost{N: 50}, allowed: true, remaining: 0, resetMicros: 2 * sec, checkOutcome0: true},
+				{at: t0 + sec + 420_000, cost: limit.Cost{}, allowed: true, remaining: 21, resetMicros: 580_000, checkOutcome0: true},
+			},
+		},
+		{
+			// 3 per second drains 1 every 333333.33µs: the reset is ceiled,
+			// and waiting exactly that long admits.
+			name:  "meter reset is ceiled and exact",
+			rules: []limit.Rule{{Algorithm: limit.GCRA, Unit: limit.Second, Limit: 3, Burst: 1}},
+			steps: []step{
+				{at: t0, cost: limit.Cost{N: 1}, allowed: true, remaining: 0, resetMicros: 333_334, checkOutcome0: true},
+				{at: t0 + 1, cost: limit.Cost{N: 1}, allowed: false, remaining: 0, resetMicros: 333_333, checkOutcome0: true},
+				{at: t0 + 333_333, cost: limit.Cost{N: 1}, allowed: false, checkOutcome0: false},
+				{at: t0 + 333_334, cost: limit.Cost{N: 1}, allowed: true, checkOutcome0: false},
+			},
+		},
+		{
+			name:  "a cost above 2^53 is denied, and refunds everything",
+			rules: []limit.Rule{{Unit: limit.Minute, Limit: 10}, {Algorithm: limit.TokenBucket, Unit: limit.Minute, Limit: 10}},
+			steps: []step{
+				{at: t0, cost: limit.Cost{N: 4}, allowed: true},
+				{at: t0 + 1, cost: limit.Cost{N: math.MaxUint64}, allowed: false},
+				{at: t0 + 2, cost: limit.Cost{N: math.MaxUint64, Refund: true}, allowed: true, remaining: 10, checkOutcome0: false},
+			},
+		},
+		{
+			name:  "all or nothing: the burst rule denies, the daily rule keeps its count",
+			rules: []limit.Rule{{Algorithm: limit.TokenBucket, Unit: limit.Second, Limit: 1, Burst: 2}, {Unit: limit.Day, Limit: 100}},
+			steps: []step{
+				{at: t0, cost: limit.Cost{N: 2}, allowed: true},
+				{at: t0 + 1, cost: limit.Cost{N: 1}, allowed: false},
+				{at: t0 + 2, cost: limit.Cost{}, allowed: true},
+			},
+		},
+		{
+			name:  "a rule with an unknown unit admits only peeks and refunds",
+			rules: []limit.Rule{{Unit: limit.UnitUnknown, Limit: 5}},
+			steps: []step{
+				{at: t0, cost: limit.Cost{N: 1}, allowed: false, checkOutcome0: true},
+				{at: t0, cost: limit.Cost{}, allowed: true, checkOutcome0: true},
+				{at: t0, cost: limit.Cost{N: 3, Refund: true}, allowed: true, checkOutcome0: true},
+			},
+		},
+		{
+			name:  "no rules",
+			rules: nil,
+			steps: []step{{at: t0, cost: limit.Cost{N: 1}, allowed: true}},
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, c, fmt.Sprintf("edge%d", i), tt.rules)
+			for j, s := range tt.steps {
+				if s.setLimit != 0 {
+					h.rules[0].Limit = s.setLimit
+				}
+				d := h.run(fmt.Sprintf("step %d", j), s.at, s.cost)
+				if d.Allowed != s.allowed {
+					t.Fatalf("step %d: allowed %v, want %v", j, d.Allowed, s.allowed)
+				}
+				if s.checkOutcome0 {
+					o := d.Outcomes[0]
+					if o.Remaining != s.remaining || o.Reset != time.Duration(s.resetMicros)*time.Microsecond {
+						t.Fatalf("step %d: outcome %+v, want remaining %d reset %dµs", j, o, s.remaining, s.resetMicros)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDecideCalendarSkew checks that the script picks the calendar window
+// holding Redis's now among the segments computed around a skewed
+// instance clock, and refuses (writing nothing) when none holds it.
+func TestDecideCalendarSkew(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := srv.Client()
+	ctx := context.Background()
+	sh := mustZone(t, "Asia/Shanghai")
+	rules := []limit.Rule{
+		{Unit: limit.Day, Limit: 3, Location: sh},
+		{Unit: limit.Minute, Multiplier: 5, Limit: 3, Location: sh},
+	}
+	// 23:59:50 in Shanghai: the instance clock is 30s ahead, in the next day.
+	redisNow := time.Date(2026, 5, 1, 23, 59, 50, 0, sh).UnixMicro()
+	tests := []struct {
+		name    string
+		skew    time.Duration
+		wantErr bool
+	}{
+		{"instance ahead by 30s", 30 * time.Second, false},
+		{"instance behind by 30s", -30 * time.Second, false},
+		{"instance ahead by 2 days", 48 * time.Hour, true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			keys := []string{fmt.Sprintf("k:{cal%d}:a", i), fmt.Sprintf("k:{cal%d}:b", i)}
+			local := redisNow + tt.skew.Microseconds()
+			args, err := AppendDecideArgs(nil, rules, limit.Cost{N: 1}, Time{At: local})
+			if err != nil {
+				t.Fatal(err)
+			}
+			args[0] = strconv.FormatInt(redisNow, 10) // Redis's clock, as TIME would give it
+			reply, err := c.Eval(ctx, Decide().Source, keys, args...).Result()
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "outside the calendar windows") {
+					t.Fatalf("reply %v, err %v; want the calendar skew error", reply, err)
+				}
+				if n := c.Exists(ctx, keys...).Val(); n != 0 {
+					t.Fatalf("%d keys written despite the error", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ParseDecideReply(reply, len(rules))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := limit.Decide(rules, []*limit.State{{}, {}}, redisNow, limit.Cost{N: 1})
+			if !slices.Equal(got.Outcomes, want.Outcomes) {
+				t.Fatalf("outcomes %+v, want %+v (Redis's window, not the instance's)", got.Outcomes, want.Outcomes)
+			}
+			if got.Outcomes[0].Reset != 10*time.Second {
+				t.Fatalf("day rule resets in %v, want 10s (Shanghai midnight)", got.Outcomes[0].Reset)
+			}
+		})
+	}
+}

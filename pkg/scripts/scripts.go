@@ -1,0 +1,220 @@
+// Package scripts holds sluice's Lua scripts for Redis, embedded with
+// go:embed, and the one place that builds their arguments and reads their
+// replies.
+//
+// decide.lua decides all rules of one descriptor atomically, reproducing
+// pkg/limit's arithmetic exactly; its opening comment is the contract (KEYS,
+// every ARGV slot and unit, the reply). AppendDecideArgs and
+// ParseDecideReply are the Go half of that contract and use the same names.
+//
+// The package knows pkg/limit (the semantics it mirrors) and nothing of
+// connections, key prefixes or clusters: pkg/backend/redis owns those.
+package scripts
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+//go:embed decide.lua
+var decideSource string
+
+// Script is one embedded Lua script.
+type Script struct {
+	// Source is the Lua text, for SCRIPT LOAD and EVAL.
+	Source string
+	// SHA1 is the hex SHA-1 of Source, the name EVALSHA runs it by.
+	SHA1 string
+}
+
+func newScript(src string) Script {
+	sum := sha1.Sum([]byte(src))
+	return Script{Source: src, SHA1: hex.EncodeToString(sum[:])}
+}
+
+// Decide returns the entry script: one call decides every rule of one
+// descriptor. See decide.lua for its contract.
+func Decide() Script { return decide }
+
+// decide is computed once; it is never modified.
+var decide = newScript(decideSource)
+
+// MaxExact is 2^53: a Lua number (a float64) holds every integer up to it
+// exactly. AppendDecideArgs clamps costs to MaxExact and limits and
+// capacities to MaxExact-1, so every clamped cost is still larger than every
+// clamped limit: for limits and bursts below 2^53 the script decides exactly
+// as pkg/limit for every cost (a cost above the limit is denied either way,
+// and a refund that large empties the rule either way). Limits of 2^53 per
+// period and more are not represented exactly; no deployment configures
+// them.
+const MaxExact uint64 = 1 << 53
+
+// The ARGV layout of decide.lua: decideHead slots, then decideStride per
+// rule.
+const (
+	decideHead   = 3
+	decideStride = 9
+)
+
+// Algorithm codes of decide.lua's ARGV alg slot.
+const (
+	algNone    = "0" // unknown unit: admits only peeks and refunds
+	algFixed   = "1"
+	algLog     = "2"
+	algSliding = "3"
+	algMeter   = "4"
+)
+
+// Time says which clock a decide call runs on.
+type Time struct {
+	// Fixed makes the script use At as now instead of Redis's TIME. For
+	// tests only: production instances must share Redis's clock.
+	Fixed bool
+	// At is the test instant when Fixed. Otherwise it is the calling
+	// instance's own clock, used only to compute the calendar windows
+	// around the present (decide.lua picks the one that holds Redis's now).
+	At limit.Micros
+}
+
+// ArgCount returns how many ARGV slots a decide call for n rules takes.
+func ArgCount(n int) int { return decideHead + decideStride*n }
+
+// AppendDecideArgs appends the ARGV of one decide call to dst: the clock,
+// the cost, then nine slots per rule, in the order of rules (KEYS must name
+// one key per rule in the same order). It fails for a rule no backend can
+// store: an algorithm or unit outside the known ones.
+func AppendDecideArgs(dst []any, rules []limit.Rule, cost limit.Cost, clock Time) ([]any, error) {
+	if clock.Fixed {
+		dst = append(dst, strconv.FormatInt(clock.At, 10))
+	} else {
+		dst = append(dst, "")
+	}
+	refund := "0"
+	if cost.Refund {
+		refund = "1"
+	}
+	dst = append(dst, strconv.FormatUint(min(cost.N, MaxExact), 10), refund)
+	for i, r := range rules {
+		if r.Algorithm < limit.FixedWindow || r.Algorithm > limit.GCRA {
+			return dst, fmt.Errorf("rule %d: unknown algorithm %d", i, int(r.Algorithm))
+		}
+		if r.Unit < limit.UnitUnknown || r.Unit > limit.Year {
+			return dst, fmt.Errorf("rule %d: unknown unit %d", i, int(r.Unit))
+		}
+		p := r.PeriodMicros()
+		alg := algCode(r.Algorithm)
+		if p <= 0 {
+			alg = algNone
+		}
+		dst = append(dst, alg, formatCount(r.Limit), formatCount(r.Capacity()), strconv.FormatInt(p, 10))
+		if alg == algFixed && r.Location != nil {
+			w, s := calendarSegments(r, clock.At)
+			dst = append(dst, strconv.FormatInt(w, 10),
+				strconv.FormatInt(s[0], 10), strconv.FormatInt(s[1], 10),
+				strconv.FormatInt(s[2], 10), strconv.FormatInt(s[3], 10))
+		} else {
+			dst = append(dst, "", "", "", "", "")
+		}
+	}
+	return dst, nil
+}
+
+func algCode(a limit.Algorithm) string {
+	switch a {
+	case limit.SlidingLog:
+		return algLog
+	case limit.SlidingWindow:
+		return algSliding
+	case limit.TokenBucket, limit.LeakyBucket, limit.GCRA:
+		return algMeter
+	}
+	return algFixed
+}
+
+// formatCount writes a limit or capacity clamped to MaxExact-1.
+func formatCount(n uint64) string {
+	return strconv.FormatUint(min(n, MaxExact-1), 10)
+}
+
+// dayMicros is one day of elapsed time in µs.
+const dayMicros = 86400 * 1_000_000
+
+// calendarSegments returns, for a calendar-aligned fixed-window rule, the
+// three contiguous segments [s0,s1) [s1,s2) [s2,s3) around at, and the
+// width w of the windows inside a segment (0: the segment is the window).
+//
+// Day, week, month and year rules: the segments are the previous, current
+// and next windows of r.Window. Second, minute and hour rules: the segments
+// are the local days (windows restart at local midnight), and w is the
+// window width; limit.Rule.Window computes start = dayStart +
+// floor((t - dayStart) / w) × w, capped at the next day's start, which is
+// what decide.lua computes inside the segment.
+func calendarSegments(r limit.Rule, at limit.Micros) (w int64, s [4]limit.Micros) {
+	seg := r
+	switch r.Unit {
+	case limit.Second, limit.Minute, limit.Hour:
+		seg = limit.Rule{Unit: limit.Day, Location: r.Location}
+		w = min(r.PeriodMicros(), dayMicros)
+	}
+	cs, ce := seg.Window(at)
+	ps, pe := seg.Window(cs - 1)
+	ns, ne := seg.Window(ce)
+	s = [4]limit.Micros{cs, cs, ce, ce}
+	// A neighbour that does not join the current segment (a zone whose
+	// calendar misbehaves) is left out: its segment stays empty.
+	if pe == cs && ps < cs {
+		s[0] = ps
+	}
+	if ns == ce && ne > ce {
+		s[3] = ne
+	}
+	return w, s
+}
+
+// ErrReply reports a reply that does not have decide.lua's shape, or whose
+// binding disagrees with limit.Decision.Bind: a bug, never a Redis outage.
+var ErrReply = errors.New("unexpected decide reply")
+
+// ParseDecideReply reads decide.lua's reply for n rules into a Decision.
+func ParseDecideReply(v any, n int) (limit.Decision, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return limit.Decision{}, fmt.Errorf("%w: %T, want an array", ErrReply, v)
+	}
+	if len(arr) != 2+3*n {
+		return limit.Decision{}, fmt.Errorf("%w: %d values for %d rules", ErrReply, len(arr), n)
+	}
+	ints := make([]int64, len(arr))
+	for i, x := range arr {
+		v, ok := x.(int64)
+		if !ok {
+			return limit.Decision{}, fmt.Errorf("%w: value %d is %T, want an integer", ErrReply, i, x)
+		}
+		ints[i] = v
+	}
+	d := limit.Decision{Outcomes: make([]limit.Outcome, n)}
+	for i := range d.Outcomes {
+		a, rem, reset := ints[2+3*i], ints[3+3*i], ints[4+3*i]
+		if rem < 0 || reset < 0 {
+			return limit.Decision{}, fmt.Errorf("%w: rule %d has remaining %d, reset %d", ErrReply, i, rem, reset)
+		}
+		d.Outcomes[i] = limit.Outcome{
+			Allowed:   a == 1,
+			Remaining: uint64(rem),
+			Reset:     time.Duration(reset) * time.Microsecond,
+		}
+	}
+	d.Bind()
+	if d.Allowed != (ints[0] == 1) || int64(d.Binding) != ints[1] {
+		return limit.Decision{}, fmt.Errorf("%w: script says allowed=%d binding=%d, Bind says %v %d",
+			ErrReply, ints[0], ints[1], d.Allowed, d.Binding)
+	}
+	return d, nil
+}

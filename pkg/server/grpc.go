@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+)
+
+// newGRPC builds the gRPC server with the rate-limit, health and
+// reflection services, and sets s.health.
+func (s *Server) newGRPC() (*grpc.Server, error) {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(s.opts.MaxRequestBytes),
+		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{s.recoverUnary}, s.opts.UnaryInterceptors...)...),
+		// Envoy clusters often send HTTP/2 keepalive pings (every 30 s or
+		// so, idle or not). grpc-go's default policy closes a connection
+		// that pings more often than every 5 minutes with "too_many_pings";
+		// accept pings down to 10 s instead.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if s.opts.MaxConnectionAge > 0 || s.opts.MaxConnectionAgeGrace > 0 {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionAge:      s.opts.MaxConnectionAge,
+			MaxConnectionAgeGrace: s.opts.MaxConnectionAgeGrace,
+		}))
+	}
+	if s.opts.TLS != nil {
+		cfg, err := newServerTLS(*s.opts.TLS, s.log)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
+	}
+	g := grpc.NewServer(opts...)
+	rlsv3.RegisterRateLimitServiceServer(g, s.opts.Service)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(g, s.health)
+	reflection.Register(g)
+	return g, nil
+}
+
+// recoverUnary turns a panic in a handler into an Internal error instead
+// of a crashed process, and logs it with its stack.
+func (s *Server) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.WithField("method", info.FullMethod).WithField("stack", string(debug.Stack())).
+				Errorf("panic in gRPC handler: %v", r)
+			resp, err = nil, status.Error(codes.Internal, "internal error")
+		}
+	}()
+	return next(ctx, req)
+}

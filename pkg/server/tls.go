@@ -1,0 +1,168 @@
+package server
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+)
+
+// TLSFiles name the PEM files of the gRPC server's TLS. The files are read
+// again whenever a connection is accepted and their content changed, so a
+// renewed certificate (cert-manager, a rotated Secret) applies to new
+// connections without a restart. A renewal that fails to parse is logged
+// and the previous certificate stays in use.
+type TLSFiles struct {
+	// CertFile and KeyFile hold the server certificate chain and its key.
+	CertFile, KeyFile string
+	// ClientCAFile, when set, requires every client to present a
+	// certificate signed by one of its CAs (mTLS).
+	ClientCAFile string
+	// ClientSAN, when set with ClientCAFile, also requires the client
+	// certificate to carry this subject alternative name (DNS name, IP
+	// address, URI or e-mail address).
+	ClientSAN string
+}
+
+// certReloader holds the TLS config built from the last good content of
+// the files, and rebuilds it when the content changes.
+type certReloader struct {
+	files TLSFiles
+	log   logrus.FieldLogger
+
+	mu      sync.Mutex
+	pems    [3][]byte // cert, key, CA: the content cfg was built from
+	cfg     *tls.Config
+	lastErr string // the last error logged, so a broken file is logged once
+}
+
+// newServerTLS returns a TLS config for the gRPC server whose certificate
+// and client CAs follow the files. The first load must succeed.
+func newServerTLS(f TLSFiles, log logrus.FieldLogger) (*tls.Config, error) {
+	if f.CertFile == "" || f.KeyFile == "" {
+		return nil, errors.New("server: TLS needs both a certificate and a key file")
+	}
+	if f.ClientSAN != "" && f.ClientCAFile == "" {
+		return nil, errors.New("server: a client SAN needs a client CA file")
+	}
+	r := &certReloader{files: f, log: log}
+	if _, err := r.current(); err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			cfg, err := r.current()
+			if err != nil && cfg == nil {
+				return nil, err
+			}
+			return cfg, nil
+		},
+	}, nil
+}
+
+// current reads the files and returns the config for their content,
+// building it again only when the content changed. When the files cannot be
+// read or parsed it logs the error and returns the last good config with
+// the error (nil config if there is none).
+func (r *certReloader) current() (*tls.Config, error) {
+	pems, err := r.read()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil && r.cfg != nil && samePEMs(pems, r.pems) {
+		return r.cfg, nil
+	}
+	if err == nil {
+		var cfg *tls.Config
+		if cfg, err = r.build(pems); err == nil {
+			if r.cfg != nil {
+				r.log.WithField("cert", r.files.CertFile).Info("gRPC TLS certificate reloaded")
+			}
+			r.pems, r.cfg, r.lastErr = pems, cfg, ""
+			return cfg, nil
+		}
+	}
+	if r.cfg != nil && err.Error() != r.lastErr {
+		r.lastErr = err.Error()
+		r.log.WithError(err).Error("gRPC TLS files unusable; keeping the previous certificate")
+	}
+	return r.cfg, err
+}
+
+func samePEMs(a, b [3][]byte) bool {
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *certReloader) read() ([3][]byte, error) {
+	var pems [3][]byte
+	names := [3]string{r.files.CertFile, r.files.KeyFile, r.files.ClientCAFile}
+	for i, n := range names {
+		if n == "" {
+			continue
+		}
+		b, err := os.ReadFile(n)
+		if err != nil {
+			return pems, fmt.Errorf("server: read TLS file: %w", err)
+		}
+		pems[i] = b
+	}
+	return pems, nil
+}
+
+func (r *certReloader) build(pems [3][]byte) (*tls.Config, error) {
+	cert, err := tls.X509KeyPair(pems[0], pems[1])
+	if err != nil {
+		return nil, fmt.Errorf("server: load TLS key pair %s, %s: %w", r.files.CertFile, r.files.KeyFile, err)
+	}
+	cfg := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+	}
+	if r.files.ClientCAFile == "" {
+		return cfg, nil
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pems[2]) {
+		return nil, fmt.Errorf("server: client CA file %s holds no PEM certificate", r.files.ClientCAFile)
+	}
+	cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	cfg.ClientCAs = pool
+	if san := r.files.ClientSAN; san != "" {
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !hasSAN(cs.PeerCertificates[0], san) {
+				return fmt.Errorf("client certificate does not carry the SAN %q", san)
+			}
+			return nil
+		}
+	}
+	return cfg, nil
+}
+
+// hasSAN reports whether c names san among its subject alternative names.
+func hasSAN(c *x509.Certificate, san string) bool {
+	if slices.Contains(c.DNSNames, san) || slices.Contains(c.EmailAddresses, san) {
+		return true
+	}
+	for _, ip := range c.IPAddresses {
+		if ip.String() == san {
+			return true
+		}
+	}
+	for _, u := range c.URIs {
+		if u.String() == san {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,228 @@
+package server
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+// ca is a throwaway certificate authority.
+type ca struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+var serial int64
+
+func newCA(t *testing.T, name string) *ca {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial++
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(serial),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ca{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue signs a leaf certificate for 127.0.0.1 with the given DNS names
+// and returns its chain and key as PEM.
+func (c *ca) issue(t *testing.T, client bool, dnsNames ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial++
+	usage := x509.ExtKeyUsageServerAuth
+	if client {
+		usage = x509.ExtKeyUsageClientAuth
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: "leaf"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:     dnsNames,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+// writeAtomically replaces path's content the way a Secret update does:
+// write a temporary file and rename it over path.
+func writeAtomically(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// callTLS dials addr with the given client TLS config and makes one call.
+func callTLS(t *testing.T, addr string, cfg *tls.Config) error {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = rlsv3.NewRateLimitServiceClient(cc).ShouldRateLimit(ctx, request("nope", "k", "v"))
+	return err
+}
+
+func pool(pems ...[]byte) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, b := range pems {
+		p.AppendCertsFromPEM(b)
+	}
+	return p
+}
+
+func TestTLSCertificateReload(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	ca1, ca2 := newCA(t, "ca1"), newCA(t, "ca2")
+	cert, key := ca1.issue(t, false)
+	writeAtomically(t, certFile, cert)
+	writeAtomically(t, keyFile, key)
+	st := newStack(t, testConfig, Options{TLS: &TLSFiles{CertFile: certFile, KeyFile: keyFile}}, nil)
+	addr := st.srv.GRPCAddr()
+
+	trusts1 := &tls.Config{RootCAs: pool(ca1.pem)}
+	trusts2 := &tls.Config{RootCAs: pool(ca2.pem)}
+	if err := callTLS(t, addr, trusts1); err != nil {
+		t.Fatalf("call trusting ca1: %v", err)
+	}
+	if err := callTLS(t, addr, trusts2); err == nil {
+		t.Fatal("call trusting only ca2 succeeded with a ca1 certificate")
+	}
+
+	// Renew with a certificate from ca2: new connections get it.
+	cert, key = ca2.issue(t, false)
+	writeAtomically(t, keyFile, key)
+	writeAtomically(t, certFile, cert)
+	if err := callTLS(t, addr, trusts2); err != nil {
+		t.Errorf("call trusting ca2 after the renewal: %v", err)
+	}
+	if err := callTLS(t, addr, trusts1); err == nil {
+		t.Error("call trusting only ca1 still succeeds after the renewal")
+	}
+
+	// A broken renewal keeps the last good certificate.
+	writeAtomically(t, certFile, []byte("not a certificate"))
+	if err := callTLS(t, addr, trusts2); err != nil {
+		t.Errorf("call after a broken renewal: %v (want the previous certificate kept)", err)
+	}
+}
+
+func TestMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	serverCA, clientCA, otherCA := newCA(t, "server-ca"), newCA(t, "client-ca"), newCA(t, "other-ca")
+	files := &TLSFiles{
+		CertFile:     filepath.Join(dir, "tls.crt"),
+		KeyFile:      filepath.Join(dir, "tls.key"),
+		ClientCAFile: filepath.Join(dir, "client-ca.crt"),
+		ClientSAN:    "envoy.example",
+	}
+	cert, key := serverCA.issue(t, false)
+	writeAtomically(t, files.CertFile, cert)
+	writeAtomically(t, files.KeyFile, key)
+	writeAtomically(t, files.ClientCAFile, clientCA.pem)
+	st := newStack(t, testConfig, Options{TLS: files}, nil)
+
+	clientCert := func(c *ca, names ...string) []tls.Certificate {
+		certPEM, keyPEM := c.issue(t, true, names...)
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []tls.Certificate{pair}
+	}
+	tests := []struct {
+		name  string
+		certs []tls.Certificate
+		ok    bool
+	}{
+		{"client certificate with the SAN", clientCert(clientCA, "envoy.example"), true},
+		{"no client certificate", nil, false},
+		{"client certificate from another CA", clientCert(otherCA, "envoy.example"), false},
+		{"client certificate without the SAN", clientCert(clientCA, "other.example"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := callTLS(t, st.srv.GRPCAddr(), &tls.Config{RootCAs: pool(serverCA.pem), Certificates: tt.certs})
+			if (err == nil) != tt.ok {
+				t.Errorf("call: %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestTLSOptionErrors(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name  string
+		files TLSFiles
+	}{
+		{"no key", TLSFiles{CertFile: filepath.Join(dir, "c")}},
+		{"missing files", TLSFiles{CertFile: filepath.Join(dir, "c"), KeyFile: filepath.Join(dir, "k")}},
+		{"SAN without CA", TLSFiles{CertFile: "c", KeyFile: "k", ClientSAN: "x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Service: rlsv3.UnimplementedRateLimitServiceServer{}, TLS: &tt.files})
+			if err == nil {
+				t.Error("New: no error")
+			}
+		})
+	}
+}

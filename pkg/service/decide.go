@@ -1,0 +1,335 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+	"github.com/sluice-rl/sluice/pkg/identity"
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// kind says how one request descriptor is answered.
+type kind uint8
+
+const (
+	kindUnknownDomain kind = iota // domain not configured
+	kindNoLimit                   // no node, no rules, or all rules replaced
+	kindUnlimited                 // node is unlimited
+	kindCheck                     // rules decided by a backend
+)
+
+// failed says how a failed check was answered.
+type failed uint8
+
+const (
+	notFailed   failed = iota
+	failedOpen         // FailureAllow
+	failedShut         // FailureDeny
+	failedLocal        // FailureLocal: decided by Options.Local
+)
+
+// item is the service's working state for one request descriptor.
+type item struct {
+	entries  []descriptor.Entry
+	node     *descriptor.Node
+	override bool
+	kind     kind
+	rules    []limit.Rule // the rules decided (kindCheck)
+	cost     limit.Cost
+	check    int // index into work.checks; -1 when none
+	quota    bool
+	shadow   bool // the node's shadow_mode
+
+	dec    limit.Decision // the decision, when err is nil
+	err    error          // the backend's error, if it failed
+	failed failed         // how a failure was answered
+
+	over     bool // the status is reported OVER_LIMIT
+	shadowed bool // denied, but reported OK because of shadow
+}
+
+// work holds one request's scratch space, pooled between requests.
+type work struct {
+	items    []item
+	entries  []descriptor.Entry
+	ids      []identity.Entry
+	rules    []limit.Rule
+	replaces []string
+	checks   []backend.Check
+	local    []backend.Check
+	localIdx []int
+	viewBuf  []view
+}
+
+// reset drops every reference the work holds and keeps its capacity.
+func (w *work) reset() {
+	clear(w.items)
+	clear(w.entries)
+	clear(w.ids)
+	clear(w.rules)
+	clear(w.replaces)
+	clear(w.checks)
+	clear(w.local)
+	clear(w.viewBuf)
+	w.items, w.entries, w.ids, w.rules = w.items[:0], w.entries[:0], w.ids[:0], w.rules[:0]
+	w.replaces, w.checks, w.local, w.localIdx = w.replaces[:0], w.checks[:0], w.local[:0], w.localIdx[:0]
+	w.viewBuf = w.viewBuf[:0]
+}
+
+// shouldRateLimit does the work of ShouldRateLimit with scratch space w.
+func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest, w *work) (*rlsv3.RateLimitResponse, bool, error) {
+	if err := s.validate(req); err != nil {
+		return nil, false, err
+	}
+	dom := s.cfg.Load().Domain(req.Domain)
+	s.plan(req, dom, w)
+	if len(w.checks) > 0 {
+		if err := s.decide(ctx, dom, w); err != nil {
+			return nil, false, err
+		}
+	}
+	resp, shadowForced := s.respond(req, w)
+	if s.opts.Observer != nil {
+		s.observe(req.Domain, dom, w)
+	}
+	return resp, shadowForced, nil
+}
+
+// plan fills w.items (one per descriptor, in request order) and w.checks
+// (one per descriptor whose rules a backend decides).
+func (s *Service) plan(req *rlsv3.RateLimitRequest, dom *descriptor.Domain, w *work) {
+	n := len(req.Descriptors)
+	if cap(w.items) < n {
+		w.items = make([]item, n)
+	}
+	w.items = w.items[:n]
+	if dom == nil {
+		for i := range w.items {
+			w.items[i] = item{kind: kindUnknownDomain, check: -1}
+		}
+		return
+	}
+	total := 0
+	for _, d := range req.Descriptors {
+		total += len(d.Entries)
+	}
+	if cap(w.entries) < total {
+		w.entries = make([]descriptor.Entry, 0, total)
+	}
+	for i, d := range req.Descriptors {
+		it := &w.items[i]
+		start := len(w.entries)
+		for _, e := range d.Entries {
+			w.entries = append(w.entries, descriptor.Entry{Key: e.Key, Value: e.Value})
+		}
+		*it = item{entries: w.entries[start:len(w.entries):len(w.entries)], check: -1, cost: costOf(d, req.HitsAddend), quota: s.opts.QuotaMode}
+		if d.Limit != nil {
+			w.rules = append(w.rules, overrideRule(d.Limit))
+			it.override, it.kind, it.rules = true, kindCheck, w.rules[len(w.rules)-1:len(w.rules):len(w.rules)]
+			continue
+		}
+		node := dom.Match(it.entries)
+		it.node, it.kind = node, kindNoLimit
+		if node == nil {
+			continue
+		}
+		it.quota = it.quota || node.QuotaMode
+		it.shadow = node.ShadowMode
+		w.replaces = append(w.replaces, node.Replaces...)
+		switch {
+		case node.Unlimited:
+			it.kind = kindUnlimited
+		case len(node.Rules) > 0:
+			it.kind, it.rules = kindCheck, node.Rules
+		}
+	}
+	if len(w.replaces) > 0 {
+		w.applyReplaces()
+	}
+	for i := range w.items {
+		it := &w.items[i]
+		if it.kind != kindCheck {
+			continue
+		}
+		it.check = len(w.checks)
+		w.checks = append(w.checks, backend.Check{Identity: w.identity(req.Domain, it), Rules: it.rules, Cost: it.cost})
+	}
+}
+
+// applyReplaces drops every matched rule whose name some matched node
+// replaces (envoyproxy/ratelimit's `replaces`, across the whole request).
+func (w *work) applyReplaces() {
+	for i := range w.items {
+		it := &w.items[i]
+		if it.kind != kindCheck || it.override {
+			continue
+		}
+		drop := 0
+		for _, r := range it.rules {
+			if w.replaced(r.Name) {
+				drop++
+			}
+		}
+		if drop == 0 {
+			continue
+		}
+		if drop == len(it.rules) {
+			it.kind, it.rules = kindNoLimit, nil
+			continue
+		}
+		start := len(w.rules)
+		for _, r := range it.rules {
+			if !w.replaced(r.Name) {
+				w.rules = append(w.rules, r)
+			}
+		}
+		it.rules = w.rules[start:len(w.rules):len(w.rules)]
+	}
+}
+
+func (w *work) replaced(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range w.replaces {
+		if r == name {
+			return true
+		}
+	}
+	return false
+}
+
+// identity encodes it's state identity: the request's entries, with the
+// value of every level whose matched node has share_threshold replaced by
+// the node's pattern, so that all matching values share one counter.
+func (w *work) identity(domain string, it *item) string {
+	w.ids = w.ids[:0]
+	for _, e := range it.entries {
+		w.ids = append(w.ids, identity.Entry{Key: e.Key, Value: e.Value})
+	}
+	for x := it.node; x != nil; x = x.Parent {
+		if x.ShareThreshold && x.Depth >= 1 && x.Depth <= len(w.ids) {
+			w.ids[x.Depth-1].Value = x.Value
+		}
+	}
+	return identity.Encode(domain, w.ids)
+}
+
+// decide runs every check through the backend in one call and applies the
+// domain's failure mode to the checks it could not decide. It returns the
+// gRPC error the whole call must answer, if any.
+func (s *Service) decide(ctx context.Context, dom *descriptor.Domain, w *work) error {
+	results := s.opts.Backend.Decide(ctx, w.checks)
+	for i := range w.items {
+		it := &w.items[i]
+		if it.check < 0 {
+			continue
+		}
+		var r backend.Result
+		if it.check < len(results) {
+			r = results[it.check]
+		} else {
+			r.Err = fmt.Errorf("backend returned %d results for %d checks: %w", len(results), len(w.checks), backend.ErrUnavailable)
+		}
+		if r.Err == nil {
+			it.dec = r.Decision
+			continue
+		}
+		it.err = r.Err
+		switch dom.FailureMode {
+		case descriptor.FailureAllow:
+			it.failed = failedOpen
+		case descriptor.FailureDeny:
+			it.failed = failedShut
+		case descriptor.FailureLocal:
+			if s.opts.Local == nil {
+				return backendStatus(dom, r.Err)
+			}
+			w.localIdx = append(w.localIdx, i)
+			w.local = append(w.local, backend.Check{Identity: w.checks[it.check].Identity, Rules: s.localRules(it.rules), Cost: it.cost})
+		default:
+			return backendStatus(dom, r.Err)
+		}
+	}
+	if len(w.local) == 0 {
+		return nil
+	}
+	local := s.opts.Local.Decide(ctx, w.local)
+	for j, i := range w.localIdx {
+		it := &w.items[i]
+		if j >= len(local) || local[j].Err != nil {
+			err := it.err
+			if j < len(local) {
+				err = fmt.Errorf("%w; local fallback: %w", err, local[j].Err)
+			}
+			return backendStatus(dom, err)
+		}
+		// Keep it.rules: the status reports the configured rule, not its
+		// local share. Keep it.err for the Observer.
+		it.dec, it.failed = local[j].Decision, failedLocal
+	}
+	return nil
+}
+
+// localRules returns rules with Limit and Burst divided by LocalInstances
+// (rounded up, never below 1 unless the limit is 0, which keeps blocking).
+func (s *Service) localRules(rules []limit.Rule) []limit.Rule {
+	n := uint64(s.opts.LocalInstances)
+	out := make([]limit.Rule, len(rules))
+	copy(out, rules)
+	if n <= 1 {
+		return out
+	}
+	div := func(v uint64) uint64 {
+		if v == 0 {
+			return 0
+		}
+		return max(1, v/n+min(1, v%n))
+	}
+	for i := range out {
+		out[i].Limit = div(out[i].Limit)
+		out[i].Burst = div(out[i].Burst)
+	}
+	return out
+}
+
+// backendStatus is the gRPC error answered when the backend cannot decide
+// for dom and its failure mode says to fail the call.
+func backendStatus(dom *descriptor.Domain, err error) error {
+	code := codes.Unavailable
+	if errors.Is(err, context.Canceled) {
+		code = codes.Canceled
+	}
+	return status.Errorf(code, "rate limit domain %q: backend could not decide: %v", dom.Name, err)
+}
+
+// observe reports every item to the Observer.
+func (s *Service) observe(domain string, dom *descriptor.Domain, w *work) {
+	for i := range w.items {
+		it := &w.items[i]
+		ev := DescriptorEvent{Domain: domain, Entries: it.entries, Node: it.node, Override: it.override, Shadow: it.shadowed}
+		switch it.kind {
+		case kindUnknownDomain:
+			ev.Outcome = OutcomeUnknownDomain
+		case kindNoLimit:
+			ev.Outcome = OutcomeNoLimit
+		case kindUnlimited:
+			ev.Outcome = OutcomeUnlimited
+		case kindCheck:
+			ev.Cost, ev.Rules, ev.Decision, ev.BackendErr = it.cost, it.rules, it.dec, it.err
+			ev.FailureMode = dom.FailureMode
+			ev.Outcome = OutcomeOK
+			if it.over || it.shadowed {
+				ev.Outcome = OutcomeOverLimit
+			}
+		}
+		s.opts.Observer.Descriptor(ev)
+	}
+}

@@ -1,0 +1,100 @@
+package service
+
+import (
+	"strconv"
+	"strings"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// dynamicMetadata builds the response's dynamic_metadata as the reference
+// does: the domain, every request descriptor ({entries: ["k=v", ...],
+// limit?, hitsAddend?}), the request's hitsAddend when not 0, and
+// "metadata": the config metadata of every descriptor that passed with a
+// limit applied (checked or unlimited), merged with the first value winning.
+func (s *Service) dynamicMetadata(req *rlsv3.RateLimitRequest, w *work) *structpb.Struct {
+	fields := make(map[string]*structpb.Value, 4)
+	fields["domain"] = structpb.NewStringValue(req.Domain)
+	descs := make([]*structpb.Value, 0, len(req.Descriptors))
+	for _, d := range req.Descriptors {
+		descs = append(descs, structpb.NewStructValue(descriptorStruct(d)))
+	}
+	fields["descriptors"] = structpb.NewListValue(&structpb.ListValue{Values: descs})
+	if req.HitsAddend != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(req.HitsAddend))
+	}
+	var merged *structpb.Struct
+	for i := range w.items {
+		it := &w.items[i]
+		if it.over || it.node == nil || len(it.node.Metadata) == 0 || (it.kind != kindCheck && it.kind != kindUnlimited) {
+			continue
+		}
+		md, err := structpb.NewStruct(it.node.Metadata)
+		if err != nil {
+			s.log.WithFields(logrus.Fields{"file": it.node.File, "line": it.node.Line}).WithError(err).
+				Warn("service: descriptor metadata cannot be returned as dynamic metadata")
+			continue
+		}
+		if merged == nil {
+			merged = md
+			continue
+		}
+		mergeStruct(merged, md)
+	}
+	if merged != nil && len(merged.Fields) > 0 {
+		fields["metadata"] = structpb.NewStructValue(merged)
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+// descriptorStruct describes one request descriptor for dynamic metadata.
+func descriptorStruct(d *ratelimitv3.RateLimitDescriptor) *structpb.Struct {
+	fields := make(map[string]*structpb.Value, 3)
+	entries := make([]*structpb.Value, len(d.Entries))
+	for i, e := range d.Entries {
+		entries[i] = structpb.NewStringValue(e.Key + "=" + e.Value)
+	}
+	fields["entries"] = structpb.NewListValue(&structpb.ListValue{Values: entries})
+	if o := d.Limit; o != nil {
+		fields["limit"] = structpb.NewStringValue(overrideString(o))
+	}
+	if d.HitsAddend != nil {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(d.HitsAddend.Value))
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+// overrideString writes a limit override in protobuf text format, e.g.
+// "requests_per_unit:10 unit:MINUTE unit_multiplier:{value:5}". Unlike the
+// reference's proto String() it never varies between builds.
+func overrideString(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) string {
+	var b strings.Builder
+	b.WriteString("requests_per_unit:")
+	b.WriteString(strconv.FormatUint(uint64(o.RequestsPerUnit), 10))
+	b.WriteString(" unit:")
+	b.WriteString(o.Unit.String())
+	if o.UnitMultiplier != nil {
+		b.WriteString(" unit_multiplier:{value:")
+		b.WriteString(strconv.FormatUint(uint64(o.UnitMultiplier.Value), 10))
+		b.WriteString("}")
+	}
+	return b.String()
+}
+
+// mergeStruct adds src's fields to dst: a key already in dst keeps dst's
+// value, except that two structs merge recursively.
+func mergeStruct(dst, src *structpb.Struct) {
+	for k, v := range src.Fields {
+		old, ok := dst.Fields[k]
+		if !ok {
+			dst.Fields[k] = v
+			continue
+		}
+		if a, b := old.GetStructValue(), v.GetStructValue(); a != nil && b != nil {
+			mergeStruct(a, b)
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package service
+
+import (
+	"math"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// MaxCost is the largest cost a descriptor can ask: larger hits_addend
+// values are clamped to it. 2^53 is the largest integer every backend holds
+// exactly (Lua numbers are float64), and no limit is anywhere near it.
+const MaxCost = 1 << 53
+
+// validate checks req against the protocol's rules and s's bounds.
+func (s *Service) validate(req *rlsv3.RateLimitRequest) error {
+	b := &s.opts.Bounds
+	if req == nil {
+		return status.Error(codes.InvalidArgument, "rate limit request must not be null")
+	}
+	if req.Domain == "" {
+		return status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	}
+	if len(req.Domain) > b.MaxEntryLen {
+		return status.Errorf(codes.InvalidArgument, "rate limit domain is %d bytes long, more than the limit of %d", len(req.Domain), b.MaxEntryLen)
+	}
+	if len(req.Descriptors) == 0 {
+		return status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	if len(req.Descriptors) > b.MaxDescriptors {
+		return status.Errorf(codes.InvalidArgument, "rate limit request has %d descriptors, more than the limit of %d", len(req.Descriptors), b.MaxDescriptors)
+	}
+	for i, d := range req.Descriptors {
+		if d == nil {
+			return status.Errorf(codes.InvalidArgument, "descriptor %d must not be null", i)
+		}
+		if len(d.Entries) > b.MaxEntries {
+			return status.Errorf(codes.InvalidArgument, "descriptor %d has %d entries, more than the limit of %d", i, len(d.Entries), b.MaxEntries)
+		}
+		for j, e := range d.Entries {
+			switch {
+			case e == nil:
+				return status.Errorf(codes.InvalidArgument, "descriptor %d entry %d must not be null", i, j)
+			case e.Key == "":
+				return status.Errorf(codes.InvalidArgument, "descriptor %d entry %d has an empty key", i, j)
+			case len(e.Key) > b.MaxEntryLen:
+				return status.Errorf(codes.InvalidArgument, "descriptor %d entry %d key is %d bytes long, more than the limit of %d", i, j, len(e.Key), b.MaxEntryLen)
+			case len(e.Value) > b.MaxEntryLen:
+				return status.Errorf(codes.InvalidArgument, "descriptor %d entry %d value is %d bytes long, more than the limit of %d", i, j, len(e.Value), b.MaxEntryLen)
+			}
+		}
+		if o := d.Limit; o != nil {
+			if _, ok := unitFromEnvoy(int32(o.Unit)); !ok {
+				return status.Errorf(codes.InvalidArgument, "descriptor %d limit override has invalid unit %d (%s)", i, int32(o.Unit), o.Unit)
+			}
+		}
+	}
+	return nil
+}
+
+// costOf returns what descriptor d asks: its own hits_addend when set (0 is
+// a peek), otherwise the request's (0 meaning 1), clamped to MaxCost.
+func costOf(d *ratelimitv3.RateLimitDescriptor, requestAddend uint32) limit.Cost {
+	var n uint64
+	switch {
+	case d.HitsAddend != nil:
+		n = d.HitsAddend.Value
+	case requestAddend == 0:
+		n = 1
+	default:
+		n = uint64(requestAddend)
+	}
+	if n > MaxCost {
+		n = MaxCost
+	}
+	return limit.Cost{N: n, Refund: d.IsNegativeHits}
+}
+
+// unitFromEnvoy maps Envoy's RateLimitUnit (and the response enum, which
+// adds WEEK = 7) to a limit.Unit. UNKNOWN and unlisted values fail.
+func unitFromEnvoy(u int32) (limit.Unit, bool) {
+	switch u {
+	case 1:
+		return limit.Second, true
+	case 2:
+		return limit.Minute, true
+	case 3:
+		return limit.Hour, true
+	case 4:
+		return limit.Day, true
+	case 5:
+		return limit.Month, true
+	case 6:
+		return limit.Year, true
+	case 7:
+		return limit.Week, true
+	}
+	return limit.UnitUnknown, false
+}
+
+// unitToEnvoy maps a limit.Unit to the response enum.
+func unitToEnvoy(u limit.Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
+	switch u {
+	case limit.Second:
+		return rlsv3.RateLimitResponse_RateLimit_SECOND
+	case limit.Minute:
+		return rlsv3.RateLimitResponse_RateLimit_MINUTE
+	case limit.Hour:
+		return rlsv3.RateLimitResponse_RateLimit_HOUR
+	case limit.Day:
+		return rlsv3.RateLimitResponse_RateLimit_DAY
+	case limit.Week:
+		return rlsv3.RateLimitResponse_RateLimit_WEEK
+	case limit.Month:
+		return rlsv3.RateLimitResponse_RateLimit_MONTH
+	case limit.Year:
+		return rlsv3.RateLimitResponse_RateLimit_YEAR
+	}
+	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
+}
+
+// overrideRule builds the rule of a request `limit` override: a fixed
+// window of requests_per_unit per unit_multiplier×unit. The unit has been
+// validated.
+func overrideRule(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) limit.Rule {
+	u, _ := unitFromEnvoy(int32(o.Unit))
+	m := uint32(1)
+	if o.UnitMultiplier != nil && o.UnitMultiplier.Value > 0 {
+		m = o.UnitMultiplier.Value
+	}
+	return limit.Rule{Algorithm: limit.FixedWindow, Unit: u, Multiplier: m, Limit: uint64(o.RequestsPerUnit)}
+}
+
+// clamp32 converts n to uint32, saturating.
+func clamp32(n uint64) uint32 {
+	if n > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(n)
+}

@@ -1,0 +1,170 @@
+package service
+
+import (
+	"context"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+)
+
+// Options configures a Service. The zero value of every field is usable
+// except Backend, which is required.
+type Options struct {
+	// Backend decides every check (memory or Redis).
+	Backend backend.Backend
+	// Local decides the checks of FailureLocal domains when Backend fails.
+	// Nil makes such domains behave like FailureError.
+	Local backend.Backend
+	// LocalInstances divides each rule's Limit and Burst (rounded up, at
+	// least 1 unless the limit is 0) when a FailureLocal domain falls back
+	// to Local, so that N instances together admit about the global limit.
+	// 0 and 1 mean no division.
+	LocalInstances int
+	// ShadowMode is the global SHADOW_MODE: an OVER_LIMIT overall code is
+	// reported OK; the statuses keep OVER_LIMIT.
+	ShadowMode bool
+	// QuotaMode is the global QUOTA_MODE: every descriptor counts as a quota
+	// descriptor for the overall code.
+	QuotaMode bool
+	// Headers selects the response headers added.
+	Headers HeaderOptions
+	// DynamicMetadata fills the response's dynamic_metadata
+	// (RESPONSE_DYNAMIC_METADATA).
+	DynamicMetadata bool
+	// Bounds limits the size of requests.
+	Bounds RequestBounds
+	// Logger receives the service's logs. Nil means a new logrus logger
+	// writing to stderr at info level.
+	Logger *logrus.Logger
+	// Observer, when not nil, is told every descriptor outcome and every
+	// finished call.
+	Observer Observer
+}
+
+// HeaderOptions selects the response headers the service adds
+// (response_headers_to_add). All describe one descriptor status, chosen as
+// envoyproxy/ratelimit does: the last non-quota OVER_LIMIT status if any,
+// otherwise the status with the lowest limit_remaining among those with a
+// limit.
+type HeaderOptions struct {
+	// Enabled adds the Limit, Remaining and Reset headers
+	// (LIMIT_RESPONSE_HEADERS_ENABLED).
+	Enabled bool
+	// LimitHeader, RemainingHeader and ResetHeader name the three headers;
+	// empty means "RateLimit-Limit", "RateLimit-Remaining" and
+	// "RateLimit-Reset" (LIMIT_LIMIT_HEADER, ...). Reset is in whole
+	// seconds, rounded up.
+	LimitHeader, RemainingHeader, ResetHeader string
+	// IETF also adds the current IETF draft's structured fields
+	// RateLimit-Policy (every rule of the chosen descriptor:
+	// `"name";q=limit;w=period-seconds`) and RateLimit (the binding rule:
+	// `"name";r=remaining;t=reset-seconds`). A rule without a usable name is
+	// named by its rule ID. Requires Enabled.
+	IETF bool
+	// RetryAfter adds Retry-After (whole seconds, rounded up; the longest
+	// wait of the denied statuses) when the overall code is OVER_LIMIT.
+	// Requires Enabled.
+	RetryAfter bool
+}
+
+// RequestBounds bounds request sizes; a request beyond any bound gets
+// InvalidArgument naming it. Zero fields take the defaults.
+type RequestBounds struct {
+	// MaxDescriptors is the most descriptors per request (default 64).
+	MaxDescriptors int
+	// MaxEntries is the most entries per descriptor (default 32).
+	MaxEntries int
+	// MaxEntryLen is the most bytes in the domain and in each entry key and
+	// value (default 4096).
+	MaxEntryLen int
+}
+
+// The default request bounds.
+const (
+	DefaultMaxDescriptors = 64
+	DefaultMaxEntries     = 32
+	DefaultMaxEntryLen    = 4096
+)
+
+// Service implements rlsv3.RateLimitServiceServer. It is safe for
+// concurrent use; SetConfig may be called while requests are served.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	opts Options
+	log  *logrus.Logger
+	cfg  atomic.Pointer[descriptor.Config]
+	pool sync.Pool // *work
+}
+
+// New returns a Service with no config (every domain unknown) until
+// SetConfig is called. opts.Backend must not be nil.
+func New(opts Options) *Service {
+	if opts.Bounds.MaxDescriptors <= 0 {
+		opts.Bounds.MaxDescriptors = DefaultMaxDescriptors
+	}
+	if opts.Bounds.MaxEntries <= 0 {
+		opts.Bounds.MaxEntries = DefaultMaxEntries
+	}
+	if opts.Bounds.MaxEntryLen <= 0 {
+		opts.Bounds.MaxEntryLen = DefaultMaxEntryLen
+	}
+	if opts.Headers.LimitHeader == "" {
+		opts.Headers.LimitHeader = "RateLimit-Limit"
+	}
+	if opts.Headers.RemainingHeader == "" {
+		opts.Headers.RemainingHeader = "RateLimit-Remaining"
+	}
+	if opts.Headers.ResetHeader == "" {
+		opts.Headers.ResetHeader = "RateLimit-Reset"
+	}
+	s := &Service{opts: opts, log: opts.Logger}
+	if s.log == nil {
+		s.log = logrus.New()
+	}
+	s.pool.New = func() any { return new(work) }
+	return s
+}
+
+// SetConfig atomically replaces the config used by requests that start
+// after it returns. Nil is allowed: every domain is then unknown.
+func (s *Service) SetConfig(c *descriptor.Config) { s.cfg.Store(c) }
+
+// Config returns the current config, possibly nil.
+func (s *Service) Config() *descriptor.Config { return s.cfg.Load() }
+
+// ShouldRateLimit answers one Envoy rate-limit request. Bad requests get
+// InvalidArgument; a backend failure in a FailureError domain gets
+// Unavailable with the reason (Canceled when the caller went away).
+// It never panics: a bug caught here is logged and answered Internal.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (resp *rlsv3.RateLimitResponse, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.WithFields(logrus.Fields{"panic": r, "stack": string(debug.Stack())}).
+				Error("service: recovered from a panic in ShouldRateLimit")
+			resp, err = nil, status.Error(codes.Internal, "internal error while deciding rate limits")
+			if s.opts.Observer != nil {
+				s.opts.Observer.Request(RequestEvent{Domain: req.GetDomain(), Err: err})
+			}
+		}
+	}()
+	w := s.pool.Get().(*work)
+	resp, shadowForced, err := s.shouldRateLimit(ctx, req, w)
+	w.reset()
+	s.pool.Put(w)
+	if err != nil && s.log.IsLevelEnabled(logrus.DebugLevel) {
+		s.log.WithField("domain", req.GetDomain()).WithError(err).Debug("service: ShouldRateLimit failed")
+	}
+	if s.opts.Observer != nil {
+		s.opts.Observer.Request(RequestEvent{Domain: req.GetDomain(), Code: resp.GetOverallCode(), ShadowForced: shadowForced, Err: err})
+	}
+	return resp, err
+}
