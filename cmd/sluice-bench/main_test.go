@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/pkg/loadgen"
+)
+
+func TestRunAgainstNoop(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := loadgen.NewNoopServer()
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--addr", lis.Addr().String(), "--requests", "300", "--warmup", "0",
+		"-c", "4", "--conns", "2", "--descriptor", "remote_address={ip}", "--descriptor", "user={id},path=/api",
+		"--attack-keys", "2", "--attack-share", "0.3"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("stdout holds %d lines, want one JSON line: %q", len(lines), stdout.String())
+	}
+	var r loadgen.Report
+	if err := json.Unmarshal([]byte(lines[0]), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests != 300 || r.OK != 300 || len(r.Descriptors) != 2 || r.Attack.Requests == 0 {
+		t.Errorf("report %+v", r)
+	}
+	if !strings.Contains(stderr.String(), "req/s") || !strings.Contains(stderr.String(), "p99") {
+		t.Errorf("no summary on stderr: %q", stderr.String())
+	}
+}
+
+func TestNoopCommand(t *testing.T) {
+	r, w := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(context.Background(), []string{"noop", "--addr", "127.0.0.1:0", "--for", "20s"}, io.Discard, w)
+		w.Close()
+	}()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, r)
+	addr := strings.TrimSpace(line[strings.LastIndex(line, " "):])
+	var stdout bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if code := run(ctx, []string{"--addr", addr, "--requests", "50", "--warmup", "0", "--quiet"}, &stdout, io.Discard); code != 0 {
+		t.Fatalf("run against noop: exit %d", code)
+	}
+	if !strings.Contains(stdout.String(), `"ok":50`) {
+		t.Errorf("report %s", stdout.String())
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"frobnicate"}, 2},
+		{[]string{"--no-such-flag"}, 2},
+		{[]string{"--descriptor", "k={bad}"}, 1},
+		{[]string{"--dist", "pareto"}, 1},
+		{[]string{"noop", "--addr", "0.0.0.0:0"}, 1},
+		{[]string{"run", "extra"}, 1},
+		{[]string{"-h"}, 0},
+	} {
+		if code := run(context.Background(), tt.args, io.Discard, io.Discard); code != tt.code {
+			t.Errorf("%q: exit %d, want %d", tt.args, code, tt.code)
+		}
+	}
+}
