@@ -6,9 +6,13 @@
 //	    --descriptor 'remote_address={ip}' -c 64 --duration 10s --warmup 2s \
 //	    --keys 10000 [--dist zipf --zipf-s 1.1] [--attack-keys 4 --attack-share 0.3]
 //	sluice-bench noop --addr 127.0.0.1:9081 [--for 60s]
+//	sluice-bench summarize OUTDIR
 //
 // `noop` serves a RateLimitService that answers OK and does nothing else:
-// the ceiling to compare a real server with. The engine is pkg/loadgen.
+// the ceiling to compare a real server with. `summarize` turns the output
+// directory of measure.sh (beside this file; it runs the measurements of
+// docs/benchmarks.md) into a markdown table of medians. The engine is
+// pkg/loadgen.
 package main
 
 import (
@@ -47,8 +51,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = load(ctx, args, stdout, stderr)
 	case "noop":
 		err = noop(ctx, args, stderr)
+	case "summarize":
+		err = summarize(args, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "sluice-bench: unknown command %q (want run or noop)\n", cmd)
+		fmt.Fprintf(stderr, "sluice-bench: unknown command %q (want run, noop or summarize)\n", cmd)
 		return 2
 	}
 	switch {
@@ -144,7 +150,7 @@ func load(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if !quiet {
-		summarize(stderr, r)
+		printSummary(stderr, r)
 	}
 	line, err := json.Marshal(r)
 	if err != nil {
@@ -157,8 +163,8 @@ func load(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// summarize prints the report for a reader.
-func summarize(w io.Writer, r *loadgen.Report) {
+// printSummary prints the report for a reader.
+func printSummary(w io.Writer, r *loadgen.Report) {
 	fmt.Fprintf(w, "target %s, %d callers over %d connections, %s over %d keys", r.Target, r.Workers, r.Conns, r.Distribution, r.Keys)
 	if r.AttackKeys > 0 {
 		fmt.Fprintf(w, ", attack %.0f%% on %d keys", 100*r.AttackShare, r.AttackKeys)

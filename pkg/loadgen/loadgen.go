@@ -140,6 +140,10 @@ type Report struct {
 	Attack  Split   `json:"attack"`
 	Normal  Split   `json:"normal"`
 	Latency Latency `json:"latency_ms"`
+	// ClientCPUSec is the CPU time this process (the load generator) used
+	// during the whole run, warm-up included: on a shared machine the
+	// client competes with the server for the same cores.
+	ClientCPUSec float64 `json:"client_cpu_s"`
 	// Histogram holds every counted call's latency.
 	Histogram *Histogram `json:"-"`
 }
@@ -209,6 +213,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			errs:   make(map[string]uint64),
 		}
 	}
+	cpuBefore := processCPU()
 	start := time.Now()
 	measureFrom := start.Add(cfg.Warmup)
 	deadline := measureFrom.Add(cfg.Duration)
@@ -222,12 +227,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}()
 	}
 	wg.Wait()
+	cpu := processCPU() - cpuBefore
 
 	r := &Report{
 		Target: cfg.Target, Domain: cfg.Domain, Workers: cfg.Workers, Conns: cfg.Conns,
 		Keys: cfg.Keys.Count, Distribution: cfg.Keys.Distribution.String(),
 		AttackKeys: cfg.Keys.AttackKeys, AttackShare: cfg.Keys.AttackShare, Seed: cfg.Seed,
 		WarmupSec: cfg.Warmup.Seconds(), Errors: make(map[string]uint64), Histogram: &Histogram{},
+		ClientCPUSec: cpu.Seconds(),
 	}
 	if cfg.Keys.Distribution == Zipf {
 		r.ZipfS = cfg.Keys.ZipfS

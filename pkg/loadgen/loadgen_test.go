@@ -112,7 +112,7 @@ func TestRunCountsAddUp(t *testing.T) {
 	if r.ErrorTotal == 0 || r.OverLimit == 0 || r.OK == 0 {
 		t.Errorf("the run did not exercise every answer: %+v", r)
 	}
-	if r.Throughput <= 0 || r.ElapsedSec <= 0 || r.Latency.P50 <= 0 || r.Latency.Max < r.Latency.P99 {
+	if r.Throughput <= 0 || r.ElapsedSec <= 0 || r.Latency.P50 <= 0 || r.Latency.Max < r.Latency.P99 || r.ClientCPUSec <= 0 {
 		t.Errorf("implausible figures: %+v", r)
 	}
 	line, err := json.Marshal(r)
