@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +89,33 @@ func TestUsage(t *testing.T) {
 		if code := run(context.Background(), tt.args, io.Discard, io.Discard); code != tt.code {
 			t.Errorf("%q: exit %d, want %d", tt.args, code, tt.code)
 		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, tput := range []string{"1000", "3000", "2000"} {
+		round := strconv.Itoa(i + 1)
+		write("noop."+round+".json", `{"throughput_rps":`+tput+`,"latency_ms":{"p99":1}}`)
+		write("memory."+round+".json", `{"throughput_rps":`+tput+`0,"calls_total":1000000,"latency_ms":{"p99":2}}`)
+		write("memory."+round+".cpu.json", `{"wall_s":2,"server_cpu_s":1,"redis_cpu_s":0,"client_cpu_s":0.5,"others_cpu_s":0.2}`)
+	}
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"summarize", dir}, &out, io.Discard); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[2], "| noop | 2000 | — | 1.00 | 0.0 | 0.0 |") ||
+		!strings.HasPrefix(lines[3], "| memory | 20000 | 1000% | 2.00 | 1.0 | 0.0 | 10000 (2.00) [0.50 / 0.00 / 0.25 / 0.10];") {
+		t.Errorf("summary:\n%s", out.String())
+	}
+	if code := run(context.Background(), []string{"summarize", t.TempDir()}, io.Discard, io.Discard); code != 1 {
+		t.Errorf("empty directory: exit %d, want 1", code)
 	}
 }

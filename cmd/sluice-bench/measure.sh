@@ -9,7 +9,9 @@
 #
 # Environment: ROUNDS (3), DURATION (10s), WARMUP (2s), C (64), KEYS (10000),
 # TARGETS ("noop memory redis1 redis3 attack"), SLUICE_ENV (extra KEY=VALUE
-# settings for every sluice run, e.g. SLUICE_LOCAL_CACHE=false).
+# settings for every sluice run, e.g. SLUICE_LOCAL_CACHE=false), NICE (run
+# redis-server, the servers and the load generator at this niceness, e.g.
+# -10, to shield them from other work on a shared machine; needs root).
 set -euo pipefail
 
 out=${1:?usage: measure.sh OUTDIR}
@@ -19,6 +21,7 @@ warmup=${WARMUP:-2s}
 c=${C:-64}
 keys=${KEYS:-10000}
 targets=${TARGETS:-noop memory redis1 redis3 attack}
+prio=(nice -n "${NICE:-0}")
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out/bin" "$out/conf1" "$out/conf3"
 
@@ -73,11 +76,15 @@ cpu_ticks() { # pid: user+system clock ticks so far
 	awk '{print $14 + $15}' "/proc/$1/stat"
 }
 
+num() { # expression: evaluated by bc, printed as a JSON number
+	printf '%.3f' "$(echo "$1" | bc -l)"
+}
+
 busy_ticks() { # all CPUs' non-idle clock ticks so far
 	awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
 }
 
-timeout 7200 redis-server --bind 127.0.0.1 --port $redis_port --save '' --appendonly no \
+"${prio[@]}" timeout 7200 redis-server --bind 127.0.0.1 --port $redis_port --save '' --appendonly no \
 	--logfile "$out/redis.log" &
 redis_pid=$!
 pids+=("$redis_pid")
@@ -92,12 +99,12 @@ run() {
 	local pid port
 	case $kind in
 	noop)
-		timeout 300 "$out/bin/sluice-bench" noop --addr 127.0.0.1:$noop_port --for 120s 2>"$out/$name.$round.server.log" &
+		"${prio[@]}" timeout 300 "$out/bin/sluice-bench" noop --addr 127.0.0.1:$noop_port --for 120s 2>"$out/$name.$round.server.log" &
 		pid=$! port=$noop_port
 		;;
 	memory | redis)
 		if [ "$kind" = redis ]; then redis-cli -p $redis_port flushall >/dev/null; fi
-		env GRPC_HOST=127.0.0.1 GRPC_PORT=$grpc_port HOST=127.0.0.1 PORT=$http_port LOG_LEVEL=warn \
+		"${prio[@]}" env GRPC_HOST=127.0.0.1 GRPC_PORT=$grpc_port HOST=127.0.0.1 PORT=$http_port LOG_LEVEL=warn \
 			BACKEND_TYPE=$kind REDIS_URL=127.0.0.1:$redis_port REDIS_SOCKET_TYPE=tcp ${SLUICE_ENV:-} \
 			timeout 300 "$out/bin/sluice" serve --config "$out/$conf" >"$out/$name.$round.server.log" 2>&1 &
 		pid=$! port=$grpc_port
@@ -109,7 +116,7 @@ run() {
 	server=$(pgrep -P "$pid" | head -1) # the server under timeout(1): its CPU time is the one to read
 	before=$(cpu_ticks "$server") rbefore=$(cpu_ticks "$redis") bbefore=$(busy_ticks) t0=$(date +%s.%N)
 	load=$(cut -d' ' -f1 /proc/loadavg)
-	timeout 120 "$out/bin/sluice-bench" --addr 127.0.0.1:$port --duration "$duration" --warmup "$warmup" \
+	"${prio[@]}" timeout 120 "$out/bin/sluice-bench" --addr 127.0.0.1:$port --duration "$duration" --warmup "$warmup" \
 		-c "$c" --keys "$keys" --quiet "$@" >"$out/$name.$round.json"
 	after=$(cpu_ticks "$server") rafter=$(cpu_ticks "$redis") bafter=$(busy_ticks) t1=$(date +%s.%N)
 	# CPU seconds over the bench process's lifetime (warm-up included): the
@@ -119,7 +126,7 @@ run() {
 	hz=$(getconf CLK_TCK)
 	client=$(grep -o '"client_cpu_s":[0-9.e-]*' "$out/$name.$round.json" | cut -d: -f2)
 	cat >"$out/$name.$round.cpu.json" <<JSON
-{"wall_s": $(echo "$t1 - $t0" | bc -l), "server_cpu_s": $(echo "($after - $before) / $hz" | bc -l), "redis_cpu_s": $(echo "($rafter - $rbefore) / $hz" | bc -l), "client_cpu_s": $client, "others_cpu_s": $(echo "($bafter - $bbefore - ($after - $before) - ($rafter - $rbefore)) / $hz - $client" | bc -l), "loadavg_before": $load}
+{"wall_s": $(num "$t1 - $t0"), "server_cpu_s": $(num "($after - $before) / $hz"), "redis_cpu_s": $(num "($rafter - $rbefore) / $hz"), "client_cpu_s": $(num "$client"), "others_cpu_s": $(num "($bafter - $bbefore - ($after - $before) - ($rafter - $rbefore)) / $hz - $client"), "loadavg_before": $load}
 JSON
 	stop "$pid"
 	echo "$name round $round: $(grep -o '"throughput_rps":[0-9.]*' "$out/$name.$round.json")" >&2

@@ -53,8 +53,8 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 	if s := runs["noop"]; len(s) > 0 {
 		noop = median(s, func(s sample) float64 { return s.report.Throughput })
 	}
-	fmt.Fprintln(stdout, "| target | median req/s | vs no-op | median p99 ms | runs: req/s (p99 ms) [CPU cores: server / redis / client / others] |")
-	fmt.Fprintln(stdout, "|---|---:|---:|---:|---|")
+	fmt.Fprintln(stdout, "| target | median req/s | vs no-op | median p99 ms | server µs CPU/call | redis µs CPU/call | runs: req/s (p99 ms) [CPU cores: server / redis / client / others] |")
+	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|---:|---|")
 	for _, name := range order {
 		ss := runs[name]
 		tput := median(ss, func(s sample) float64 { return s.report.Throughput })
@@ -63,6 +63,16 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 		if noop > 0 && name != "noop" {
 			ratio = fmt.Sprintf("%.0f%%", 100*tput/noop)
 		}
+		perCall := func(cpu func(sample) float64) float64 {
+			return median(ss, func(s sample) float64 {
+				if s.report.CallsTotal == 0 {
+					return 0
+				}
+				return 1e6 * cpu(s) / float64(s.report.CallsTotal)
+			})
+		}
+		server := perCall(func(s sample) float64 { return s.cpu.Server })
+		redis := perCall(func(s sample) float64 { return s.cpu.Redis })
 		var each []string
 		for _, s := range ss {
 			w := s.cpu.Wall
@@ -72,7 +82,7 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 			each = append(each, fmt.Sprintf("%.0f (%.2f) [%.2f / %.2f / %.2f / %.2f]", s.report.Throughput, s.report.Latency.P99,
 				s.cpu.Server/w, s.cpu.Redis/w, s.cpu.Client/w, s.cpu.Others/w))
 		}
-		fmt.Fprintf(stdout, "| %s | %.0f | %s | %.2f | %s |\n", name, tput, ratio, p99, strings.Join(each, "; "))
+		fmt.Fprintf(stdout, "| %s | %.0f | %s | %.2f | %.1f | %.1f | %s |\n", name, tput, ratio, p99, server, redis, strings.Join(each, "; "))
 	}
 	return nil
 }

@@ -127,6 +127,10 @@ type Report struct {
 	ElapsedSec float64 `json:"elapsed_s"`
 	// Requests is the number of counted calls, answered or failed.
 	Requests uint64 `json:"requests"`
+	// CallsTotal counts every call made, warm-up included: with
+	// ClientCPUSec (and a server's CPU time over the same span) it gives
+	// the CPU cost of one call.
+	CallsTotal uint64 `json:"calls_total"`
 	// Throughput is Requests / ElapsedSec.
 	Throughput float64 `json:"throughput_rps"`
 	// OK, OverLimit and Unknown count answers by overall_code.
@@ -175,6 +179,7 @@ type worker struct {
 	ok, over, unknown uint64
 	attack, normal    Split
 	errs              map[string]uint64
+	calls             uint64    // every call, warm-up included
 	last              time.Time // when the last counted call was answered
 }
 
@@ -248,6 +253,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.OK += w.ok
 		r.OverLimit += w.over
 		r.Unknown += w.unknown
+		r.CallsTotal += w.calls
 		for code, n := range w.errs {
 			r.Errors[code] += n
 			r.ErrorTotal += n
@@ -302,6 +308,7 @@ func (w *worker) run(ctx context.Context, cfg Config, reqs *requests, measureFro
 		if cancel != nil {
 			cancel()
 		}
+		w.calls++
 		if !counted {
 			continue
 		}

@@ -86,7 +86,7 @@ func TestRunCountsAddUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Requests != 400 || r.Histogram.Count() != 400 {
+	if r.Requests != 400 || r.Histogram.Count() != 400 || r.CallsTotal != 400 {
 		t.Fatalf("%d calls counted, want 400", r.Requests)
 	}
 	if sum := r.OK + r.OverLimit + r.Unknown + r.ErrorTotal; sum != r.Requests {
@@ -136,8 +136,8 @@ func TestRunWarmupAndDuration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Requests == 0 || r.OK != r.Requests || r.ErrorTotal != 0 {
-		t.Fatalf("noop run: %+v", r)
+	if r.Requests == 0 || r.OK != r.Requests || r.ErrorTotal != 0 || r.CallsTotal <= r.Requests {
+		t.Fatalf("noop run (warm-up calls must count in CallsTotal only): %+v", r)
 	}
 	// The measured phase is the duration plus at most the last call.
 	if r.ElapsedSec < 0.15 || r.ElapsedSec > 0.15+r.Latency.Max/1000+0.001 {
