@@ -111,11 +111,22 @@ func TestSummarize(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[2], "| noop | 2000 | — | 1.00 | 0.0 | 0.0 |") ||
-		!strings.HasPrefix(lines[3], "| memory | 20000 | 1000% | 2.00 | 1.0 | 0.0 | 10000 (2.00) [0.50 / 0.00 / 0.25 / 0.10];") {
+	if len(lines) != 4 || !strings.HasPrefix(lines[2], "| noop | 2000 | — | 1.00 | 0.0 | 0.0 | 0.000 | — |") ||
+		!strings.HasPrefix(lines[3], "| memory | 20000 | 1000% | 2.00 | 1.0 | 0.0 | 0.000 | — | 10000 (2.00) [0.50 / 0.00 / 0.25 / 0.10];") {
 		t.Errorf("summary:\n%s", out.String())
 	}
 	if code := run(context.Background(), []string{"summarize", t.TempDir()}, io.Discard, io.Discard); code != 1 {
 		t.Errorf("empty directory: exit %d, want 1", code)
+	}
+}
+
+func TestLocalShare(t *testing.T) {
+	var s sample
+	s.report.Requests, s.report.CallsTotal = 1000, 2000 // half the calls were warm-up
+	s.report.Normal.Requests = 700
+	s.report.Attack = loadgen.Split{Requests: 300, OverLimit: 280}
+	s.cpu.RedisCalls = 2 * (700 + 20 + 28) // 28 of 280 denials reached Redis
+	if got := localShare(s); got < 0.8999 || got > 0.9001 {
+		t.Errorf("local share %v, want 0.9", got)
 	}
 }

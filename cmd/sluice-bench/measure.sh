@@ -11,7 +11,9 @@
 # TARGETS ("noop memory redis1 redis3 attack"), SLUICE_ENV (extra KEY=VALUE
 # settings for every sluice run, e.g. SLUICE_LOCAL_CACHE=false), NICE (run
 # redis-server, the servers and the load generator at this niceness, e.g.
-# -10, to shield them from other work on a shared machine; needs root).
+# -10, to shield them from other work on a shared machine; needs root),
+# SLUICE_BIN (measure this sluice binary instead of building cmd/sluice: a
+# patched build).
 set -euo pipefail
 
 out=${1:?usage: measure.sh OUTDIR}
@@ -34,6 +36,7 @@ for p in $redis_port $noop_port $grpc_port $http_port; do
 done
 
 (cd "$root" && go build -o "$out/bin/sluice" ./cmd/sluice && go build -o "$out/bin/sluice-bench" ./cmd/sluice-bench)
+if [ -n "${SLUICE_BIN:-}" ]; then cp "$SLUICE_BIN" "$out/bin/sluice"; fi
 
 cat >"$out/conf1/bench.yaml" <<'EOF'
 domain: bench
@@ -51,11 +54,6 @@ descriptors:
       - {name: per_hour, algorithm: token_bucket, unit: hour, requests_per_unit: 20000, burst: 2000}
 EOF
 
-pids=()
-cleanup() {
-	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-}
-trap cleanup EXIT
 
 wait_port() { # port: wait up to 10 s for it to accept connections
 	for _ in $(seq 100); do
@@ -72,12 +70,23 @@ stop() { # pid
 	kill -9 "$1" 2>/dev/null || true
 }
 
+pids=()
+cleanup() { # stop everything started here, and wait until it has exited
+	for pid in "${pids[@]}"; do stop "$pid"; done
+}
+trap cleanup EXIT
+
 cpu_ticks() { # pid: user+system clock ticks so far
 	awk '{print $14 + $15}' "/proc/$1/stat"
 }
 
 num() { # expression: evaluated by bc, printed as a JSON number
 	printf '%.3f' "$(echo "$1" | bc -l)"
+}
+
+redis_calls() { # script calls Redis has run so far (EVALSHA and EVAL)
+	redis-cli -p $redis_port info commandstats |
+		awk -F'[=,:]' '/^cmdstat_eval(sha)?:/{n += $3} END{print n + 0}'
 }
 
 busy_ticks() { # all CPUs' non-idle clock ticks so far
@@ -115,10 +124,13 @@ run() {
 	local server before after rbefore rafter bbefore bafter t0 t1 load
 	server=$(pgrep -P "$pid" | head -1) # the server under timeout(1): its CPU time is the one to read
 	before=$(cpu_ticks "$server") rbefore=$(cpu_ticks "$redis") bbefore=$(busy_ticks) t0=$(date +%s.%N)
+	local cbefore cafter
+	cbefore=$(redis_calls)
 	load=$(cut -d' ' -f1 /proc/loadavg)
 	"${prio[@]}" timeout 120 "$out/bin/sluice-bench" --addr 127.0.0.1:$port --duration "$duration" --warmup "$warmup" \
 		-c "$c" --keys "$keys" --quiet "$@" >"$out/$name.$round.json"
 	after=$(cpu_ticks "$server") rafter=$(cpu_ticks "$redis") bafter=$(busy_ticks) t1=$(date +%s.%N)
+	cafter=$(redis_calls)
 	# CPU seconds over the bench process's lifetime (warm-up included): the
 	# server, redis-server, the load generator, and every other process on
 	# the machine (other work competing for the same cores).
@@ -126,7 +138,7 @@ run() {
 	hz=$(getconf CLK_TCK)
 	client=$(grep -o '"client_cpu_s":[0-9.e-]*' "$out/$name.$round.json" | cut -d: -f2)
 	cat >"$out/$name.$round.cpu.json" <<JSON
-{"wall_s": $(num "$t1 - $t0"), "server_cpu_s": $(num "($after - $before) / $hz"), "redis_cpu_s": $(num "($rafter - $rbefore) / $hz"), "client_cpu_s": $(num "$client"), "others_cpu_s": $(num "($bafter - $bbefore - ($after - $before) - ($rafter - $rbefore)) / $hz - $client"), "loadavg_before": $load}
+{"wall_s": $(num "$t1 - $t0"), "server_cpu_s": $(num "($after - $before) / $hz"), "redis_cpu_s": $(num "($rafter - $rbefore) / $hz"), "client_cpu_s": $(num "$client"), "others_cpu_s": $(num "($bafter - $bbefore - ($after - $before) - ($rafter - $rbefore)) / $hz - $client"), "redis_script_calls": $((cafter - cbefore)), "loadavg_before": $load}
 JSON
 	stop "$pid"
 	echo "$name round $round: $(grep -o '"throughput_rps":[0-9.]*' "$out/$name.$round.json")" >&2

@@ -26,6 +26,8 @@ type sample struct {
 		Redis  float64 `json:"redis_cpu_s"`
 		Client float64 `json:"client_cpu_s"`
 		Others float64 `json:"others_cpu_s"`
+		// RedisCalls is the script calls Redis ran during the run.
+		RedisCalls float64 `json:"redis_script_calls"`
 	}
 }
 
@@ -53,8 +55,8 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 	if s := runs["noop"]; len(s) > 0 {
 		noop = median(s, func(s sample) float64 { return s.report.Throughput })
 	}
-	fmt.Fprintln(stdout, "| target | median req/s | vs no-op | median p99 ms | server µs CPU/call | redis µs CPU/call | runs: req/s (p99 ms) [CPU cores: server / redis / client / others] |")
-	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(stdout, "| target | median req/s | vs no-op | median p99 ms | server µs CPU/call | redis µs CPU/call | Redis calls/call | attack denials answered locally | runs: req/s (p99 ms) [CPU cores: server / redis / client / others] |")
+	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, name := range order {
 		ss := runs[name]
 		tput := median(ss, func(s sample) float64 { return s.report.Throughput })
@@ -73,6 +75,11 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 		}
 		server := perCall(func(s sample) float64 { return s.cpu.Server })
 		redis := perCall(func(s sample) float64 { return s.cpu.Redis })
+		calls := perCall(func(s sample) float64 { return s.cpu.RedisCalls }) / 1e6
+		local := "—"
+		if ss[0].report.AttackKeys > 0 && calls > 0 {
+			local = fmt.Sprintf("%.1f%%", 100*median(ss, localShare))
+		}
 		var each []string
 		for _, s := range ss {
 			w := s.cpu.Wall
@@ -82,7 +89,7 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 			each = append(each, fmt.Sprintf("%.0f (%.2f) [%.2f / %.2f / %.2f / %.2f]", s.report.Throughput, s.report.Latency.P99,
 				s.cpu.Server/w, s.cpu.Redis/w, s.cpu.Client/w, s.cpu.Others/w))
 		}
-		fmt.Fprintf(stdout, "| %s | %.0f | %s | %.2f | %.1f | %.1f | %s |\n", name, tput, ratio, p99, server, redis, strings.Join(each, "; "))
+		fmt.Fprintf(stdout, "| %s | %.0f | %s | %.2f | %.1f | %.1f | %.3f | %s | %s |\n", name, tput, ratio, p99, server, redis, calls, local, strings.Join(each, "; "))
 	}
 	return nil
 }
@@ -140,6 +147,24 @@ func readRuns(dir string) (map[string][]sample, []string, error) {
 		return nil, nil, fmt.Errorf("no NAME.ROUND.json runs in %s", dir)
 	}
 	return runs, order, nil
+}
+
+// localShare estimates the share of attack denials answered without
+// Redis. Every normal call reaches Redis (the normal keys stay under their
+// limit), and so does every admitted attack call; the script calls left
+// over are attack denials Redis decided. The measured phase's split is
+// scaled to every call of the run, since Redis's count covers the warm-up.
+func localShare(s sample) float64 {
+	r := s.report
+	if r.Requests == 0 || r.Attack.OverLimit == 0 {
+		return 0
+	}
+	scale := float64(r.CallsTotal) / float64(r.Requests)
+	normal := scale * float64(r.Normal.Requests)
+	admitted := scale * float64(r.Attack.Requests-r.Attack.OverLimit)
+	denied := scale * float64(r.Attack.OverLimit)
+	remote := s.cpu.RedisCalls - normal - admitted
+	return min(1, max(0, 1-remote/denied))
 }
 
 func readJSON(path string, v any) error {
