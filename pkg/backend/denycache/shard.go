@@ -15,7 +15,6 @@ const maxVariants = 4
 // shard's fixed ring, recycled by the CLOCK hand.
 type slot struct {
 	identity string
-	used     bool // the slot holds an identity
 	ref      bool // read since the hand last passed
 	n        int  // variants in use
 	variants [maxVariants]variant
@@ -95,7 +94,7 @@ func (s *shard) insert(identity string, v variant, now limit.Micros, gen *atomic
 	if !ok {
 		i = s.claim(now)
 		sl := &s.slots[i]
-		sl.identity, sl.used, sl.ref = identity, true, false
+		sl.identity, sl.ref = identity, false
 		s.index[identity] = i
 	}
 	s.slots[i].add(v, now)
