@@ -516,7 +516,7 @@ func TestConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range calls {
 				k := (w + i) % len(ids)
-				refund := w == 0 && i%50 == 0
+				refund := w == 0 && i%50 == 0 && i < calls/2 // plenty of traffic follows each refund
 				res := f.b.Decide(context.Background(), []backend.Check{{Identity: ids[k], Rules: rules, Cost: limit.Cost{N: 1, Refund: refund}}})
 				if res[0].Err != nil {
 					t.Errorf("Decide: %v", res[0].Err)
@@ -533,12 +533,14 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	for k, id := range ids {
-		// Each refund gives back at most one; an exact fixed window then
-		// admits exactly quota plus what was given back.
+		// A refund gives back at most one (nothing when the count is 0).
+		// Every refund is followed by many requests, so a cache that kept
+		// denying after a refund would leave the window short of full.
 		peek := f.b.Decide(context.Background(), []backend.Check{{Identity: id, Rules: rules}})[0]
 		used := quota - int64(peek.BindingOutcome().Remaining)
-		if admitted[k].Load() > quota+refunded[k].Load() || used != admitted[k].Load()-refunded[k].Load() {
-			t.Errorf("%s: admitted %d with %d refunds, store holds %d", id, admitted[k].Load(), refunded[k].Load(), used)
+		a, r := admitted[k].Load(), refunded[k].Load()
+		if used != quota || a < quota || a > quota+r {
+			t.Errorf("%s: admitted %d with %d refunds, store holds %d of %d", id, a, r, used, quota)
 		}
 	}
 	if st := f.b.Stats(); st.Hits == 0 {
