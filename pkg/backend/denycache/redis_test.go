@@ -11,10 +11,10 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/backendtest"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
-	"github.com/sluice-rl/sluice/pkg/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
