@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/denycache"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/metrics"
 	"github.com/sluice-rl/sluice/pkg/server"
@@ -77,6 +78,14 @@ func (o *observability) batchObserver() func(int) {
 		return nil
 	}
 	return o.metrics.ObserveBatch
+}
+
+// registerDenyCache exports the local denial cache's counters.
+func (o *observability) registerDenyCache(c *denycache.Backend) error {
+	return o.metrics.RegisterDenyCache(func() (hits, misses, evictions uint64) {
+		st := c.Stats()
+		return st.Hits, st.Misses, st.Evictions
+	})
 }
 
 // observer is the service's Observer: nil (not a nil *Metrics) when

@@ -52,6 +52,12 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		return exitError
 	}
 	defer backends.close(log)
+	if backends.cache != nil {
+		if err := obs.registerDenyCache(backends.cache); err != nil {
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+			return exitError
+		}
+	}
 
 	svc := service.New(service.Options{
 		Backend:        obs.backend(backends.main),

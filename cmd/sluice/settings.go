@@ -53,6 +53,8 @@ type settings struct {
 	HealthInterval  time.Duration
 	DrainDelay      time.Duration
 	DebugAddr       string
+	LocalCache      bool
+	LocalCacheSize  int
 	ShutdownTimeout time.Duration
 
 	Metrics        bool
@@ -206,6 +208,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	integer(&s.MaxRequestBytes, "max-request-bytes", "SLUICE_MAX_REQUEST_BYTES", 1<<20, "bound on a gRPC request and a /json body")
 
 	duration(&s.HealthInterval, "health-interval", "SLUICE_HEALTH_INTERVAL", 5*time.Second, "how often to ping the backend for health")
+	boolean(&s.LocalCache, "local-cache", "SLUICE_LOCAL_CACHE", true, "answer known Redis denials in process until they end (no round trip)")
+	integer(&s.LocalCacheSize, "local-cache-size", "SLUICE_LOCAL_CACHE_SIZE", 10000, "most descriptors the local denial cache holds")
 	str(&s.DebugAddr, "debug-addr", "SLUICE_DEBUG_ADDR", "", "serve pprof at /debug/pprof/ on this address (off when empty; use loopback, e.g. 127.0.0.1:6070)")
 	duration(&s.DrainDelay, "drain-delay", "SLUICE_DRAIN_DELAY", 0, "at shutdown, fail health this long before closing listeners")
 	duration(&s.ShutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", 10*time.Second, "at shutdown, wait this long for in-flight calls")
@@ -322,6 +326,9 @@ func (s *settings) validate(env map[string]string) error {
 	}
 	if s.TracingSamplingRate < 0 || s.TracingSamplingRate > 1 {
 		bad("tracing-sampling-rate", "%v: must be from 0 to 1", s.TracingSamplingRate)
+	}
+	if s.LocalCacheSize < 1 {
+		bad("local-cache-size", "%d: must be at least 1", s.LocalCacheSize)
 	}
 	if s.Redis.PipelineLimit < 0 {
 		bad("redis-pipeline-limit", "%d: must not be negative", s.Redis.PipelineLimit)
