@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
 
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/reload"
@@ -110,6 +111,9 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 			ClientCAFile: s.GRPCClientCACert, ClientSAN: s.GRPCClientTLSSAN}
 	}
 	interceptors, grpcOptions := obs.serverOptions()
+	if s.StreamWorkers > 0 {
+		grpcOptions = append(grpcOptions, grpc.NumStreamWorkers(uint32(s.StreamWorkers)))
+	}
 	srv, err := server.New(server.Options{
 		GRPCAddr:              net.JoinHostPort(s.GRPCHost, strconv.Itoa(s.GRPCPort)),
 		HTTPAddr:              net.JoinHostPort(s.HTTPHost, strconv.Itoa(s.HTTPPort)),

@@ -55,6 +55,7 @@ type settings struct {
 	DebugAddr       string
 	LocalCache      bool
 	LocalCacheSize  int
+	StreamWorkers   int
 	ShutdownTimeout time.Duration
 
 	Metrics        bool
@@ -210,6 +211,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	duration(&s.HealthInterval, "health-interval", "SLUICE_HEALTH_INTERVAL", 5*time.Second, "how often to ping the backend for health")
 	boolean(&s.LocalCache, "local-cache", "SLUICE_LOCAL_CACHE", true, "answer known Redis denials in process until they end (no round trip)")
 	integer(&s.LocalCacheSize, "local-cache-size", "SLUICE_LOCAL_CACHE_SIZE", 10000, "most descriptors the local denial cache holds")
+	integer(&s.StreamWorkers, "grpc-stream-workers", "SLUICE_GRPC_STREAM_WORKERS", 0, "gRPC calls served by a pool of this many long-lived goroutines instead of one new goroutine each (saves stack growth); 0 = gRPC's default")
 	str(&s.DebugAddr, "debug-addr", "SLUICE_DEBUG_ADDR", "", "serve pprof at /debug/pprof/ on this address (off when empty; use loopback, e.g. 127.0.0.1:6070)")
 	duration(&s.DrainDelay, "drain-delay", "SLUICE_DRAIN_DELAY", 0, "at shutdown, fail health this long before closing listeners")
 	duration(&s.ShutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", 10*time.Second, "at shutdown, wait this long for in-flight calls")
@@ -326,6 +328,9 @@ func (s *settings) validate(env map[string]string) error {
 	}
 	if s.TracingSamplingRate < 0 || s.TracingSamplingRate > 1 {
 		bad("tracing-sampling-rate", "%v: must be from 0 to 1", s.TracingSamplingRate)
+	}
+	if s.StreamWorkers < 0 || s.StreamWorkers > 1<<16 {
+		bad("grpc-stream-workers", "%d: must be from 0 to 65536", s.StreamWorkers)
 	}
 	if s.LocalCacheSize < 1 {
 		bad("local-cache-size", "%d: must be at least 1", s.LocalCacheSize)

@@ -38,3 +38,23 @@ func TestLocalCacheSettings(t *testing.T) {
 		})
 	}
 }
+
+func TestStreamWorkersSetting(t *testing.T) {
+	for _, tc := range []struct {
+		env     string
+		want    int
+		wantErr bool
+	}{{"", 0, false}, {"256", 256, false}, {"-1", 0, true}, {"70000", 0, true}} {
+		var env []string
+		if tc.env != "" {
+			env = []string{"SLUICE_GRPC_STREAM_WORKERS=" + tc.env}
+		}
+		s, err := parseServe(nil, env, io.Discard)
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("%q: err = %v, want error %v", tc.env, err, tc.wantErr)
+		}
+		if err == nil && s.StreamWorkers != tc.want {
+			t.Fatalf("%q: StreamWorkers = %d, want %d", tc.env, s.StreamWorkers, tc.want)
+		}
+	}
+}
