@@ -248,7 +248,7 @@ func TestBreaker(t *testing.T) {
 			t.Fatalf("failure %d: %v, want ErrUnavailable from Redis itself", i+1, r.Err)
 		}
 	}
-	if !b.breaker.isOpen() {
+	if !b.breakers.isOpen("") {
 		t.Fatal("breaker still closed after 3 consecutive failures")
 	}
 	if r := decideOne(b, "brk|a"); !circuitOpen(r) {
@@ -276,7 +276,7 @@ func TestBreaker(t *testing.T) {
 	if r := decideOne(b, "brk|a"); r.Err != nil {
 		t.Fatalf("probe with Redis back: %v", r.Err)
 	}
-	if b.breaker.isOpen() {
+	if b.breakers.isOpen("") {
 		t.Fatal("breaker open after a successful probe")
 	}
 	if r := decideOne(b, "brk|a"); r.Err != nil {
@@ -319,7 +319,7 @@ func TestPausedRedis(t *testing.T) {
 	waitUntil(t, 5*time.Second, "goroutines back to the level before the pause", func() bool {
 		return runtime.NumGoroutine() <= goroutinesBefore+2
 	})
-	if !b.breaker.isOpen() {
+	if !b.breakers.isOpen("") {
 		t.Fatal("breaker still closed after 40 timeouts")
 	}
 	if r := decideOne(b, "pause|a"); !strings.Contains(fmt.Sprint(r.Err), "circuit open") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -144,33 +145,63 @@ func (b *Backend) nodeOf(ctx context.Context, c *call) string {
 	return m.Options().Addr
 }
 
-// direct sends the calls of one Decide itself, without coalescing: one
-// pipeline, or with a cluster one per master, sent concurrently, all under
-// ctx.
-func (b *Backend) direct(ctx context.Context, j *job) {
-	j.ptrs = j.ptrs[:0]
-	for i := range j.calls {
-		j.ptrs = append(j.ptrs, &j.calls[i])
-	}
-	if b.cluster == nil || len(j.ptrs) == 1 {
-		b.exec(ctx, j.ptrs)
+// group sorts the job's calls by the node they are bound for into
+// j.groups, each a contiguous part of j.ptrs (sized first, so the parts
+// never move): one group when not a cluster.
+func (b *Backend) group(ctx context.Context, j *job) {
+	j.ptrs, j.groups = grow(j.ptrs, len(j.calls)), j.groups[:0]
+	if b.cluster == nil {
+		for i := range j.calls {
+			j.ptrs = append(j.ptrs, &j.calls[i])
+		}
+		j.groups = append(j.groups, group{calls: j.ptrs})
 		return
 	}
-	groups := make(map[string][]*call)
-	for _, c := range j.ptrs {
-		node := b.nodeOf(ctx, c)
-		groups[node] = append(groups[node], c)
+	j.addrs = grow(j.addrs, len(j.calls))
+	for i := range j.calls {
+		j.addrs = append(j.addrs, b.nodeOf(ctx, &j.calls[i]))
 	}
-	if len(groups) == 1 {
-		b.exec(ctx, j.ptrs)
+	for i, a := range j.addrs {
+		if slices.Contains(j.addrs[:i], a) {
+			continue
+		}
+		start := len(j.ptrs)
+		for k := i; k < len(j.calls); k++ {
+			if j.addrs[k] == a {
+				j.ptrs = append(j.ptrs, &j.calls[k])
+			}
+		}
+		j.groups = append(j.groups, group{addr: a, calls: j.ptrs[start:]})
+	}
+}
+
+// direct sends the calls of one Decide itself, without coalescing: one
+// pipeline per node whose breaker let its calls through, sent
+// concurrently, all under ctx. (go-redis would split one pipeline by node
+// itself, but fail every command when one node fails.)
+func (b *Backend) direct(ctx context.Context, j *job) {
+	var only *group
+	live := 0
+	for gi := range j.groups {
+		if !j.groups[gi].open {
+			only = &j.groups[gi]
+			live++
+		}
+	}
+	if live == 1 {
+		b.exec(ctx, only.calls)
 		return
 	}
 	var wg sync.WaitGroup
-	for _, g := range groups {
+	for gi := range j.groups {
+		g := &j.groups[gi]
+		if g.open {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.exec(ctx, g)
+			b.exec(ctx, g.calls)
 		}()
 	}
 	wg.Wait()
