@@ -167,13 +167,13 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 	// Each node's breaker decides for the calls bound to it: a node that
 	// keeps failing fails its own calls fast, not the other nodes'.
 	b.group(ctx, j)
-	sending := 0
+	sending, open := 0, false
 	for gi := range j.groups {
 		g := &j.groups[gi]
 		g.br = b.breakers.get(g.addr)
 		ok, probe := g.br.allow()
 		if !ok {
-			g.open = true
+			g.open, open = true, true
 			for _, c := range g.calls {
 				results[c.result].Err = g.br.err
 			}
@@ -181,6 +181,13 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 		}
 		g.probe = probe
 		sending++
+	}
+	if open && b.cluster != nil {
+		// The slots of a node failed fast may have moved (a failover):
+		// have go-redis re-read the slot map (in the background, at most
+		// once per 200ms), so that their new master, with a breaker of its
+		// own, is used as soon as it serves them, not after the next probe.
+		b.cluster.ReloadState(context.WithoutCancel(ctx))
 	}
 	if sending == 0 {
 		putJob(j)

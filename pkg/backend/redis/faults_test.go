@@ -57,11 +57,15 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 // counts results; every error must wrap ErrUnavailable.
 type load struct {
 	ok, unavailable, other atomic.Int64
+	circuitOpen            atomic.Int64 // of unavailable: failed fast by a breaker
+	clusterDown            atomic.Int64 // of unavailable: refused with CLUSTERDOWN
 	stop                   chan struct{}
+	stopOnce               sync.Once
 	wg                     sync.WaitGroup
 	slowest                atomic.Int64 // ns, of a failed call
 	mu                     sync.Mutex
 	lastErr                error
+	firstFail, lastFail    time.Time // when the first and last failed calls ended
 }
 
 func startLoad(b *Backend, goroutines int, ids []string) *load {
@@ -83,12 +87,22 @@ func startLoad(b *Backend, goroutines int, ids []string) *load {
 					l.ok.Add(1)
 				case errors.Is(r.Err, backend.ErrUnavailable):
 					l.unavailable.Add(1)
+					if errors.Is(r.Err, backend.ErrCircuitOpen) {
+						l.circuitOpen.Add(1)
+					}
+					if strings.Contains(r.Err.Error(), "CLUSTERDOWN") {
+						l.clusterDown.Add(1)
+					}
 					time.Sleep(time.Millisecond) // pace failing callers; they fail fast
 					if d := int64(time.Since(start)); d > l.slowest.Load() {
 						l.slowest.Store(d)
 					}
 					l.mu.Lock()
 					l.lastErr = r.Err
+					if l.firstFail.IsZero() {
+						l.firstFail = time.Now()
+					}
+					l.lastFail = time.Now()
 					l.mu.Unlock()
 				default:
 					l.other.Add(1)
@@ -102,8 +116,9 @@ func startLoad(b *Backend, goroutines int, ids []string) *load {
 	return l
 }
 
+// finish stops the load and waits for it; it may be called again.
 func (l *load) finish() {
-	close(l.stop)
+	l.stopOnce.Do(func() { close(l.stop) })
 	l.wg.Wait()
 }
 

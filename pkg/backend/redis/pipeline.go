@@ -83,8 +83,10 @@ func (b *Backend) pipeline(ctx context.Context, calls []*call) {
 	}
 }
 
-// fill reads c's reply into res, and says whether Redis answered (with a
-// decision or an error about this call) or could not be reached.
+// fill reads c's reply into res, and says whether the node answered (with
+// a decision, an error about this call, or a passing refusal: see
+// liveRefusal) or could not be reached. The breaker counts the calls that
+// were not answered.
 func (b *Backend) fill(res *backend.Result, c *call, outcomes []limit.Outcome) (answered bool) {
 	err := c.cmd.Err()
 	if err == nil {
@@ -101,7 +103,7 @@ func (b *Backend) fill(res *backend.Result, c *call, outcomes []limit.Outcome) (
 			err = fmt.Errorf("no answer within %v: %w", b.opts.Timeout, err)
 		}
 		res.Err = fmt.Errorf("%w: redis: %w", backend.ErrUnavailable, err)
-		return false
+		return liveRefusal(err)
 	}
 	res.Err = fmt.Errorf("redis backend: decide script: %w", err)
 	return true // Redis answered, with an error about this call
@@ -124,6 +126,24 @@ func isUnavailable(err error) bool {
 		goredis.IsOOMError(err) || goredis.IsAuthError(err) ||
 		goredis.IsNoReplicasError(err) ||
 		goredis.HasErrorPrefix(err, "NOSCRIPT") || goredis.HasErrorPrefix(err, "BUSY") ||
+		goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK")
+}
+
+// liveRefusal reports whether err is a reply by which a live node refuses
+// a call at once, for a state that ends by itself, and ends everywhere at
+// the same moment: the cluster is down (CLUSTERDOWN: a master failed and
+// its replica is not promoted yet, so with cluster-require-full-coverage
+// every node refuses every key), a slot is moving (TRYAGAIN, MOVED, ASK),
+// the node is loading its data set (LOADING), or a failover is under way
+// (MASTERDOWN, READONLY). The call fails (with ErrUnavailable), but the
+// node's breaker does not count it: failing the node's calls fast would
+// spare nobody a wait, and would keep them failing for up to an open
+// period after the state ended. Refusals that more calls would make worse
+// or that do not pass by themselves (OOM, BUSY, max clients, auth) count.
+func liveRefusal(err error) bool {
+	return goredis.IsClusterDownError(err) || goredis.IsTryAgainError(err) ||
+		goredis.IsLoadingError(err) || goredis.IsMasterDownError(err) ||
+		goredis.IsReadOnlyError(err) ||
 		goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK")
 }
 
