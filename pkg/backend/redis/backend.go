@@ -4,7 +4,7 @@
 //
 // It owns the key schema (Key), the connection options (Options), script
 // loading and the NOSCRIPT fallback, pipelining, timeouts and the circuit
-// breaker. It knows nothing of gRPC, Envoy or configuration files, and
+// breakers (one per Redis node, breaker.go). It knows nothing of gRPC, Envoy or configuration files, and
 // nothing of the algorithms beyond handing pkg/scripts the rules.
 //
 // Every check costs one EVALSHA. Concurrent Decide calls bound for the same
@@ -12,7 +12,8 @@
 // off, and each Decide then sends its own pipeline); with a cluster, the
 // pipelines are per master and sent concurrently. A check that cannot be
 // decided (Redis down, slow, failing over) gets a Result.Err wrapping
-// backend.ErrUnavailable with the reason.
+// backend.ErrUnavailable with the reason; one failed fast by its node's
+// open breaker wraps backend.ErrCircuitOpen too.
 package redis
 
 import (
