@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -36,7 +37,8 @@ type Backend struct {
 	client   goredis.UniversalClient
 	cluster  *goredis.ClusterClient // the same client when Type is cluster, else nil
 	script   scripts.Script
-	breakers *breakers // one per node
+	breakers *breakers   // one per node
+	mapped   atomic.Bool // go-redis has named a cluster master: it has a slot map
 	log      *logrus.Entry
 
 	evalsha, sha any       // the EVALSHA command's first two arguments, boxed once

@@ -29,7 +29,9 @@ import (
 // cluster has been unreachable since start), the check goes to the
 // breaker of address "", which stands for "the cluster, node unknown":
 // while no slot map can be loaded every check fails there and that breaker
-// opens, failing them fast, and a probe per open period tries again. When
+// opens, failing them fast, without even asking go-redis (which would try
+// to load the map from the seeds, synchronously: see Backend.unmapped), and
+// a probe per open period tries again. When
 // go-redis has a slot map but no master for the slot, it sends the command
 // to a random node, and nodeOf names that node: the check is judged
 // against the node it was actually sent to.
@@ -87,6 +89,17 @@ func (b *breaker) allow() (ok, probe bool) {
 	}
 	b.probing = true
 	return true, true
+}
+
+// blocked reports whether allow would refuse a call now, without taking
+// the probe.
+func (b *breaker) blocked() bool {
+	if b.threshold <= 0 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.open && (b.probing || b.now().Before(b.openUntil))
 }
 
 // done records the verdict of a call allow let through.

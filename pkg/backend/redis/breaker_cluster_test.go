@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,5 +223,58 @@ func TestLiveRefusal(t *testing.T) {
 	}
 	if liveRefusal(context.DeadlineExceeded) {
 		t.Error("a timeout is taken for a live node's refusal")
+	}
+}
+
+// TestBreakerNoSlotMap starts the backend against a cluster whose seed
+// nodes are all dead, so go-redis never had a slot map: checks fail with
+// ErrUnavailable, then, once the breaker of the unknown node opens, fast
+// with ErrCircuitOpen naming the missing slot map. When
+// the nodes are back, the probe after the open period loads the slot map
+// and the checks are decided.
+func TestBreakerNoSlotMap(t *testing.T) {
+	c := redistest.Cluster(t, redistest.ClusterOptions{NodeTimeout: time.Minute})
+	masters := c.Masters()
+	for _, m := range masters {
+		if _, err := c.KillMaster(slotOf(t, c, m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := &fakeClock{now: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}
+	b := newBackend(t, Options{Type: TypeCluster, URL: strings.Join(masters, ","), KeyPrefix: "nomap:",
+		Timeout: 300 * time.Millisecond, Clock: clock.Now, Breaker: BreakerOptions{Failures: 3, OpenFor: time.Minute}})
+	for i := range 3 {
+		r := decideOne(b, "nomap|a")
+		if !errors.Is(r.Err, backend.ErrUnavailable) || errors.Is(r.Err, backend.ErrCircuitOpen) {
+			t.Fatalf("call %d with no slot map: %v, want ErrUnavailable from the client", i, r.Err)
+		}
+	}
+	if !b.breakers.isOpen("") {
+		t.Fatal("the unknown node's breaker is closed after 3 failures")
+	}
+	for range 10 {
+		r := decideOne(b, "nomap|a")
+		if !errors.Is(r.Err, backend.ErrCircuitOpen) || !strings.Contains(r.Err.Error(), "no slot map") {
+			t.Fatalf("with the breaker open: %v, want ErrCircuitOpen naming the missing slot map", r.Err)
+		}
+	}
+	if b.mapped.Load() {
+		t.Fatal("the backend believes it has a slot map")
+	}
+
+	for _, m := range masters {
+		if err := c.RestartNode(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.WaitHealthy(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, "decisions once the cluster is back", func() bool {
+		clock.advance(time.Minute) // each try is a probe
+		return decideOne(b, "nomap|a").Err == nil
+	})
+	if !b.mapped.Load() {
+		t.Error("decided without the backend knowing it has a slot map")
 	}
 }

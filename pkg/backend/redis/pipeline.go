@@ -178,8 +178,12 @@ func (b *Backend) group(ctx context.Context, j *job) {
 		return
 	}
 	j.addrs = grow(j.addrs, len(j.calls))
-	for i := range j.calls {
-		j.addrs = append(j.addrs, b.nodeOf(ctx, &j.calls[i]))
+	if b.mapped.Load() {
+		for i := range j.calls {
+			j.addrs = append(j.addrs, b.nodeOf(ctx, &j.calls[i]))
+		}
+	} else {
+		b.unmapped(ctx, j)
 	}
 	for i, a := range j.addrs {
 		if slices.Contains(j.addrs[:i], a) {
@@ -192,6 +196,31 @@ func (b *Backend) group(ctx context.Context, j *job) {
 			}
 		}
 		j.groups = append(j.groups, group{addr: a, calls: j.ptrs[start:]})
+	}
+}
+
+// unmapped fills j.addrs while go-redis may have no slot map yet. Asking
+// it for a key's master then loads the map from the seed nodes,
+// synchronously; so that is bounded by Timeout, and not even tried while
+// the breaker of "" (the cluster, node unknown) is open: the calls then
+// go to that breaker, which fails them fast. Once go-redis has named a
+// master it keeps a slot map for good (it only replaces it), and nodeOf
+// never waits again.
+func (b *Backend) unmapped(ctx context.Context, j *job) {
+	if b.breakers.get("").blocked() {
+		for range j.calls {
+			j.addrs = append(j.addrs, "")
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
+	for i := range j.calls {
+		a := b.nodeOf(ctx, &j.calls[i])
+		if a != "" {
+			b.mapped.Store(true)
+		}
+		j.addrs = append(j.addrs, a)
 	}
 }
 
