@@ -145,7 +145,9 @@ func (b *Backend) retryLoad(ctx context.Context) {
 // (the default) the calls join the pipelines of concurrent Decide calls
 // bound for the same node; without, they go in one pipeline of their own
 // (one per cluster master). Either way every Decide returns within Timeout.
-// See backend.Backend.
+// The checks bound for a node whose circuit breaker is open are not sent:
+// they fail at once with backend.ErrCircuitOpen, and the checks bound for
+// other nodes go on. See backend.Backend.
 func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.Result {
 	results := make([]backend.Result, len(checks))
 	clock := scripts.Time{At: limit.MicrosOf(b.opts.Clock())}
