@@ -207,9 +207,31 @@ func keysOn(t *testing.T, c *redistest.ClusterSet, addr, prefix string) []string
 // TestClusterFailover kills the cluster master holding one descriptor's
 // keys under load: calls for it fail with Unavailable until its replica
 // takes over, then resume with the same sluice process, while descriptors
-// on the other masters keep being decided. The recovery time is logged.
+// on the other masters keep being decided. sluice has a circuit breaker per
+// Redis node, so the dead master's calls never fail the healthy masters'.
+// Redis itself may: with cluster-require-full-coverage yes (its default)
+// every node answers CLUSTERDOWN from the moment the cluster marks the
+// master failed until the replica is promoted, so the healthy masters'
+// calls may fail then, with CLUSTERDOWN and nothing else; with "no" they
+// must not fail at all. The recovery times are logged.
 func TestClusterFailover(t *testing.T) {
-	c := redistest.Cluster(t, redistest.ClusterOptions{NodeTimeout: time.Second})
+	for _, tt := range []struct {
+		name         string
+		args         []string
+		fullCoverage bool
+	}{
+		{"full coverage required (Redis default)", nil, true},
+		{"full coverage not required", []string{"--cluster-require-full-coverage", "no"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := redistest.Cluster(t, redistest.ClusterOptions{NodeTimeout: time.Second, Args: tt.args})
+			clusterFailover(t, c, tt.fullCoverage)
+		})
+	}
+}
+
+// clusterFailover is TestClusterFailover on one cluster.
+func clusterFailover(t *testing.T, c *redistest.ClusterSet, fullCoverage bool) {
 	env := faultEnv(clusterEnv(t, c))
 	prefix := env["CACHE_KEY_PREFIX"]
 	p := sluicetest.Start(t, sluicetest.Options{
@@ -267,6 +289,18 @@ func TestClusterFailover(t *testing.T) {
 	}
 	killed := time.Now()
 	okAtKill := l.ok.Load()
+	// When the cluster itself shows the promoted replica, for the report.
+	promoted := make(chan time.Duration, 1)
+	go func() {
+		for time.Since(killed) < 30*time.Second {
+			if m, err := c.MasterOf(slot); err == nil && m != victim {
+				promoted <- time.Since(killed)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		promoted <- -1
+	}()
 	var failures []outcome
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
@@ -294,6 +328,26 @@ func TestClusterFailover(t *testing.T) {
 	during := l.since(killed)
 	otherFailed := count(during, failed)
 	checkErrors(t, during)
+	// What failed on the healthy masters, and when.
+	says := func(what string) func(outcome) bool {
+		return func(o outcome) bool { return o.err != nil && strings.Contains(status.Convert(o.err).Message(), what) }
+	}
+	breaker, clusterDown := count(during, says("circuit open")), count(during, says("CLUSTERDOWN"))
+	window := "none"
+	if otherFailed > 0 {
+		var first, last time.Time
+		for _, o := range during {
+			if failed(o) {
+				if first.IsZero() || o.end.Before(first) {
+					first = o.end
+				}
+				if o.end.After(last) {
+					last = o.end
+				}
+			}
+		}
+		window = fmt.Sprintf("from %v to %v after the kill", first.Sub(killed).Round(time.Millisecond), last.Sub(killed).Round(time.Millisecond))
+	}
 	// The longest stretch in which no descriptor on a healthy master was
 	// decided: how much of the failover spilled over to them.
 	var ends []time.Time
@@ -307,15 +361,25 @@ func TestClusterFailover(t *testing.T) {
 	for _, e := range append(ends, killed.Add(recovered)) {
 		gap, last = max(gap, e.Sub(last)), e
 	}
+	newMaster, _ := c.MasterOf(slot)
+	t.Logf("cluster failover (cluster-node-timeout 1s, REDIS_TIMEOUT %v): decisions on slot %d resumed %v after its master %s was killed "+
+		"(the cluster showed the new master %s after %v); %d calls on it failed meanwhile with Unavailable (the longest took %v); "+
+		"the other masters decided %d calls meanwhile and %d failed (%d CLUSTERDOWN, %d circuit open), %s; the longest stretch without a decision on them was %v",
+		faultTimeout, slot, recovered.Round(time.Millisecond), victim, newMaster, (<-promoted).Round(time.Millisecond),
+		len(failures), longest.Round(time.Millisecond),
+		okDuring, otherFailed, clusterDown, breaker, window, gap.Round(time.Millisecond))
 	if okDuring == 0 {
 		t.Error("descriptors on the other masters were not decided during the failover")
 	}
-	newMaster, _ := c.MasterOf(slot)
-	t.Logf("cluster failover (cluster-node-timeout 1s, REDIS_TIMEOUT %v): decisions on slot %d resumed %v after its master %s was killed "+
-		"(now served by %s); %d calls on it failed meanwhile with Unavailable (the longest took %v); "+
-		"the other masters decided %d calls meanwhile and %d failed; the longest stretch without a decision on them was %v",
-		faultTimeout, slot, recovered.Round(time.Millisecond), victim, newMaster, len(failures), longest.Round(time.Millisecond),
-		okDuring, otherFailed, gap.Round(time.Millisecond))
+	if breaker > 0 {
+		t.Errorf("%d calls on the healthy masters were failed by a circuit breaker: the dead master's failures spilled over", breaker)
+	}
+	switch {
+	case fullCoverage && otherFailed > clusterDown:
+		t.Errorf("%d calls on the healthy masters failed with something else than Redis's CLUSTERDOWN", otherFailed-clusterDown)
+	case !fullCoverage && otherFailed > 0:
+		t.Errorf("%d calls on the healthy masters failed; with cluster-require-full-coverage no, want none", otherFailed)
+	}
 }
 
 // failureModes has one domain per failure_mode, each limiting k to 10 a
