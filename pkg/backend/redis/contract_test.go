@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/backendtest"
-	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // The contract suite, against each way of reaching Redis. Any difference

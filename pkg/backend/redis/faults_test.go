@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
 

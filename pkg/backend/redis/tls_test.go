@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/pkg/backend"
 )
 
 // pki is a throwaway CA with PEM files for a server and a client.
