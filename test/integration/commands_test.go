@@ -1,0 +1,243 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/sluicetest"
+)
+
+// threeRules is one descriptor with three rules that never deny in a test.
+const threeRules = `domain: api
+descriptors:
+  - key: user
+    rate_limits:
+      - {name: burst, algorithm: token_bucket, unit: second, requests_per_unit: 1000, burst: 100000}
+      - {name: hourly, algorithm: sliding_window, unit: hour, requests_per_unit: 1000000}
+      - {name: daily, algorithm: fixed_window, unit: day, requests_per_unit: 10000000, time_zone: Asia/Shanghai}
+`
+
+// monitor records, from Redis's MONITOR stream, the commands clients sent
+// (not those a script ran) and the key count of each EVALSHA.
+type monitor struct {
+	conn net.Conn
+	done chan struct{}
+
+	mu       sync.Mutex
+	commands map[string]int // lower-case command name → calls
+	numkeys  map[string]int // EVALSHA numkeys argument → calls
+	marker   string         // set by sync; the reader closes done on seeing it
+	err      error
+}
+
+// monitorLine parses `+1700000000.123456 [0 127.0.0.1:5000] "evalsha" "…" "3" …`.
+var monitorLine = regexp.MustCompile(`^\+\d+\.\d+ \[\d+ ([^\]]+)\] "([^"]*)"(?: "([^"]*)")?(?: "([^"]*)")?`)
+
+// startMonitor opens a MONITOR connection to addr.
+func startMonitor(t *testing.T, addr string) *monitor {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	r := bufio.NewReader(conn)
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := r.ReadString('\n'); err != nil || strings.TrimSpace(line) != "+OK" {
+		t.Fatalf("MONITOR on %s: %q %v", addr, line, err)
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	m := &monitor{conn: conn, done: make(chan struct{}), commands: map[string]int{}, numkeys: map[string]int{}}
+	go func() {
+		defer close(m.done)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				m.mu.Lock()
+				m.err = err
+				m.mu.Unlock()
+				return
+			}
+			f := monitorLine.FindStringSubmatch(strings.TrimSpace(line))
+			if f == nil || f[1] == "lua" {
+				continue // a command run by a script, not sent by a client
+			}
+			cmd := strings.ToLower(f[2])
+			m.mu.Lock()
+			if cmd == "echo" && m.marker != "" && f[3] == m.marker {
+				m.mu.Unlock()
+				return
+			}
+			m.commands[cmd]++
+			if cmd == "evalsha" {
+				m.numkeys[f[4]]++
+			}
+			m.mu.Unlock()
+		}
+	}()
+	return m
+}
+
+// finish sends a marker through c (a client of the same node), waits for
+// the monitor to see it, so every earlier command has been counted, and
+// returns the counts.
+func (m *monitor) finish(t *testing.T, c *redis.Client) (commands, numkeys map[string]int) {
+	t.Helper()
+	marker := unique("marker")
+	m.mu.Lock()
+	m.marker = marker
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Echo(ctx, marker).Err(); err != nil {
+		t.Fatalf("ECHO: %v", err)
+	}
+	select {
+	case <-m.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("MONITOR did not show the marker")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		t.Fatalf("MONITOR stream: %v", m.err)
+	}
+	m.conn.Close()
+	return m.commands, m.numkeys
+}
+
+// commandStats parses INFO commandstats into command → (calls, failed).
+func commandStats(t *testing.T, c *redis.Client) map[string][2]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	out := map[string][2]int{}
+	re := regexp.MustCompile(`^cmdstat_([^:]+):calls=(\d+),.*failed_calls=(\d+)`)
+	for _, line := range strings.Split(info, "\n") {
+		if f := re.FindStringSubmatch(strings.TrimSpace(line)); f != nil {
+			calls, _ := strconv.Atoi(f[2])
+			failed, _ := strconv.Atoi(f[3])
+			out[f[1]] = [2]int{calls, failed}
+		}
+	}
+	return out
+}
+
+// control are the commands a client may send that touch no data: the
+// health probe's PING, connection set-up, the cluster client's topology
+// queries, replication between nodes, and this test's own INFO, CONFIG
+// and ECHO.
+var control = map[string]bool{
+	"ping": true, "hello": true, "client": true, "auth": true, "select": true, "command": true,
+	"cluster": true, "readonly": true, "replconf": true, "psync": true,
+	"info": true, "config": true, "echo": true,
+}
+
+// TestOneEvalshaPerDescriptor checks the single-call claim end to end: N
+// requests, each with one descriptor of three rules, reach Redis as exactly
+// N EVALSHA calls carrying 3 keys each, and no other data command. MONITOR
+// tells the commands clients sent from those the script ran; INFO
+// commandstats (reset before the measured calls) confirms the count.
+func TestOneEvalshaPerDescriptor(t *testing.T) {
+	const n = 50
+	type node struct {
+		addr   string
+		client *redis.Client
+	}
+	for _, topo := range []struct {
+		name  string
+		start func(t *testing.T) (map[string]string, []node)
+	}{
+		{"standalone", func(t *testing.T) (map[string]string, []node) {
+			rs := redistest.Standalone(t)
+			return standaloneEnv(rs), []node{{rs.Addr(), rs.Client()}}
+		}},
+		{"cluster", func(t *testing.T) (map[string]string, []node) {
+			c := cluster.Get(t)
+			var nodes []node
+			for _, m := range c.Masters() {
+				nodes = append(nodes, node{m, c.NodeClient(m)})
+			}
+			return clusterEnv(t, c), nodes
+		}},
+	} {
+		t.Run(topo.name, func(t *testing.T) {
+			env, nodes := topo.start(t)
+			p := sluicetest.Start(t, sluicetest.Options{
+				ConfigDir: configDir(t, map[string]string{"api.yaml": threeRules}),
+				Env:       env,
+			})
+			ctx := ctxFor(t, 30*time.Second)
+			monitors := make([]*monitor, len(nodes))
+			for i, nd := range nodes {
+				if err := nd.client.ConfigResetStat(ctx).Err(); err != nil {
+					t.Fatalf("CONFIG RESETSTAT on %s: %v", nd.addr, err)
+				}
+				monitors[i] = startMonitor(t, nd.addr)
+			}
+
+			for i := range n {
+				resp := call(t, p, sluicetest.Request("api", 0, entries("user", fmt.Sprintf("%s-%d", unique("u"), i))))
+				if resp.OverallCode != ok {
+					t.Fatalf("call %d: %v", i+1, resp)
+				}
+			}
+
+			commands, numkeys := map[string]int{}, map[string]int{}
+			stats := map[string][2]int{}
+			for i, nd := range nodes {
+				c, k := monitors[i].finish(t, nd.client)
+				for name, v := range c {
+					commands[name] += v
+				}
+				for name, v := range k {
+					numkeys[name] += v
+				}
+				for name, v := range commandStats(t, nd.client) {
+					s := stats[name]
+					stats[name] = [2]int{s[0] + v[0], s[1] + v[1]}
+				}
+			}
+			// At most one reload of the script (after NOSCRIPT: a failed
+			// EVALSHA, then EVAL or SCRIPT LOAD) is allowed.
+			reloads := commands["eval"] + commands["script"]
+			if reloads > 1 {
+				t.Errorf("%d script reloads, want at most 1", reloads)
+			}
+			if got := commands["evalsha"]; got != n+reloads {
+				t.Errorf("clients sent %d EVALSHA for %d descriptors, want %d", got, n, n+reloads)
+			}
+			if numkeys["3"] < n || len(numkeys) != 1 {
+				t.Errorf("EVALSHA key counts %v, want every call with 3 keys (one per rule)", numkeys)
+			}
+			for name, calls := range commands {
+				if name != "evalsha" && name != "eval" && name != "script" && !control[name] {
+					t.Errorf("clients sent %d %s: a data command other than EVALSHA", calls, strings.ToUpper(name))
+				}
+			}
+			if s := stats["evalsha"]; s[0]-s[1] != n {
+				t.Errorf("INFO commandstats: %d EVALSHA (%d failed), want %d that succeeded", s[0], s[1], n)
+			}
+			t.Logf("%d requests of one three-rule descriptor: client commands %v; INFO commandstats evalsha %v (calls, failed)",
+				n, commands, stats["evalsha"])
+		})
+	}
+}
