@@ -3,7 +3,9 @@ package reliability
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -428,4 +430,48 @@ func TestHostileRedis(t *testing.T) {
 		t.Fatalf("%d keys, longest %d bytes: want some, none longer than 256", len(keys), longest)
 	}
 	t.Logf("%d keys in Redis, the longest %d bytes", len(keys), longest)
+}
+
+// TestHostileJSON sends hostile bodies to the HTTP /json endpoint: each
+// gets a 4xx naming what is wrong, and a normal request is served after.
+func TestHostileJSON(t *testing.T) {
+	st := startStack(t, hostileOptions(newMemory()), hostileYAML)
+	post := func(body string) (int, string) {
+		resp, err := http.Post("http://"+st.srv.HTTPAddr()+"/json", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	many := `{"domain":"hostile","descriptors":[` + strings.TrimSuffix(strings.Repeat(`{"entries":[{"key":"user","value":"x"}]},`, 10000), ",") + `]}`
+	tests := []struct {
+		name, body string
+		code       int
+		msg        string
+	}{
+		{"2 MiB body", `{"domain":"` + strings.Repeat("d", 2*mib) + `"}`, http.StatusRequestEntityTooLarge, "larger than 1048576 bytes"},
+		{"not JSON", "\x00\xff{", http.StatusBadRequest, "not a proto3 JSON RateLimitRequest"},
+		{"unknown field", `{"domain":"hostile","bogus":1}`, http.StatusBadRequest, "bogus"},
+		{"10000 descriptors", many, http.StatusBadRequest, "10000 descriptors, more than the limit of 64"},
+		{"hits_addend 2^64-1", `{"domain":"hostile","descriptors":[{"entries":[{"key":"user","value":"j"}],"hitsAddend":"18446744073709551615"}]}`, http.StatusTooManyRequests, "OVER_LIMIT"},
+		{"invalid UTF-8 escape", `{"domain":"hostile","descriptors":[{"entries":[{"key":"user","value":"\udcff"}]}]}`, http.StatusBadRequest, "invalid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := heapAfterGC()
+			code, body := post(tt.body)
+			if code != tt.code || !strings.Contains(body, tt.msg) {
+				t.Fatalf("got %d %q, want %d containing %q", code, firstWords(body, 20), tt.code, tt.msg)
+			}
+			if after := heapAfterGC(); after > before+16*mib {
+				t.Errorf("live heap grew from %d to %d bytes", before, after)
+			}
+			code, body = post(`{"domain":"hostile","descriptors":[{"entries":[{"key":"user","value":"json-` + tt.name + `"}]}]}`)
+			if code != http.StatusOK {
+				t.Fatalf("normal request after: %d %s", code, body)
+			}
+		})
+	}
 }
