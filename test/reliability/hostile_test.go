@@ -161,24 +161,26 @@ var hostileCases = []hostileCase{
 		code: codes.ResourceExhausted, msg: "vs. 1048576",
 	},
 	{
-		name: "4097-byte value",
+		name: "65537-byte value",
 		req: func(tag string) *rlsv3.RateLimitRequest {
-			return rq("hostile", desc("user", tag+strings.Repeat("v", 4097-len(tag))))
+			return rq("hostile", desc("user", tag+strings.Repeat("v", 65537-len(tag))))
 		},
-		code: codes.InvalidArgument, msg: "value is 4097 bytes long, more than the limit of 4096",
+		code: codes.InvalidArgument, msg: "value is 65537 bytes long, more than the limit of 65536",
 	},
 	{
-		name: "4097-byte key",
+		name: "65537-byte key",
 		req: func(tag string) *rlsv3.RateLimitRequest {
-			return rq("hostile", desc(strings.Repeat("k", 4097), tag))
+			return rq("hostile", desc(strings.Repeat("k", 65537), tag))
 		},
-		code: codes.InvalidArgument, msg: "key is 4097 bytes long, more than the limit of 4096",
+		code: codes.InvalidArgument, msg: "key is 65537 bytes long, more than the limit of 65536",
 	},
 	{
-		name: "4096-byte values are decided, each its own counter",
+		// Envoy forwards header values up to its 60 KiB header limit; an
+		// error here would let the request through Envoy unlimited.
+		name: "60 KiB values are decided, each its own counter",
 		req: func(tag string) *rlsv3.RateLimitRequest {
-			long := strings.Repeat("v", 4096-len(tag)-1)
-			return users("user", tag+"a"+long, tag+"b"+long, tag+long+"a")
+			long := strings.Repeat("v", 60<<10)
+			return users("user", tag+"a"+long, tag+"b"+long, tag+long+"a", tag+long+"b")
 		},
 		check: distinct,
 	},
