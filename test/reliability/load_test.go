@@ -60,9 +60,11 @@ type load struct {
 	over     atomic.Int64 // answered calls denied (OVER_LIMIT)
 	admitted atomic.Int64 // answered calls whose first descriptor was admitted
 	// circuit counts calls failed by the Redis backend's open circuit
-	// breaker, and failedAfterCircuit other failures after the first of
-	// those: the breaker's probes that found Redis still down.
+	// breaker, and failedAfterCircuit other failures of calls that started
+	// after the first of those was answered: with the breaker open, those
+	// were its probes, and they found Redis still down.
 	circuit, failedAfterCircuit atomic.Int64
+	firstCircuit                atomic.Int64 // UnixNano when the first circuit-open answer came; 0 before
 	stop                        chan struct{}
 	wg                          sync.WaitGroup
 	mu                          sync.Mutex
@@ -110,10 +112,11 @@ func startLoad(clients []rlsv3.RateLimitServiceClient, workers int, pause time.D
 					}
 				} else {
 					l.errs.Add(1)
-					switch {
+					switch first := l.firstCircuit.Load(); {
 					case strings.Contains(s.msg, "circuit open"):
 						l.circuit.Add(1)
-					case l.circuit.Load() > 0:
+						l.firstCircuit.CompareAndSwap(0, s.end.UnixNano())
+					case first != 0 && s.start.UnixNano() > first:
 						l.failedAfterCircuit.Add(1)
 					}
 					time.Sleep(l.pauseAfterError)
