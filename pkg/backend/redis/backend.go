@@ -33,11 +33,8 @@ type Backend struct {
 	client  goredis.UniversalClient
 	cluster *goredis.ClusterClient // the same client when Type is cluster, else nil
 	script  scripts.Script
-	// breakers has one circuit breaker per node; breaker is the one of a
-	// single server or Sentinel master (node "").
-	breakers *breakers
-	breaker  *breaker
-	log      *logrus.Entry
+	breaker *breaker
+	log     *logrus.Entry
 
 	stop      context.CancelFunc
 	loops     sync.WaitGroup
@@ -67,14 +64,13 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		client: client,
 		script: scripts.Decide(),
 		log:    o.Logger.WithFields(logrus.Fields{"backend": "redis", "type": o.Type}),
-		breakers: &breakers{
+		breaker: &breaker{
 			threshold: o.Breaker.Failures,
 			openFor:   o.Breaker.OpenFor,
 			now:       o.Clock,
 			log:       o.Logger,
 		},
 	}
-	b.breaker = b.breakers.get("")
 	b.cluster, _ = client.(*goredis.ClusterClient)
 
 	loadCtx, cancel := context.WithTimeout(ctx, o.Timeout)
@@ -176,89 +172,22 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 		return results
 	}
 
-	// Each node has its own breaker: calls to a node whose breaker is open
-	// fail at once; the others are sent.
-	gates, calls := b.gate(ctx, calls, results)
-	if len(calls) == 0 {
+	ok, probe := b.breaker.allow()
+	if !ok {
+		err := fmt.Errorf("%w: redis: circuit open after repeated failures", backend.ErrUnavailable)
+		for _, c := range calls {
+			results[c.result].Err = err
+		}
 		return results
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
 	defer cancel()
-	b.run(rctx, calls, results)
-	for _, g := range gates {
-		v := verdictOf(results, g.calls)
-		if ctx.Err() != nil && v == failed {
-			v = neutral // the caller gave up; that says nothing about Redis
-		}
-		g.br.done(v, g.probe)
+	v := b.run(rctx, calls, results)
+	if ctx.Err() != nil && v == failed {
+		v = neutral // the caller gave up; that says nothing about Redis
 	}
+	b.breaker.done(v, probe)
 	return results
-}
-
-// gated is the calls to one node let through by its breaker.
-type gated struct {
-	br    *breaker
-	probe bool
-	calls []call
-}
-
-// gate asks each node's breaker about its calls (a single server or
-// Sentinel master is one node; a cluster's nodes are its masters, by the
-// slot of each call's keys). Calls to a node whose breaker is open get
-// ErrUnavailable in results; gate returns the others, grouped by node,
-// and all of them in one slice.
-func (b *Backend) gate(ctx context.Context, calls []call, results []backend.Result) ([]gated, []call) {
-	var gates []gated
-	at := map[string]int{} // node → index in gates
-	for _, c := range calls {
-		node := ""
-		if b.cluster != nil {
-			if m, err := b.cluster.MasterForKey(ctx, c.keys[0]); err == nil {
-				node = m.Options().Addr
-			}
-		}
-		i, seen := at[node]
-		if !seen {
-			br := b.breakers.get(node)
-			ok, probe := br.allow()
-			i = -1
-			if ok {
-				i = len(gates)
-				gates = append(gates, gated{br: br, probe: probe})
-			}
-			at[node] = i
-		}
-		if i < 0 {
-			results[c.result].Err = fmt.Errorf("%w: redis: circuit open after repeated failures", backend.ErrUnavailable)
-			continue
-		}
-		gates[i].calls = append(gates[i].calls, c)
-	}
-	if len(gates) == 1 {
-		return gates, gates[0].calls
-	}
-	var send []call
-	for _, g := range gates {
-		send = append(send, g.calls...)
-	}
-	return gates, send
-}
-
-// verdictOf says what the results of calls, sent together, say about the
-// node they went to: failed when none was answered and some could not be.
-func verdictOf(results []backend.Result, calls []call) verdict {
-	answered, down := 0, 0
-	for _, c := range calls {
-		if err := results[c.result].Err; err != nil && errors.Is(err, backend.ErrUnavailable) {
-			down++
-		} else {
-			answered++
-		}
-	}
-	if answered == 0 && down > 0 {
-		return failed
-	}
-	return healthy
 }
 
 // prepare builds the keys and arguments of one check.
@@ -285,9 +214,9 @@ func (b *Backend) prepare(i int, c backend.Check, clock scripts.Time) (call, err
 	return call{result: i, keys: keys, argv: argv, rules: len(c.Rules)}, nil
 }
 
-// run sends the calls (EVALSHA; EVAL for those that met NOSCRIPT) and
-// fills results.
-func (b *Backend) run(ctx context.Context, calls []call, results []backend.Result) {
+// run sends the calls (EVALSHA; EVAL for those that met NOSCRIPT), fills
+// results, and returns what the round trip says about Redis.
+func (b *Backend) run(ctx context.Context, calls []call, results []backend.Result) verdict {
 	cmds := b.send(ctx, calls, func(c call) []any {
 		c.argv[0], c.argv[1] = "evalsha", b.script.SHA1
 		return c.argv
@@ -315,7 +244,7 @@ func (b *Backend) run(ctx context.Context, calls []call, results []backend.Resul
 		}
 	}
 
-	down := 0
+	answered, down := 0, 0
 	for j, cmd := range cmds {
 		res := &results[calls[j].result]
 		err := cmd.Err()
@@ -326,6 +255,7 @@ func (b *Backend) run(ctx context.Context, calls []call, results []backend.Resul
 			} else {
 				res.Decision = d
 			}
+			answered++
 			continue
 		}
 		if isUnavailable(err) {
@@ -336,13 +266,17 @@ func (b *Backend) run(ctx context.Context, calls []call, results []backend.Resul
 			res.Err = fmt.Errorf("%w: redis: %w", backend.ErrUnavailable, err)
 			continue
 		}
-		// Redis answered, with an error about this call.
+		answered++ // Redis answered, with an error about this call
 		res.Err = fmt.Errorf("redis backend: decide script: %w", err)
 	}
 	if down > 0 && b.cluster != nil {
 		// The slot map may be stale (a failover): have go-redis re-read it.
 		b.cluster.ReloadState(context.WithoutCancel(ctx))
 	}
+	if answered == 0 && down > 0 {
+		return failed
+	}
+	return healthy
 }
 
 // send pipelines one command per call, built by argv, and waits for all.

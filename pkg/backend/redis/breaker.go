@@ -17,46 +17,13 @@ type breaker struct {
 	threshold int // <= 0: never opens
 	openFor   time.Duration
 	now       func() time.Time
-	log       logrus.FieldLogger
+	log       *logrus.Logger
 
 	mu        sync.Mutex
 	failures  int
 	open      bool
 	openUntil time.Time
 	probing   bool // a half-open probe is in flight
-}
-
-// breakers holds one breaker per Redis node, made on first use. A
-// cluster's masters fail independently: one dead master must not stop the
-// calls to the others. A single server or Sentinel master is node "".
-// There are as many as nodes ever served a slot.
-type breakers struct {
-	threshold int
-	openFor   time.Duration
-	now       func() time.Time
-	log       *logrus.Logger
-
-	mu sync.Mutex
-	m  map[string]*breaker
-}
-
-// get returns node's breaker.
-func (bs *breakers) get(node string) *breaker {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	if br := bs.m[node]; br != nil {
-		return br
-	}
-	if bs.m == nil {
-		bs.m = make(map[string]*breaker)
-	}
-	var log logrus.FieldLogger = bs.log
-	if node != "" {
-		log = bs.log.WithField("node", node)
-	}
-	br := &breaker{threshold: bs.threshold, openFor: bs.openFor, now: bs.now, log: log}
-	bs.m[node] = br
-	return br
 }
 
 // verdict is what one round trip says about Redis.
