@@ -8,6 +8,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/denycache"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 )
 
@@ -18,12 +19,15 @@ type backends struct {
 	// local decides for failure_mode local domains when main fails; nil
 	// with the memory backend, which does not fail.
 	local backend.Backend
+	// cache is the local denial cache wrapped around a Redis main backend;
+	// nil when off or with the memory backend (which needs no cache).
+	cache *denycache.Backend
 }
 
 // newBackends builds the backend s selects. A Redis that is down at start
 // is not an error: the backend keeps retrying, health reports it, and each
 // domain's failure mode answers meanwhile.
-func newBackends(ctx context.Context, s *settings, log *logrus.Logger) (*backends, error) {
+func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBatch func(int)) (*backends, error) {
 	why := "BACKEND_TYPE"
 	if s.BackendType == "" {
 		why = "default without REDIS_URL"
@@ -35,13 +39,20 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger) (*backend
 		log.WithField("chosen_by", why).Info("backend: memory (in-process; limits are per instance)")
 		return &backends{main: memory.New(memory.Options{})}, nil
 	}
-	main, err := newRedis(ctx, s, log)
+	main, err := newRedis(ctx, s, log, observeBatch)
 	if err != nil {
 		return nil, err
 	}
 	log.WithFields(logrus.Fields{"chosen_by": why, "type": s.Redis.Type, "url": redactURL(s.Redis.URL), "socket": s.Redis.SocketType}).
 		Info("backend: redis")
-	return &backends{main: main, local: memory.New(memory.Options{})}, nil
+	b := &backends{main: main, local: memory.New(memory.Options{})}
+	if s.LocalCache {
+		// Known denials are answered in process until Redis said they end,
+		// so an abusive client costs no round trip (pkg/backend/denycache).
+		b.cache = denycache.New(main, denycache.Options{Size: s.LocalCacheSize})
+		b.main = b.cache
+	}
+	return b, nil
 }
 
 // close releases the backends, logging failures.

@@ -11,8 +11,9 @@ import (
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 )
 
-// newRedis builds the Redis backend from the REDIS_* settings.
-func newRedis(ctx context.Context, s *settings, log *logrus.Logger) (backend.Backend, error) {
+// newRedis builds the Redis backend from the REDIS_* settings. observeBatch,
+// when not nil, receives the size of every pipeline sent (for metrics).
+func newRedis(ctx context.Context, s *settings, log *logrus.Logger, observeBatch func(int)) (backend.Backend, error) {
 	// go-redis has one process-wide logger (dial failures, pool events);
 	// route it through ours so its lines follow LOG_FORMAT. This is main's
 	// wiring, the one place global state is allowed.
@@ -31,6 +32,10 @@ func newRedis(ctx context.Context, s *settings, log *logrus.Logger) (backend.Bac
 		PoolSize:                    s.Redis.PoolSize,
 		Timeout:                     s.Redis.Timeout,
 		KeyPrefix:                   s.Redis.KeyPrefix,
+		DisableCoalescing:           !s.Redis.Coalesce,
+		PipelineWindow:              s.Redis.PipelineWindow,
+		PipelineLimit:               s.Redis.PipelineLimit,
+		ObserveBatch:                observeBatch,
 		Logger:                      log,
 	})
 	if err != nil {

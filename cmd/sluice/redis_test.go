@@ -95,11 +95,12 @@ func TestServeRedis(t *testing.T) {
 	// A second instance shares the counters.
 	b := startServe(t, env)
 
-	call := func(s *served, domain string) (int, string) {
+	callKV := func(s *served, domain, kv string) (int, string) {
 		t.Helper()
-		code, out, errOut := runCmd(t, nil, "check", "--addr", s.grpc, "--domain", domain, "--descriptor", "k=v", "--timeout", "5s")
+		code, out, errOut := runCmd(t, nil, "check", "--addr", s.grpc, "--domain", domain, "--descriptor", kv, "--timeout", "5s")
 		return code, out + errOut
 	}
+	call := func(s *served, domain string) (int, string) { return callKV(s, domain, "k=v") }
 	for i, tc := range []struct {
 		s    *served
 		want string
@@ -111,13 +112,36 @@ func TestServeRedis(t *testing.T) {
 	if code, _ := a.get(t, "/healthcheck"); code != 200 {
 		t.Errorf("/healthcheck with Redis up: %d", code)
 	}
+	// Every pipeline the Redis backend sent is counted: instance a decided
+	// two calls, each one pipeline of one EVALSHA.
+	if n, ok := sample(a.scrapeMetrics(t), "sluice_redis_pipeline_batch_size", ""); !ok || n != 2 {
+		t.Errorf("sluice_redis_pipeline_batch_size count = %v (present %v), want 2", n, ok)
+	}
+	// The denial Redis gave a is remembered: asking again is answered in
+	// process (a cache hit), with no new pipeline.
+	if code, out := call(a, "api"); code != 0 || !strings.HasPrefix(out, "overall: OVER_LIMIT\n") {
+		t.Errorf("repeat of a denied call: exit %d\n%s", code, out)
+	}
+	fams := a.scrapeMetrics(t)
+	if n, _ := sample(fams, "sluice_denycache_hits_total", ""); n != 1 {
+		t.Errorf("sluice_denycache_hits_total = %v, want 1", n)
+	}
+	if n, _ := sample(fams, "sluice_redis_pipeline_batch_size", ""); n != 2 {
+		t.Errorf("pipelines after a cache hit = %v, want still 2", n)
+	}
 
 	rs.kill()
 	waitFor(t, "health to fail with Redis down", func() bool {
 		code, _ := a.get(t, "/healthcheck")
 		return code == 500
 	})
-	if code, out := call(a, "api"); code != 1 || !strings.Contains(out, "Unavailable") {
+	// k=v's denial is cached until its window ends, and is still answered
+	// OVER_LIMIT locally (the cache holds what Redis said); a descriptor
+	// never denied needs Redis.
+	if code, out := call(a, "api"); code != 0 || !strings.HasPrefix(out, "overall: OVER_LIMIT\n") {
+		t.Errorf("cached denial with Redis down: exit %d\n%s", code, out)
+	}
+	if code, out := callKV(a, "api", "k=fresh"); code != 1 || !strings.Contains(out, "Unavailable") {
 		t.Errorf("failure_mode error with Redis down: exit %d\n%s\nwant exit 1 and Unavailable", code, out)
 	}
 	if code, out := call(a, "open"); code != 0 || !strings.HasPrefix(out, "overall: OK\n") {
@@ -130,8 +154,8 @@ func TestServeRedis(t *testing.T) {
 		return code == 200
 	})
 	waitFor(t, "decisions to work again", func() bool {
-		code, out := call(a, "api")
-		return code == 0 && strings.HasPrefix(out, "overall: OK\n") // the restarted Redis kept nothing
+		code, out := callKV(a, "api", "k=fresh")
+		return code == 0 && strings.HasPrefix(out, "overall: OK\n")
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
 
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/reload"
@@ -39,15 +40,28 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		log.Info(n)
 	}
 
-	backends, err := newBackends(ctx, s, log)
+	obs, err := newObservability(ctx, s, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return exitError
+	}
+	defer obs.shutdown(log)
+
+	backends, err := newBackends(ctx, s, log, obs.batchObserver())
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitError
 	}
 	defer backends.close(log)
+	if backends.cache != nil {
+		if err := obs.registerDenyCache(backends.cache); err != nil {
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+			return exitError
+		}
+	}
 
 	svc := service.New(service.Options{
-		Backend:        backends.main,
+		Backend:        obs.backend(backends.main),
 		Local:          backends.local,
 		LocalInstances: s.LocalInstances,
 		ShadowMode:     s.ShadowMode,
@@ -62,16 +76,17 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		},
 		DynamicMetadata: s.DynamicMetadata,
 		Logger:          log,
+		Observer:        obs.observer(),
 	})
 
 	paths := s.configPaths()
 	watcher, err := reload.New(reload.Options{
 		Paths:    paths,
 		Interval: s.ReloadInterval,
-		Load: func() (*descriptor.Config, error) {
+		Load: obs.load(func() (*descriptor.Config, error) {
 			return descriptor.Load(descriptor.LoadOptions{MergeDomains: s.MergeDomains}, paths...)
-		},
-		Apply:  svc.SetConfig,
+		}),
+		Apply:  obs.apply(svc.SetConfig),
 		Logger: log,
 	})
 	if err != nil {
@@ -95,6 +110,10 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		tlsFiles = &server.TLSFiles{CertFile: s.GRPCTLSCert, KeyFile: s.GRPCTLSKey,
 			ClientCAFile: s.GRPCClientCACert, ClientSAN: s.GRPCClientTLSSAN}
 	}
+	interceptors, grpcOptions := obs.serverOptions()
+	if s.StreamWorkers > 0 {
+		grpcOptions = append(grpcOptions, grpc.NumStreamWorkers(uint32(s.StreamWorkers)))
+	}
 	srv, err := server.New(server.Options{
 		GRPCAddr:              net.JoinHostPort(s.GRPCHost, strconv.Itoa(s.GRPCPort)),
 		HTTPAddr:              net.JoinHostPort(s.HTTPHost, strconv.Itoa(s.HTTPPort)),
@@ -106,12 +125,15 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		MaxRequestBytes:       s.MaxRequestBytes,
 		DrainDelay:            s.DrainDelay,
 		ShutdownTimeout:       s.ShutdownTimeout,
+		UnaryInterceptors:     interceptors,
+		GRPCOptions:           grpcOptions,
 		Logger:                log,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitError
 	}
+	obs.mount(srv, log)
 
 	probe := &healthProbe{
 		backend:  backends.main,
@@ -121,6 +143,15 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		log:      log,
 	}
 	probe.check(ctx) // before serving: a dead Redis is NOT_SERVING from the start
+
+	if s.DebugAddr != "" {
+		dbg, err := startDebug(s.DebugAddr, log)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+			return exitError
+		}
+		defer dbg.stop()
+	}
 
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -14,6 +14,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
+	"github.com/sluice-rl/sluice/pkg/metrics"
+	"github.com/sluice-rl/sluice/pkg/tracing"
 )
 
 // settings are everything `sluice serve` reads from flags and environment.
@@ -50,7 +52,19 @@ type settings struct {
 
 	HealthInterval  time.Duration
 	DrainDelay      time.Duration
+	DebugAddr       string
+	LocalCache      bool
+	LocalCacheSize  int
+	StreamWorkers   int
 	ShutdownTimeout time.Duration
+
+	Metrics        bool
+	NearLimitRatio float64
+
+	Tracing             bool
+	TracingServiceName  string
+	TracingProtocol     string
+	TracingSamplingRate float64
 
 	// source maps a flag name to where its value came from ("--grpc-port"
 	// or "GRPC_PORT"), so errors name what the operator wrote.
@@ -72,6 +86,9 @@ type redisSettings struct {
 	PoolSize                                  int
 	Timeout                                   time.Duration
 	KeyPrefix                                 string
+	Coalesce                                  bool
+	PipelineWindow                            time.Duration
+	PipelineLimit                             int
 }
 
 // configPaths are the paths the configuration is loaded from: --config if
@@ -114,6 +131,9 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	integer := func(p *int, name, env string, def int, usage string) { fs.IntVar(p, name, def, usage+bind(name, env)) }
 	duration := func(p *time.Duration, name, env string, def time.Duration, usage string) {
 		fs.DurationVar(p, name, def, usage+bind(name, env))
+	}
+	float := func(p *float64, name, env string, def float64, usage string) {
+		fs.Float64Var(p, name, def, usage+bind(name, env))
 	}
 	choice := func(p *string, name, env, def string, allowed []string, usage string) {
 		*p = def
@@ -171,6 +191,12 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	duration(&s.Redis.Timeout, "redis-timeout", "REDIS_TIMEOUT", redis.DefaultTimeout,
 		"bound on every Redis round trip (the reference's default is 10s; see pkg/backend/redis)")
 	str(&s.Redis.KeyPrefix, "cache-key-prefix", "CACHE_KEY_PREFIX", "", "prefix of every Redis key")
+	boolean(&s.Redis.Coalesce, "redis-coalesce", "SLUICE_REDIS_COALESCE", true,
+		"let concurrent requests bound for one Redis node share pipelines")
+	duration(&s.Redis.PipelineWindow, "redis-pipeline-window", "REDIS_PIPELINE_WINDOW", 0,
+		"how long a coalesced pipeline waits for more calls; 0 sends at once and batches what arrives meanwhile")
+	integer(&s.Redis.PipelineLimit, "redis-pipeline-limit", "REDIS_PIPELINE_LIMIT", 0,
+		fmt.Sprintf("most commands per coalesced pipeline; 0 means %d", redis.DefaultPipelineLimit))
 
 	boolean(&s.GRPCUseTLS, "grpc-tls", "GRPC_SERVER_USE_TLS", false, "serve gRPC over TLS")
 	str(&s.GRPCTLSCert, "grpc-tls-cert", "GRPC_SERVER_TLS_CERT", "", "gRPC server certificate file (re-read when it changes)")
@@ -183,8 +209,24 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	integer(&s.MaxRequestBytes, "max-request-bytes", "SLUICE_MAX_REQUEST_BYTES", 1<<20, "bound on a gRPC request and a /json body")
 
 	duration(&s.HealthInterval, "health-interval", "SLUICE_HEALTH_INTERVAL", 5*time.Second, "how often to ping the backend for health")
+	boolean(&s.LocalCache, "local-cache", "SLUICE_LOCAL_CACHE", true, "answer known Redis denials in process until they end (no round trip)")
+	integer(&s.LocalCacheSize, "local-cache-size", "SLUICE_LOCAL_CACHE_SIZE", 10000, "most descriptors the local denial cache holds")
+	integer(&s.StreamWorkers, "grpc-stream-workers", "SLUICE_GRPC_STREAM_WORKERS", 0, "gRPC calls served by a pool of this many long-lived goroutines instead of one new goroutine each (saves stack growth); 0 = gRPC's default")
+	str(&s.DebugAddr, "debug-addr", "SLUICE_DEBUG_ADDR", "", "serve pprof at /debug/pprof/ on this address (off when empty; use loopback, e.g. 127.0.0.1:6070)")
 	duration(&s.DrainDelay, "drain-delay", "SLUICE_DRAIN_DELAY", 0, "at shutdown, fail health this long before closing listeners")
 	duration(&s.ShutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", 10*time.Second, "at shutdown, wait this long for in-flight calls")
+
+	boolean(&s.Metrics, "metrics", "SLUICE_METRICS", true, "serve Prometheus metrics at /metrics on the HTTP port (docs/metrics.md)")
+	float(&s.NearLimitRatio, "near-limit-ratio", "NEAR_LIMIT_RATIO", metrics.DefaultNearLimitRatio,
+		"share of a limit used above which an admitted descriptor counts as near the limit (metrics only)")
+	boolean(&s.Tracing, "tracing", "TRACING_ENABLED", false,
+		"export OpenTelemetry traces over OTLP, configured by the OTEL_* variables (docs/decisions/0009)")
+	str(&s.TracingServiceName, "tracing-service-name", "TRACING_SERVICE_NAME", tracing.DefaultServiceName,
+		"service.name of the spans (OTEL_SERVICE_NAME wins)")
+	choice(&s.TracingProtocol, "tracing-protocol", "TRACING_EXPORTER_PROTOCOL", "", []string{"grpc", "http", "http/protobuf"},
+		"OTLP protocol when OTEL_EXPORTER_OTLP_PROTOCOL is unset; default http/protobuf")
+	float(&s.TracingSamplingRate, "tracing-sampling-rate", "TRACING_SAMPLING_RATE", 1,
+		"share of new traces sampled, 0 to 1, when OTEL_TRACES_SAMPLER is unset; a sampled caller is always followed")
 	return names
 }
 
@@ -261,7 +303,7 @@ func (s *settings) validate(env map[string]string) error {
 		v    time.Duration
 	}{
 		{"grpc-max-connection-age", s.MaxConnectionAge}, {"grpc-max-connection-age-grace", s.MaxConnectionAgeGrace},
-		{"redis-timeout", s.Redis.Timeout}, {"drain-delay", s.DrainDelay},
+		{"redis-timeout", s.Redis.Timeout}, {"drain-delay", s.DrainDelay}, {"redis-pipeline-window", s.Redis.PipelineWindow},
 	} {
 		if d.v < 0 {
 			bad(d.flag, "negative duration %v", d.v)
@@ -280,6 +322,21 @@ func (s *settings) validate(env map[string]string) error {
 	}
 	if s.Redis.PoolSize < 1 {
 		bad("redis-pool-size", "%d: must be at least 1", s.Redis.PoolSize)
+	}
+	if s.NearLimitRatio <= 0 || s.NearLimitRatio > 1 {
+		bad("near-limit-ratio", "%v: must be above 0 and at most 1", s.NearLimitRatio)
+	}
+	if s.TracingSamplingRate < 0 || s.TracingSamplingRate > 1 {
+		bad("tracing-sampling-rate", "%v: must be from 0 to 1", s.TracingSamplingRate)
+	}
+	if s.StreamWorkers < 0 || s.StreamWorkers > 1<<16 {
+		bad("grpc-stream-workers", "%d: must be from 0 to 65536", s.StreamWorkers)
+	}
+	if s.LocalCacheSize < 1 {
+		bad("local-cache-size", "%d: must be at least 1", s.LocalCacheSize)
+	}
+	if s.Redis.PipelineLimit < 0 {
+		bad("redis-pipeline-limit", "%d: must not be negative", s.Redis.PipelineLimit)
 	}
 	if s.MaxRequestBytes < 1024 {
 		bad("max-request-bytes", "%d: must be at least 1024", s.MaxRequestBytes)
@@ -315,16 +372,16 @@ func (s *settings) validate(env map[string]string) error {
 var referenceOnly = []string{
 	"GRPC_UDS", "DEBUG_HOST", "DEBUG_PORT", "FORCE_START_WITHOUT_INITIAL_CONFIG",
 	"CONFIG_GRPC_XDS_", "XDS_CLIENT_",
-	"REDIS_PERSECOND", "REDIS_PERSECOND_", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
+	"REDIS_PERSECOND", "REDIS_PERSECOND_",
 	"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
 	"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
-	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO",
+	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES",
 	"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
 	"MEMCACHE_",
 	"USE_STATSD", "STATSD_HOST", "STATSD_PORT", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "DOG_STATSD_MOGRIFIER_",
 	"USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
 	"DISABLE_STATS", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL",
-	"TRACING_",
+	"TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", // OTEL_RESOURCE_ATTRIBUTES sets them
 }
 
 // ignoredReferenceVars returns the variables of env that referenceOnly

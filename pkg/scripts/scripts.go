@@ -4,8 +4,10 @@
 //
 // decide.lua decides all rules of one descriptor atomically, reproducing
 // pkg/limit's arithmetic exactly; its opening comment is the contract (KEYS,
-// every ARGV slot and unit, the reply). AppendDecideArgs and
-// ParseDecideReply are the Go half of that contract and use the same names.
+// every ARGV slot and unit, the reply). AppendDecideArgs (or AppendHead and
+// a PrepareRule'd RuleArgs per rule, which formats each rule's slots once)
+// and ParseDecideReply (or ParseDecideInts) are the Go half of that contract
+// and use the same names.
 //
 // The package knows pkg/limit (the semantics it mirrors) and nothing of
 // connections, key prefixes or clusters: pkg/backend/redis owns those.
@@ -90,40 +92,84 @@ func ArgCount(n int) int { return decideHead + decideStride*n }
 // the cost, then nine slots per rule, in the order of rules (KEYS must name
 // one key per rule in the same order). It fails for a rule no backend can
 // store: an algorithm or unit outside the known ones.
+//
+// It is AppendHead followed by PrepareRule and RuleArgs.Append for each
+// rule; a caller deciding the same rules often keeps the RuleArgs instead.
 func AppendDecideArgs(dst []any, rules []limit.Rule, cost limit.Cost, clock Time) ([]any, error) {
-	if clock.Fixed {
-		dst = append(dst, strconv.FormatInt(clock.At, 10))
-	} else {
-		dst = append(dst, "")
-	}
-	refund := "0"
-	if cost.Refund {
-		refund = "1"
-	}
-	dst = append(dst, strconv.FormatUint(min(cost.N, MaxExact), 10), refund)
+	dst = AppendHead(dst, cost, clock)
 	for i, r := range rules {
-		if r.Algorithm < limit.FixedWindow || r.Algorithm > limit.GCRA {
-			return dst, fmt.Errorf("rule %d: unknown algorithm %d", i, int(r.Algorithm))
+		a, err := PrepareRule(r)
+		if err != nil {
+			return dst, fmt.Errorf("rule %d: %w", i, err)
 		}
-		if r.Unit < limit.UnitUnknown || r.Unit > limit.Year {
-			return dst, fmt.Errorf("rule %d: unknown unit %d", i, int(r.Unit))
-		}
-		p := r.PeriodMicros()
-		alg := algCode(r.Algorithm)
-		if p <= 0 {
-			alg = algNone
-		}
-		dst = append(dst, alg, formatCount(r.Limit), formatCount(r.Capacity()), strconv.FormatInt(p, 10))
-		if alg == algFixed && r.Location != nil {
-			w, s := calendarSegments(r, clock.At)
-			dst = append(dst, strconv.FormatInt(w, 10),
-				strconv.FormatInt(s[0], 10), strconv.FormatInt(s[1], 10),
-				strconv.FormatInt(s[2], 10), strconv.FormatInt(s[3], 10))
-		} else {
-			dst = append(dst, "", "", "", "", "")
-		}
+		dst = a.Append(dst, clock)
 	}
 	return dst, nil
+}
+
+// AppendHead appends the first three ARGV slots of a decide call: now, N
+// and refund. The cost goes as an integer, which go-redis writes as the
+// decimal string decide.lua reads; integers below 256 box without
+// allocating, so the common costs cost nothing here.
+func AppendHead(dst []any, cost limit.Cost, clock Time) []any {
+	now := any("")
+	if clock.Fixed {
+		now = strconv.FormatInt(clock.At, 10)
+	}
+	refund := any("0") // boxed constants: no allocation
+	if cost.Refund {
+		refund = any("1")
+	}
+	return append(dst, now, min(cost.N, MaxExact), refund)
+}
+
+// RuleArgs holds the ARGV slots of one rule that depend on the rule alone
+// (alg, L, C, P), formatted and boxed once, so that deciding the same rule
+// again appends them without formatting or allocating. It is immutable and
+// safe for concurrent use. Build it with PrepareRule.
+type RuleArgs struct {
+	alg, limit, capacity, period any
+	// calendar is set for a calendar-aligned fixed window, whose five
+	// window slots depend on the clock and are computed on every Append.
+	calendar bool
+	rule     limit.Rule
+}
+
+// PrepareRule returns the RuleArgs of r. It fails for an algorithm or unit
+// outside the known ones.
+func PrepareRule(r limit.Rule) (*RuleArgs, error) {
+	if r.Algorithm < limit.FixedWindow || r.Algorithm > limit.GCRA {
+		return nil, fmt.Errorf("unknown algorithm %d", int(r.Algorithm))
+	}
+	if r.Unit < limit.UnitUnknown || r.Unit > limit.Year {
+		return nil, fmt.Errorf("unknown unit %d", int(r.Unit))
+	}
+	p := r.PeriodMicros()
+	alg := algCode(r.Algorithm)
+	if p <= 0 {
+		alg = algNone
+	}
+	return &RuleArgs{
+		alg:      alg,
+		limit:    formatCount(r.Limit),
+		capacity: formatCount(r.Capacity()),
+		period:   strconv.FormatInt(p, 10),
+		calendar: alg == algFixed && r.Location != nil,
+		rule:     r,
+	}, nil
+}
+
+// Append appends the rule's nine ARGV slots to dst. Only a calendar-aligned
+// fixed window allocates (its five window slots, around clock.At).
+func (a *RuleArgs) Append(dst []any, clock Time) []any {
+	dst = append(dst, a.alg, a.limit, a.capacity, a.period)
+	if !a.calendar {
+		return append(dst, "", "", "", "", "")
+	}
+	w, s := calendarSegments(a.rule, clock.At)
+	return append(dst, strconv.FormatInt(w, 10),
+		strconv.FormatInt(s[0], 10), strconv.FormatInt(s[1], 10),
+		strconv.FormatInt(s[2], 10), strconv.FormatInt(s[3], 10))
 }
 
 func algCode(a limit.Algorithm) string {
@@ -188,9 +234,6 @@ func ParseDecideReply(v any, n int) (limit.Decision, error) {
 	if !ok {
 		return limit.Decision{}, fmt.Errorf("%w: %T, want an array", ErrReply, v)
 	}
-	if len(arr) != 2+3*n {
-		return limit.Decision{}, fmt.Errorf("%w: %d values for %d rules", ErrReply, len(arr), n)
-	}
 	ints := make([]int64, len(arr))
 	for i, x := range arr {
 		v, ok := x.(int64)
@@ -199,7 +242,20 @@ func ParseDecideReply(v any, n int) (limit.Decision, error) {
 		}
 		ints[i] = v
 	}
-	d := limit.Decision{Outcomes: make([]limit.Outcome, n)}
+	return ParseDecideInts(ints, make([]limit.Outcome, n))
+}
+
+// ParseDecideInts reads decide.lua's reply, already read as integers (as
+// go-redis's IntSliceCmd reads it, without boxing each one), into a
+// Decision for len(outcomes) rules. The Decision's Outcomes are outcomes,
+// filled in: a caller deciding several checks can hand each a part of one
+// slice.
+func ParseDecideInts(ints []int64, outcomes []limit.Outcome) (limit.Decision, error) {
+	n := len(outcomes)
+	if len(ints) != 2+3*n {
+		return limit.Decision{}, fmt.Errorf("%w: %d values for %d rules", ErrReply, len(ints), n)
+	}
+	d := limit.Decision{Outcomes: outcomes}
 	for i := range d.Outcomes {
 		a, rem, reset := ints[2+3*i], ints[3+3*i], ints[4+3*i]
 		if rem < 0 || reset < 0 {

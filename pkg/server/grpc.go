@@ -42,6 +42,7 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
 	}
+	opts = append(opts, s.opts.GRPCOptions...)
 	g := grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(g, s.opts.Service)
 	s.health = health.NewServer()

@@ -61,6 +61,9 @@ type Options struct {
 	// UnaryInterceptors run around every unary gRPC call, after the
 	// server's own panic recovery (for metrics, say).
 	UnaryInterceptors []grpc.UnaryServerInterceptor
+	// GRPCOptions are added to the gRPC server's own options (a tracing
+	// stats handler, say).
+	GRPCOptions []grpc.ServerOption
 	// Logger receives lifecycle and error lines; nil means logrus'
 	// standard logger.
 	Logger logrus.FieldLogger

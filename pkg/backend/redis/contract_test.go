@@ -10,32 +10,41 @@ import (
 	"github.com/sluice-rl/sluice/pkg/backend/backendtest"
 )
 
-// The contract suite, against each way of reaching Redis. Any difference
-// from pkg/limit (and so from the memory backend) fails it.
+// The contract suite, against each way of reaching Redis, with coalescing
+// on (the default) and off. Any difference from pkg/limit (and so from the
+// memory backend) fails it.
 
 func TestContractStandalone(t *testing.T) {
 	srv := redistest.Standalone(t)
-	backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
-		opts := Options{URL: srv.Addr(), KeyPrefix: "contract:", Now: now, Logger: quietLogger()}
-		b, err := New(context.Background(), opts)
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		return b
-	})
+	for _, co := range []bool{true, false} {
+		t.Run("coalesce="+onOff(co), func(t *testing.T) {
+			backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
+				opts := Options{URL: srv.Addr(), KeyPrefix: "contract:", Now: now, Logger: quietLogger(), DisableCoalescing: !co}
+				b, err := New(context.Background(), opts)
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				return b
+			})
+		})
+	}
 }
 
 func TestContractCluster(t *testing.T) {
 	c := cluster.Get(t)
-	backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
-		opts := clusterOptions(c)
-		opts.KeyPrefix, opts.Now, opts.Logger = "contract:", now, quietLogger()
-		b, err := New(context.Background(), opts)
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		return b
-	})
+	for _, co := range []bool{true, false} {
+		t.Run("coalesce="+onOff(co), func(t *testing.T) {
+			backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
+				opts := clusterOptions(c)
+				opts.KeyPrefix, opts.Now, opts.Logger, opts.DisableCoalescing = "contract:", now, quietLogger(), !co
+				b, err := New(context.Background(), opts)
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				return b
+			})
+		})
+	}
 }
 
 func TestContractSentinel(t *testing.T) {

@@ -67,6 +67,34 @@ type Options struct {
 	// rate-limit timeout defaults to 20ms) has long given up.
 	Timeout time.Duration
 
+	// DisableCoalescing makes every Decide send its own pipeline, as
+	// before coalescing existed (sluice's --redis-coalesce=false). By
+	// default concurrent Decide calls bound for the same Redis node share
+	// pipelines: see PipelineWindow and docs/decisions/0010-coalescing.md.
+	DisableCoalescing bool
+	// PipelineWindow is how long a pipeline waits, after the first call
+	// queued for it, for more calls before it is sent
+	// (REDIS_PIPELINE_WINDOW). 0, the default, never waits: a call goes out
+	// at once if a pipeline slot to its node is free, and calls arriving
+	// while every slot is busy go together in the next pipeline, so the
+	// batches grow with the load and add no latency when it is light. The
+	// reference applies its window in cluster mode only; sluice in every
+	// mode. Ignored without coalescing.
+	PipelineWindow time.Duration
+	// PipelineLimit is the most commands one coalesced pipeline carries
+	// (REDIS_PIPELINE_LIMIT, which the reference no longer honours). 0
+	// means DefaultPipelineLimit. The checks of one Decide are never split,
+	// so a Decide with more checks goes out alone, whole.
+	PipelineLimit int
+	// ObserveBatch, when set, is called with the number of commands of
+	// every pipeline sent (coalesced or not, NOSCRIPT retries included),
+	// for metrics. It runs on the sending goroutine, concurrently with
+	// other pipelines, so it must be quick and safe for concurrent use.
+	ObserveBatch func(n int)
+	// pipelineLanes is how many pipelines may be in flight to one node
+	// at a time when coalescing; 0 means defaultPipelineLanes. Tests set it.
+	pipelineLanes int
+
 	// KeyPrefix is prepended to every key (CACHE_KEY_PREFIX). It must not
 	// contain '{' or '}', which would break the cluster hash tag.
 	KeyPrefix string
@@ -106,6 +134,16 @@ type BreakerOptions struct {
 // for a loaded Redis across a data centre, short enough that a dead one
 // costs callers little and the circuit breaker opens within seconds.
 const DefaultTimeout = time.Second
+
+// DefaultPipelineLimit is PipelineLimit's default: large enough that a
+// loaded node's pipelines are rarely cut, small enough that one pipeline's
+// replies (about 60 bytes per rule) stay in a few socket buffers.
+const DefaultPipelineLimit = 128
+
+// defaultPipelineLanes is how many coalesced pipelines may be in flight to
+// one node at a time: enough to keep Redis busy while the client reads one
+// batch and builds the next, few enough that calls queue and batch.
+const defaultPipelineLanes = 4
 
 // The breaker defaults.
 const (
@@ -152,6 +190,18 @@ func (o Options) normalize() (Options, error) {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.PipelineWindow < 0 {
+		return o, fmt.Errorf("redis pipeline window %v is negative", o.PipelineWindow)
+	}
+	if o.PipelineLimit < 0 {
+		return o, fmt.Errorf("redis pipeline limit %d is negative", o.PipelineLimit)
+	}
+	if o.PipelineLimit == 0 {
+		o.PipelineLimit = DefaultPipelineLimit
+	}
+	if o.pipelineLanes <= 0 {
+		o.pipelineLanes = defaultPipelineLanes
 	}
 	if o.PoolSize < 0 {
 		return o, fmt.Errorf("redis pool size %d is negative", o.PoolSize)

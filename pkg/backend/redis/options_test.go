@@ -122,6 +122,8 @@ func TestOptionsClient(t *testing.T) {
 		},
 		{name: "bad socket type", opts: Options{URL: "a:1", SocketType: "udp"}, wantErr: "want tcp or unix"},
 		{name: "negative timeout", opts: Options{URL: "a:1", Timeout: -time.Second}, wantErr: "negative"},
+		{name: "negative pipeline window", opts: Options{URL: "a:1", PipelineWindow: -time.Microsecond}, wantErr: "window -1µs is negative"},
+		{name: "negative pipeline limit", opts: Options{URL: "a:1", PipelineLimit: -1}, wantErr: "limit -1 is negative"},
 		{name: "client cert without key", opts: Options{URL: "a:1", TLS: true, TLSClientCert: "c.pem"}, wantErr: "together"},
 		{name: "missing CA file", opts: Options{URL: "a:1", TLS: true, TLSCACert: "/nonexistent/ca.pem"}, wantErr: "read redis TLS CA"},
 	}
@@ -153,7 +155,8 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.Type != TypeSingle || o.Timeout != DefaultTimeout || o.Breaker.Failures != DefaultBreakerFailures ||
-		o.Breaker.OpenFor != DefaultBreakerOpenFor || o.Logger == nil || o.Clock == nil {
+		o.Breaker.OpenFor != DefaultBreakerOpenFor || o.Logger == nil || o.Clock == nil ||
+		o.DisableCoalescing || o.PipelineWindow != 0 || o.PipelineLimit != DefaultPipelineLimit || o.pipelineLanes != defaultPipelineLanes {
 		t.Fatalf("defaults not filled: %+v", o)
 	}
 	fixed := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)

@@ -50,11 +50,18 @@ func commandStats(t *testing.T, c *goredis.Client) map[string]int {
 // cost Redis exactly N EVALSHA and nothing else from the client: MONITOR
 // shows every command a client sends, and marks those a script runs as
 // "lua", which are not round trips.
+// With coalescing on and off.
 func TestOneEvalshaPerCheck(t *testing.T) {
+	for _, co := range []bool{true, false} {
+		t.Run("coalesce="+onOff(co), func(t *testing.T) { testOneEvalshaPerCheck(t, !co) })
+	}
+}
+
+func testOneEvalshaPerCheck(t *testing.T, disableCoalescing bool) {
 	srv := redistest.Standalone(t)
 	rc := srv.Client()
 	ctx := context.Background()
-	b := newBackend(t, Options{URL: srv.Addr(), KeyPrefix: "rt:"}) // loads the script
+	b := newBackend(t, Options{URL: srv.Addr(), KeyPrefix: "rt:", DisableCoalescing: disableCoalescing}) // loads the script
 	if err := rc.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +122,18 @@ func TestOneEvalshaPerCheck(t *testing.T) {
 // TestOneEvalshaPerCheckCluster: on a cluster, N checks spread over many
 // descriptors cost N EVALSHA in total over the masters, one Decide (with
 // several checks) is one pipeline split by node, and nothing else is sent.
+// With coalescing on and off.
 func TestOneEvalshaPerCheckCluster(t *testing.T) {
+	for _, co := range []bool{true, false} {
+		t.Run("coalesce="+onOff(co), func(t *testing.T) { testOneEvalshaPerCheckCluster(t, !co) })
+	}
+}
+
+func testOneEvalshaPerCheckCluster(t *testing.T, disableCoalescing bool) {
 	c := cluster.Get(t)
 	opts := clusterOptions(c)
 	opts.KeyPrefix = "rtc:"
+	opts.DisableCoalescing = disableCoalescing
 	b := newBackend(t, opts)
 	ctx := context.Background()
 	masters := c.Masters()
@@ -150,7 +165,8 @@ func TestOneEvalshaPerCheckCluster(t *testing.T) {
 		for cmd, n := range s {
 			switch cmd {
 			case "evalsha", "config|resetstat", "info", "cluster|slots", "cluster|shards", "cluster|nodes", "ping", "hello", "client|setinfo", "command", "command|info", "command|docs",
-				"hmget", "hset", "pexpireat", "del", "zremrangebyscore", "zcard", "zadd", "zrange", "zcount", "zremrangebyrank", "time":
+				"hmget", "hset", "pexpireat", "del", "zremrangebyscore", "zcard", "zadd", "zrange", "zcount", "zremrangebyrank", "time",
+				"replconf": // its replica acknowledging replication, every second
 			default:
 				t.Errorf("master %s: unexpected command %s (%d calls)", m, cmd, n)
 			}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/denycache"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+	"github.com/sluice-rl/sluice/pkg/metrics"
+	"github.com/sluice-rl/sluice/pkg/server"
+	"github.com/sluice-rl/sluice/pkg/service"
+	"github.com/sluice-rl/sluice/pkg/tracing"
+)
+
+// tracingShutdownTimeout bounds the flush of buffered spans at exit.
+const tracingShutdownTimeout = 5 * time.Second
+
+// observability is what serve wires in for metrics and tracing. Its
+// methods do nothing for the parts that are off.
+type observability struct {
+	reg     *prometheus.Registry
+	metrics *metrics.Metrics // nil when SLUICE_METRICS=false
+	tracing *tracing.Tracing // disabled unless TRACING_ENABLED=true
+}
+
+// newObservability builds the metrics registry (sluice's families and the
+// Go runtime and process collectors) and the tracer, as s says.
+func newObservability(ctx context.Context, s *settings, log *logrus.Logger) (*observability, error) {
+	o := &observability{}
+	if s.Metrics {
+		o.reg = prometheus.NewRegistry()
+		if err := o.reg.Register(collectors.NewGoCollector()); err != nil {
+			return nil, fmt.Errorf("metrics: register the Go collector: %w", err)
+		}
+		if err := o.reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+			return nil, fmt.Errorf("metrics: register the process collector: %w", err)
+		}
+		m, err := metrics.New(o.reg, metrics.Options{NearLimitRatio: s.NearLimitRatio})
+		if err != nil {
+			return nil, err
+		}
+		o.metrics = m
+	}
+	tr, err := tracing.Setup(ctx, tracing.Options{
+		Enabled:        s.Tracing,
+		ServiceName:    s.TracingServiceName,
+		ServiceVersion: version,
+		Protocol:       s.TracingProtocol,
+		SamplingRatio:  s.TracingSamplingRate,
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.tracing = tr
+	if tr.Enabled() {
+		log.WithField("service_name", s.TracingServiceName).Info("tracing: exporting spans over OTLP (OTEL_* settings)")
+	}
+	return o, nil
+}
+
+// backend decorates b with the metrics and tracing backend decorators.
+func (o *observability) backend(b backend.Backend) backend.Backend {
+	return o.tracing.InstrumentBackend(o.metrics.InstrumentBackend(b))
+}
+
+// batchObserver returns the hook the Redis backend calls with each
+// pipeline's size, or nil when metrics are off.
+func (o *observability) batchObserver() func(int) {
+	if o.metrics == nil {
+		return nil
+	}
+	return o.metrics.ObserveBatch
+}
+
+// registerDenyCache exports the local denial cache's counters.
+func (o *observability) registerDenyCache(c *denycache.Backend) error {
+	return o.metrics.RegisterDenyCache(func() (hits, misses, evictions uint64) {
+		st := c.Stats()
+		return st.Hits, st.Misses, st.Evictions
+	})
+}
+
+// observer is the service's Observer: nil (not a nil *Metrics) when
+// metrics are off, so the service skips building events.
+func (o *observability) observer() service.Observer {
+	if o.metrics == nil {
+		return nil
+	}
+	return o.metrics
+}
+
+// load wraps a config loader to count failed loads.
+func (o *observability) load(f func() (*descriptor.Config, error)) func() (*descriptor.Config, error) {
+	return func() (*descriptor.Config, error) {
+		c, err := f()
+		if err != nil {
+			o.metrics.ConfigLoadFailed()
+		}
+		return c, err
+	}
+}
+
+// apply wraps the config setter to count successful loads.
+func (o *observability) apply(f func(*descriptor.Config)) func(*descriptor.Config) {
+	return func(c *descriptor.Config) {
+		f(c)
+		o.metrics.ConfigLoaded(len(c.Domains()))
+	}
+}
+
+// serverOptions returns the gRPC interceptors and server options.
+func (o *observability) serverOptions() ([]grpc.UnaryServerInterceptor, []grpc.ServerOption) {
+	var in []grpc.UnaryServerInterceptor
+	if o.metrics != nil {
+		in = append(in, o.metrics.UnaryServerInterceptor())
+	}
+	return in, o.tracing.ServerOptions()
+}
+
+// mount serves /metrics on srv's HTTP server.
+func (o *observability) mount(srv *server.Server, log *logrus.Logger) {
+	if o.reg == nil {
+		return
+	}
+	srv.Handle("/metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{
+		ErrorLog:            log,
+		MaxRequestsInFlight: 4,
+	}))
+}
+
+// shutdown flushes the spans still buffered.
+func (o *observability) shutdown(log *logrus.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), tracingShutdownTimeout)
+	defer cancel()
+	if err := o.tracing.Shutdown(ctx); err != nil {
+		log.WithError(err).Warn("tracing: spans lost at shutdown")
+	}
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The Redis pipeline settings: coalescing on by default, the reference's
+// REDIS_PIPELINE_WINDOW and REDIS_PIPELINE_LIMIT honoured (no longer
+// listed as ignored).
+func TestParseServePipeline(t *testing.T) {
+	tests := []struct {
+		name         string
+		args, env    []string
+		coalesce     bool
+		window       time.Duration
+		limit        int
+		wantErr      string
+		ignoredEmpty bool
+	}{
+		{name: "defaults", coalesce: true},
+		{
+			name:     "reference variables",
+			env:      []string{"REDIS_PIPELINE_WINDOW=150us", "REDIS_PIPELINE_LIMIT=32"},
+			coalesce: true, window: 150 * time.Microsecond, limit: 32, ignoredEmpty: true,
+		},
+		{name: "coalescing off by environment", env: []string{"SLUICE_REDIS_COALESCE=false"}},
+		{name: "coalescing off by flag", args: []string{"--redis-coalesce=false"}, env: []string{"SLUICE_REDIS_COALESCE=true"}},
+		{name: "negative window", env: []string{"REDIS_PIPELINE_WINDOW=-1ms"}, wantErr: "REDIS_PIPELINE_WINDOW: negative"},
+		{name: "negative limit", args: []string{"--redis-pipeline-limit=-2"}, wantErr: "--redis-pipeline-limit: -2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := parseServe(tt.args, tt.env, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Redis.Coalesce != tt.coalesce || s.Redis.PipelineWindow != tt.window || s.Redis.PipelineLimit != tt.limit {
+				t.Errorf("coalesce %v window %v limit %d, want %v %v %d",
+					s.Redis.Coalesce, s.Redis.PipelineWindow, s.Redis.PipelineLimit, tt.coalesce, tt.window, tt.limit)
+			}
+			if tt.ignoredEmpty && len(s.ignored) > 0 {
+				t.Errorf("ignored %v: the pipeline variables are implemented", s.ignored)
+			}
+		})
+	}
+}

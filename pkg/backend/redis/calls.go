@@ -1,0 +1,220 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
+)
+
+// decideCmd is an EVALSHA/EVAL that go-redis must never send twice: the
+// script writes, so a retry after a lost reply would count a request twice.
+// Commands that never left (dial failures, MOVED, ASK) are still re-sent.
+// It reads the reply as integers (IntSliceCmd), without boxing each one.
+type decideCmd struct{ *goredis.IntSliceCmd }
+
+func (decideCmd) NoRetry() bool { return true }
+
+// newDecideCmd returns the command for argv, whose first key is at
+// position 3 (command, script, numkeys, keys...). Saying so spares go-redis
+// from parsing numkeys when it routes the command to a cluster node.
+func newDecideCmd(argv []any) decideCmd {
+	c := decideCmd{goredis.NewIntSliceCmd(context.Background(), argv...)}
+	c.SetFirstKeyPos(3)
+	return c
+}
+
+// call is one check ready to send: its command, and where its result goes.
+type call struct {
+	result int // index in checks and results
+	out    int // index of its first outcome in the job's outcomes
+	rules  int
+	left   bool  // its caller left before the reply came (coalescing only)
+	argv   []any // "evalsha", sha, numkeys, keys..., ARGV...
+	cmd    decideCmd
+}
+
+// ruleArgs is what one rule contributes to a call, computed once per
+// distinct rule: its id (for the key) and its ARGV slots.
+type ruleArgs struct {
+	id   string
+	argv *scripts.RuleArgs
+}
+
+// ruleKey is what ruleArgs depends on: every Rule field but Name.
+type ruleKey struct {
+	alg        limit.Algorithm
+	unit       limit.Unit
+	multiplier uint32
+	limit      uint64
+	burst      uint64
+	loc        *time.Location
+}
+
+// ruleCacheMax bounds the rule cache. Configured rules are few; requests
+// can carry their own limits (descriptor limit overrides), so the cache is
+// cleared when it fills rather than grown without bound.
+const ruleCacheMax = 4096
+
+// ruleCache maps rules to their ruleArgs. Rules are read far more often
+// than new ones appear, which is what sync.Map is for.
+type ruleCache struct {
+	m sync.Map // ruleKey → *ruleArgs
+	n atomic.Int64
+}
+
+// get returns r's ruleArgs, computing and caching it on first sight.
+func (c *ruleCache) get(r limit.Rule) (*ruleArgs, error) {
+	k := ruleKey{r.Algorithm, r.Unit, r.Multiplier, r.Limit, r.Burst, r.Location}
+	if v, ok := c.m.Load(k); ok {
+		return v.(*ruleArgs), nil
+	}
+	if err := checkRule(r); err != nil {
+		return nil, err
+	}
+	a, err := scripts.PrepareRule(r)
+	if err != nil {
+		return nil, err
+	}
+	ra := &ruleArgs{id: r.ID(), argv: a}
+	if c.n.Add(1) > ruleCacheMax {
+		c.m.Clear()
+		c.n.Store(1)
+	}
+	c.m.Store(k, ra)
+	return ra, nil
+}
+
+// job is the working memory of one Decide: its calls, their arguments and
+// keys, and the requests that carry them to the pipelines. Jobs are pooled;
+// a job whose caller left before its commands came back is not returned to
+// the pool, since a pipeline may still read it.
+type job struct {
+	calls    []call
+	argv     []any
+	keys     []string
+	rules    []*ruleArgs
+	outcomes []limit.Outcome
+	ptrs     []*call    // calls grouped by node
+	addrs    []string   // node of each call (coalescing on a cluster)
+	reqs     []*request // one per node (coalescing); reused with the job
+	batch    []*request // scratch for node.lead
+	lcalls   []*call    // scratch for node.lead
+	timer    *time.Timer
+}
+
+// request returns the job's next request, reused if the job had one.
+func (j *job) request(calls []*call, addr string, enq, deadline time.Time) {
+	n := len(j.reqs)
+	if n < cap(j.reqs) {
+		j.reqs = j.reqs[:n+1]
+	} else {
+		j.reqs = append(j.reqs, nil)
+	}
+	r := j.reqs[n]
+	if r == nil {
+		r = newRequest()
+		j.reqs[n] = r
+	}
+	r.calls, r.addr, r.enq, r.deadline = calls, addr, enq, deadline
+}
+
+var jobs = sync.Pool{New: func() any { return new(job) }}
+
+// getJob returns an empty job with room for checks.
+func getJob(checks []backend.Check) *job {
+	j := jobs.Get().(*job)
+	nargs, nrules := 0, 0
+	for _, c := range checks {
+		nrules += len(c.Rules)
+		nargs += 3 + len(c.Rules) + scripts.ArgCount(len(c.Rules))
+	}
+	j.calls = grow(j.calls[:0], len(checks))
+	j.argv = grow(j.argv[:0], nargs)
+	j.keys = grow(j.keys[:0], nrules)
+	j.outcomes = make([]limit.Outcome, nrules) // handed to the caller: never reused
+	return j
+}
+
+// putJob clears j's references and returns it to the pool.
+func putJob(j *job) {
+	clear(j.calls)
+	clear(j.argv[:cap(j.argv)])
+	clear(j.keys[:cap(j.keys)])
+	clear(j.rules[:cap(j.rules)])
+	clear(j.ptrs[:cap(j.ptrs)])
+	clear(j.addrs[:cap(j.addrs)])
+	for _, r := range j.reqs[:cap(j.reqs)] {
+		if r != nil {
+			r.calls = nil
+		}
+	}
+	j.outcomes = nil
+	jobs.Put(j)
+}
+
+// grow returns s (empty) with capacity for at least n elements.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, 0, n)
+	}
+	return s[:0]
+}
+
+// add builds the call for check c (result index i): its keys
+// <prefix>{<identity>}:<rule id>, one string holding them all, and its
+// argv, carved from the job's slices (sized by getJob, so they never move
+// and the pointers boxed into argv stay valid).
+func (b *Backend) add(j *job, i int, c backend.Check, clock scripts.Time) error {
+	if err := checkIdentity(c.Identity); err != nil {
+		return err
+	}
+	j.rules = j.rules[:0]
+	size := 0
+	for n, r := range c.Rules {
+		ra, err := b.rules.get(r)
+		if err != nil {
+			return fmt.Errorf("rule %d: %w", n, err)
+		}
+		j.rules = append(j.rules, ra)
+		size += len(b.opts.KeyPrefix) + len(c.Identity) + 3 + len(ra.id)
+	}
+	var sb strings.Builder
+	sb.Grow(size)
+	for _, ra := range j.rules {
+		sb.WriteString(b.opts.KeyPrefix)
+		sb.WriteByte('{')
+		sb.WriteString(c.Identity)
+		sb.WriteString("}:")
+		sb.WriteString(ra.id)
+	}
+	all := sb.String()
+	k0 := len(j.keys)
+	off := 0
+	for _, ra := range j.rules {
+		n := len(b.opts.KeyPrefix) + len(c.Identity) + 3 + len(ra.id)
+		j.keys = append(j.keys, all[off:off+n])
+		off += n
+	}
+	a0 := len(j.argv)
+	// "evalsha" and the SHA are constants of the backend, boxed once.
+	j.argv = append(j.argv, b.evalsha, b.sha, len(c.Rules))
+	for k := k0; k < len(j.keys); k++ {
+		j.argv = append(j.argv, &j.keys[k]) // a *string boxes without allocating
+	}
+	j.argv = scripts.AppendHead(j.argv, c.Cost, clock)
+	for _, ra := range j.rules {
+		j.argv = ra.argv.Append(j.argv, clock)
+	}
+	argv := j.argv[a0:len(j.argv):len(j.argv)]
+	j.calls = append(j.calls, call{result: i, out: k0, rules: len(c.Rules), argv: argv, cmd: newDecideCmd(argv)})
+	return nil
+}

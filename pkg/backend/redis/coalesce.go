@@ -1,0 +1,446 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Coalescing: concurrent Decide calls bound for the same Redis node share
+// pipelines.
+//
+// Each node has a queue of requests (the calls of one Decide for that
+// node) and at most lanes pipelines in flight. A request that arrives while
+// a lane is free (with Window 0) is sent at once, alone, by its own caller
+// (node.lead), as without coalescing; requests that arrive while every lane
+// is busy queue, and the first lane to come back takes them all (up to
+// Limit commands) into its next pipeline. So under light load nothing waits
+// and no goroutine hand-off is added, and under heavy load the pipelines
+// grow by themselves, one round trip carrying many checks. A positive
+// Window makes the queue wait that long after its first call for more,
+// before a lane sends it.
+//
+// A lane that finds work queued when it comes back continues as a
+// goroutine, which exits when the queue is empty. Callers wait on their
+// request with their own deadline and context, so a caller never waits
+// past its own deadline, and a caller that leaves early leaves its memory
+// to the lane (its job is not pooled again).
+
+// errClosed fails the calls queued when the backend closes.
+var errClosed = errors.New("redis backend closed")
+
+// errQueued fails calls that waited for a pipeline until their deadline.
+var errQueued = fmt.Errorf("waited for a pipeline until the deadline: %w", context.DeadlineExceeded)
+
+// request is the calls of one Decide bound for one node.
+type request struct {
+	calls    []*call
+	addr     string    // the node's address; "" when not a cluster
+	enq      time.Time // when it was queued
+	deadline time.Time // enq + Timeout: the latest its pipeline may end
+	state    atomic.Uint32
+	done     chan struct{} // receives once when state becomes reqDone
+}
+
+// Request states. A request is queued, then sent (in a pipeline), then
+// done (its calls' commands hold their replies). The caller may leave a
+// queued or sent request (its context ended, or its deadline passed); the
+// lane then skips it or drops its replies. Transitions are CAS, so exactly
+// one of lane and caller owns the outcome.
+const (
+	reqQueued uint32 = iota
+	reqSent
+	reqDone
+	reqLeft
+)
+
+func newRequest() *request { return &request{done: make(chan struct{}, 1)} }
+
+// fail completes a request that could not be queued with err.
+func (r *request) fail(err error) {
+	for _, c := range r.calls {
+		c.cmd.SetErr(err)
+	}
+	r.state.Store(reqDone)
+	r.done <- struct{}{}
+}
+
+// finish marks a sent request done and wakes its caller, unless the caller
+// left.
+func (r *request) finish() {
+	if r.state.CompareAndSwap(reqSent, reqDone) {
+		r.done <- struct{}{}
+	}
+}
+
+// coalescer holds the per-node queues of one Backend.
+type coalescer struct {
+	b      *Backend
+	window time.Duration
+	limit  int // commands per pipeline
+	lanes  int // pipelines in flight per node
+
+	ctx     context.Context // cancelled by Close
+	lanesWG sync.WaitGroup
+
+	single *node // the one node when not a cluster
+
+	mu     sync.RWMutex
+	nodes  map[string]*node // cluster masters by address; "" for unknown
+	closed bool
+}
+
+func newCoalescer(ctx context.Context, b *Backend) *coalescer {
+	c := &coalescer{
+		b:      b,
+		window: b.opts.PipelineWindow,
+		limit:  b.opts.PipelineLimit,
+		lanes:  b.opts.pipelineLanes,
+		ctx:    ctx,
+		nodes:  map[string]*node{},
+	}
+	if b.cluster == nil {
+		c.single = &node{c: c}
+	}
+	return c
+}
+
+// node returns the queue of the node at addr, creating it on first use.
+// It returns nil once the coalescer is closed.
+func (c *coalescer) node(addr string) *node {
+	if c.single != nil {
+		return c.single
+	}
+	c.mu.RLock()
+	n, closed := c.nodes[addr], c.closed
+	c.mu.RUnlock()
+	if n != nil || closed {
+		return n
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	if n = c.nodes[addr]; n == nil {
+		n = &node{c: c, addr: addr}
+		c.nodes[addr] = n
+	}
+	return n
+}
+
+// close fails every queued request and stops the window timers. Lanes in
+// flight finish on their own once the client is closed under them; wait
+// for them with lanesWG.
+func (c *coalescer) close() {
+	c.mu.Lock()
+	c.closed = true
+	all := make([]*node, 0, len(c.nodes)+1)
+	for _, n := range c.nodes {
+		all = append(all, n)
+	}
+	c.mu.Unlock()
+	if c.single != nil {
+		all = append(all, c.single)
+	}
+	for _, n := range all {
+		n.close()
+	}
+}
+
+// node is the queue and lanes of one Redis node.
+type node struct {
+	c    *coalescer
+	addr string
+
+	mu     sync.Mutex
+	queue  []*request
+	queued int // commands in queue
+	lanes  int // lane goroutines running
+	armed  bool
+	timer  *time.Timer // the window timer, when Window > 0
+	closed bool
+}
+
+// submit queues r, starting a lane if one is free and the queue is ready.
+// With mayLead, the caller is asked to be that lane itself (lead is true):
+// it then must call n.lead. It fails once the backend is closed.
+func (n *node) submit(r *request, mayLead bool) (lead bool, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false, errClosed
+	}
+	r.state.Store(reqQueued)
+	n.queue = append(n.queue, r)
+	n.queued += len(r.calls)
+	if mayLead && n.lanes < n.c.lanes && n.readyLocked(r.enq) {
+		n.lanes++
+		n.c.lanesWG.Add(1)
+		return true, nil
+	}
+	n.startLocked(r.enq)
+	return false, nil
+}
+
+// lead is a lane run by a caller on its own goroutine, for one pipeline:
+// under light load the caller sends its own call without handing it to
+// another goroutine and back. The caller waits for that pipeline (whoever
+// sent its own call), so lead sends only one; work queued meanwhile goes
+// to a lane goroutine. When the pipeline is the caller's request alone, it
+// runs under the caller's context, as without coalescing.
+func (n *node) lead(ctx context.Context, own *request, j *job) {
+	defer n.c.lanesWG.Done()
+	now := time.Now()
+	n.mu.Lock()
+	j.batch = n.takeLocked(now, j.batch[:0])
+	n.mu.Unlock()
+	if len(j.batch) > 0 {
+		parent := n.c.ctx
+		if len(j.batch) == 1 && j.batch[0] == own {
+			parent = ctx
+		}
+		j.lcalls = n.send(parent, j.batch, j.lcalls[:0])
+		clear(j.batch)
+	}
+	now = time.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.closed && n.readyLocked(now) {
+		n.c.lanesWG.Add(1)
+		go n.lane() // the lane passes on, with its count
+		return
+	}
+	n.lanes--
+	n.armLocked(now)
+}
+
+// ready reports whether the queue should be sent now.
+func (n *node) readyLocked(now time.Time) bool {
+	if len(n.queue) == 0 {
+		return false
+	}
+	return n.c.window <= 0 || n.queued >= n.c.limit || now.Sub(n.queue[0].enq) >= n.c.window
+}
+
+// startLocked starts a lane if one is free and the queue is ready, or
+// arms the window timer if it will be.
+func (n *node) startLocked(now time.Time) {
+	if n.closed || n.lanes >= n.c.lanes || len(n.queue) == 0 {
+		return
+	}
+	if !n.readyLocked(now) {
+		n.armLocked(now)
+		return
+	}
+	n.lanes++
+	n.c.lanesWG.Add(1)
+	go n.lane()
+}
+
+// armLocked arms the window timer for the first queued request.
+func (n *node) armLocked(now time.Time) {
+	if n.armed || n.closed || len(n.queue) == 0 || n.c.window <= 0 {
+		return
+	}
+	n.armed = true
+	d := n.queue[0].enq.Add(n.c.window).Sub(now)
+	if n.timer == nil {
+		n.timer = time.AfterFunc(d, n.kick)
+	} else {
+		n.timer.Reset(d)
+	}
+}
+
+// kick is the window timer's function.
+func (n *node) kick() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.armed = false
+	n.startLocked(time.Now())
+}
+
+// lane sends the queue's requests, one pipeline at a time, until the queue
+// is empty (or not ready).
+func (n *node) lane() {
+	defer n.c.lanesWG.Done()
+	var batch []*request
+	var calls []*call
+	for {
+		now := time.Now()
+		n.mu.Lock()
+		batch = n.takeLocked(now, batch[:0])
+		if len(batch) == 0 {
+			n.lanes--
+			n.armLocked(now)
+			n.mu.Unlock()
+			clear(calls[:cap(calls)])
+			return
+		}
+		n.mu.Unlock()
+		calls = n.send(n.c.ctx, batch, calls[:0])
+	}
+}
+
+// takeLocked moves the first requests of the queue, up to Limit commands
+// (at least one request), into batch, when the queue is ready. Requests
+// whose caller left are dropped; those whose deadline passed are failed
+// without being sent.
+func (n *node) takeLocked(now time.Time, batch []*request) []*request {
+	if !n.readyLocked(now) {
+		return batch
+	}
+	cmds, k := 0, 0
+	for ; k < len(n.queue); k++ {
+		r := n.queue[k]
+		if cmds > 0 && cmds+len(r.calls) > n.c.limit {
+			break
+		}
+		n.queued -= len(r.calls)
+		if !r.state.CompareAndSwap(reqQueued, reqSent) {
+			continue // the caller left
+		}
+		if !now.Before(r.deadline) {
+			for _, c := range r.calls {
+				c.cmd.SetErr(errQueued)
+			}
+			r.finish()
+			continue
+		}
+		batch = append(batch, r)
+		cmds += len(r.calls)
+	}
+	rest := copy(n.queue, n.queue[k:])
+	clear(n.queue[rest:])
+	n.queue = n.queue[:rest]
+	return batch
+}
+
+// send sends the batch's calls in one pipeline, under parent and bounded by
+// the earliest deadline among them, and wakes their callers.
+func (n *node) send(parent context.Context, batch []*request, calls []*call) []*call {
+	deadline := batch[0].deadline
+	for _, r := range batch {
+		calls = append(calls, r.calls...)
+		if r.deadline.Before(deadline) {
+			deadline = r.deadline
+		}
+	}
+	ctx, cancel := context.WithDeadline(parent, deadline)
+	n.c.b.exec(ctx, calls)
+	cancel()
+	for _, r := range batch {
+		r.finish()
+	}
+	clear(calls)
+	return calls
+}
+
+// close fails the queued requests and stops the window timer.
+func (n *node) close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closed = true
+	if n.timer != nil {
+		n.timer.Stop()
+	}
+	for _, r := range n.queue {
+		if r.state.CompareAndSwap(reqQueued, reqSent) {
+			for _, c := range r.calls {
+				c.cmd.SetErr(errClosed)
+			}
+			r.finish()
+		}
+	}
+	clear(n.queue)
+	n.queue, n.queued = n.queue[:0], 0
+}
+
+// coalesced sends the calls of one Decide through the node queues and waits
+// for them, until its deadline (now + Timeout) or until ctx ends. If the
+// caller leaves before every reply came, the calls not answered are marked
+// left, why says why, and the job must not be reused: a lane may still
+// read it.
+func (b *Backend) coalesced(ctx context.Context, j *job) (abandoned bool, why error) {
+	now := time.Now()
+	deadline := now.Add(b.opts.Timeout)
+	j.ptrs, j.reqs = grow(j.ptrs, len(j.calls)), j.reqs[:0]
+	if b.cluster == nil {
+		for i := range j.calls {
+			j.ptrs = append(j.ptrs, &j.calls[i])
+		}
+		j.request(j.ptrs, "", now, deadline)
+	} else {
+		// One request per node, each a contiguous part of j.ptrs (sized
+		// above, so the parts never move).
+		j.addrs = grow(j.addrs, len(j.calls))
+		for i := range j.calls {
+			j.addrs = append(j.addrs, b.nodeOf(ctx, &j.calls[i]))
+		}
+		for i, a := range j.addrs {
+			if slices.Contains(j.addrs[:i], a) {
+				continue
+			}
+			start := len(j.ptrs)
+			for k := i; k < len(j.calls); k++ {
+				if j.addrs[k] == a {
+					j.ptrs = append(j.ptrs, &j.calls[k])
+				}
+			}
+			j.request(j.ptrs[start:], a, now, deadline)
+		}
+	}
+	// The caller may send the last request's pipeline itself, once the
+	// others are queued.
+	var leader *node
+	for i, r := range j.reqs {
+		n := b.co.node(r.addr)
+		if n == nil {
+			r.fail(errClosed)
+			continue
+		}
+		lead, err := n.submit(r, i == len(j.reqs)-1)
+		if err != nil {
+			r.fail(err)
+		}
+		if lead {
+			leader = n
+		}
+	}
+	if leader != nil {
+		leader.lead(ctx, j.reqs[len(j.reqs)-1], j)
+	}
+
+	if j.timer == nil {
+		j.timer = time.NewTimer(deadline.Sub(now))
+	} else {
+		j.timer.Reset(deadline.Sub(now))
+	}
+	defer j.timer.Stop()
+	for i, r := range j.reqs {
+		select {
+		case <-r.done:
+			continue
+		case <-ctx.Done():
+			why = ctx.Err()
+		case <-j.timer.C:
+			why = fmt.Errorf("no answer within %v: %w", b.opts.Timeout, context.DeadlineExceeded)
+		}
+		for _, r := range j.reqs[i:] {
+			if r.state.CompareAndSwap(reqQueued, reqLeft) || r.state.CompareAndSwap(reqSent, reqLeft) {
+				abandoned = true
+				for _, c := range r.calls {
+					c.left = true
+				}
+				continue
+			}
+			<-r.done // done meanwhile: its token is there
+		}
+		break
+	}
+	return abandoned, why
+}

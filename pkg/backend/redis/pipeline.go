@@ -1,0 +1,177 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
+)
+
+// exec sends one pipeline of EVALSHA, one per call, then, once, EVAL for
+// the calls that met NOSCRIPT, replacing their commands. Results are read
+// per command from call.cmd.
+//
+// All calls should belong to one Redis node: with a cluster, go-redis
+// splits a pipeline by node itself, but when one node fails it marks every
+// command of the pipeline failed, also those other nodes answered.
+func (b *Backend) exec(ctx context.Context, calls []*call) {
+	b.pipeline(ctx, calls)
+	// A script cache emptied by SCRIPT FLUSH, a restart or a failover to a
+	// node that never loaded it: EVAL carries the source, runs it on the node
+	// owning the keys and caches it there.
+	var again []*call
+	for _, c := range calls {
+		// (HasErrorPrefix allocates even for a nil error.)
+		if err := c.cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			again = append(again, c)
+		}
+	}
+	if len(again) > 0 {
+		b.log.WithField("calls", len(again)).Debug("redis: NOSCRIPT, sending the script with EVAL")
+		for _, c := range again {
+			argv := append([]any(nil), c.argv...)
+			argv[0], argv[1] = "eval", b.script.Source
+			c.cmd = newDecideCmd(argv)
+		}
+		b.pipeline(ctx, again)
+	}
+	if b.cluster != nil {
+		for _, c := range calls {
+			if isUnavailable(c.cmd.Err()) {
+				// The slot map may be stale (a failover): have go-redis
+				// re-read it (in the background, at most once at a time).
+				b.cluster.ReloadState(context.WithoutCancel(ctx))
+				break
+			}
+		}
+	}
+}
+
+// pipelines are reused: go-redis's Pipeline keeps nothing after Exec.
+type pipelines struct{ pool sync.Pool } // of *pipe
+
+// pipe is a reusable pipeline and the slice its commands are handed in.
+type pipe struct {
+	p    goredis.Pipeliner
+	cmds []goredis.Cmder
+}
+
+// pipeline sends the calls' commands in one go-redis pipeline and waits for
+// the replies; errors are read per command.
+func (b *Backend) pipeline(ctx context.Context, calls []*call) {
+	pp, _ := b.pipes.pool.Get().(*pipe)
+	if pp == nil {
+		pp = &pipe{p: b.client.Pipeline()}
+	}
+	pp.cmds = pp.cmds[:0]
+	for _, c := range calls {
+		pp.cmds = append(pp.cmds, c.cmd)
+	}
+	_ = pp.p.BatchProcess(ctx, pp.cmds...)
+	_, _ = pp.p.Exec(ctx)
+	clear(pp.cmds)
+	b.pipes.pool.Put(pp)
+	if b.opts.ObserveBatch != nil {
+		b.opts.ObserveBatch(len(calls))
+	}
+}
+
+// fill reads c's reply into res, and says whether Redis answered (with a
+// decision or an error about this call) or could not be reached.
+func (b *Backend) fill(res *backend.Result, c *call, outcomes []limit.Outcome) (answered bool) {
+	err := c.cmd.Err()
+	if err == nil {
+		d, perr := scripts.ParseDecideInts(c.cmd.Val(), outcomes)
+		if perr != nil {
+			res.Err = fmt.Errorf("redis backend: %w", perr)
+		} else {
+			res.Decision = d
+		}
+		return true
+	}
+	if isUnavailable(err) {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %v: %w", b.opts.Timeout, err)
+		}
+		res.Err = fmt.Errorf("%w: redis: %w", backend.ErrUnavailable, err)
+		return false
+	}
+	res.Err = fmt.Errorf("redis backend: decide script: %w", err)
+	return true // Redis answered, with an error about this call
+}
+
+// isUnavailable reports whether err means Redis cannot decide now (and a
+// later try may succeed), as opposed to Redis answering that this call is
+// wrong.
+func isUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var rerr goredis.Error
+	if !errors.As(err, &rerr) {
+		return true // transport, timeout, pool exhausted, client closed
+	}
+	return goredis.IsClusterDownError(err) || goredis.IsLoadingError(err) ||
+		goredis.IsMasterDownError(err) || goredis.IsTryAgainError(err) ||
+		goredis.IsReadOnlyError(err) || goredis.IsMaxClientsError(err) ||
+		goredis.IsOOMError(err) || goredis.IsAuthError(err) ||
+		goredis.IsNoReplicasError(err) ||
+		goredis.HasErrorPrefix(err, "NOSCRIPT") || goredis.HasErrorPrefix(err, "BUSY") ||
+		goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK")
+}
+
+// nodeOf returns the address of the cluster master serving c's keys, or ""
+// when it is unknown (go-redis then routes the command itself) or the
+// backend is not a cluster.
+func (b *Backend) nodeOf(ctx context.Context, c *call) string {
+	if b.cluster == nil {
+		return ""
+	}
+	key, _ := c.argv[3].(*string)
+	if key == nil {
+		return ""
+	}
+	m, err := b.cluster.MasterForKey(ctx, *key)
+	if err != nil {
+		return ""
+	}
+	return m.Options().Addr
+}
+
+// direct sends the calls of one Decide itself, without coalescing: one
+// pipeline, or with a cluster one per master, sent concurrently, all under
+// ctx.
+func (b *Backend) direct(ctx context.Context, j *job) {
+	j.ptrs = j.ptrs[:0]
+	for i := range j.calls {
+		j.ptrs = append(j.ptrs, &j.calls[i])
+	}
+	if b.cluster == nil || len(j.ptrs) == 1 {
+		b.exec(ctx, j.ptrs)
+		return
+	}
+	groups := make(map[string][]*call)
+	for _, c := range j.ptrs {
+		node := b.nodeOf(ctx, c)
+		groups[node] = append(groups[node], c)
+	}
+	if len(groups) == 1 {
+		b.exec(ctx, j.ptrs)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.exec(ctx, g)
+		}()
+	}
+	wg.Wait()
+}

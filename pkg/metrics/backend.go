@@ -1,0 +1,89 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+)
+
+// errKind is the kind label of sluice_backend_errors_total.
+type errKind uint8
+
+// The error kinds, in the order they are tested.
+const (
+	kindCircuitOpen errKind = iota
+	kindTimeout
+	kindCanceled
+	kindUnavailable
+	kindOther
+	numErrKinds
+)
+
+var errKindNames = [numErrKinds]string{"circuit_open", "timeout", "canceled", "unavailable", "other"}
+
+// String returns the label value.
+func (k errKind) String() string { return errKindNames[k] }
+
+// kindOf classifies a backend error. A circuit breaker's fast failure is
+// recognised by its message ("circuit open"), because the Redis backend
+// exports no error value for it; every other kind is tested with
+// errors.Is / errors.As.
+func kindOf(err error) errKind {
+	var timeout interface{ Timeout() bool }
+	switch {
+	case strings.Contains(err.Error(), "circuit open"):
+		return kindCircuitOpen
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &timeout) && timeout.Timeout():
+		return kindTimeout
+	case errors.Is(err, context.Canceled):
+		return kindCanceled
+	case errors.Is(err, backend.ErrUnavailable):
+		return kindUnavailable
+	}
+	return kindOther
+}
+
+// InstrumentBackend returns b decorated to record each Decide call's
+// duration (sluice_backend_decide_duration_seconds), the checks it carried
+// (sluice_backend_checks_total) and every check it could not decide, by
+// kind (sluice_backend_errors_total). Ping and Close pass through. A nil m
+// returns b unchanged.
+func (m *Metrics) InstrumentBackend(b backend.Backend) backend.Backend {
+	if m == nil || b == nil {
+		return b
+	}
+	return &instrumented{next: b, m: m}
+}
+
+// instrumented is the backend decorator.
+type instrumented struct {
+	next backend.Backend
+	m    *Metrics
+}
+
+// Decide calls the wrapped backend and records the call.
+func (b *instrumented) Decide(ctx context.Context, checks []backend.Check) []backend.Result {
+	start := b.m.now()
+	res := b.next.Decide(ctx, checks)
+	b.m.backendTime.Observe(b.m.now().Sub(start).Seconds())
+	b.m.backendChecks.Add(float64(len(checks)))
+	for i := range res {
+		if err := res[i].Err; err != nil {
+			b.m.errKind[kindOf(err)].Inc()
+		}
+	}
+	return res
+}
+
+// Ping calls the wrapped backend.
+func (b *instrumented) Ping(ctx context.Context) error { return b.next.Ping(ctx) }
+
+// Close closes the wrapped backend.
+func (b *instrumented) Close() error { return b.next.Close() }
+
+// Unwrap returns the wrapped backend, for callers that need its own
+// methods.
+func (b *instrumented) Unwrap() backend.Backend { return b.next }

@@ -1,0 +1,168 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+)
+
+// netTimeout is an error like a net.Error whose Timeout is true, as
+// go-redis returns on a read deadline.
+type netTimeout struct{}
+
+func (netTimeout) Error() string   { return "i/o timeout" }
+func (netTimeout) Timeout() bool   { return true }
+func (netTimeout) Temporary() bool { return true }
+
+// scripted is a backend that answers check i with errs[i%len(errs)] (nil
+// for a decision) and advances a clock by took on every Decide.
+type scripted struct {
+	errs   []error
+	clock  *fakeClock
+	took   time.Duration
+	pinged bool
+	closed bool
+}
+
+func (s *scripted) Decide(_ context.Context, checks []backend.Check) []backend.Result {
+	s.clock.Advance(s.took)
+	res := make([]backend.Result, len(checks))
+	for i := range res {
+		res[i].Err = s.errs[i%len(s.errs)]
+		if res[i].Err == nil {
+			res[i].Decision.Allowed = true
+		}
+	}
+	return res
+}
+func (s *scripted) Ping(context.Context) error { s.pinged = true; return errDown }
+func (s *scripted) Close() error               { s.closed = true; return nil }
+
+func TestInstrumentBackend(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		kind string
+	}{
+		{"deadline", fmt.Errorf("redis: evalsha: %w", context.DeadlineExceeded), "timeout"},
+		{"deadline and unavailable", fmt.Errorf("%w: %w", backend.ErrUnavailable, context.DeadlineExceeded), "timeout"},
+		{"net timeout", fmt.Errorf("%w: read: %w", backend.ErrUnavailable, netTimeout{}), "timeout"},
+		{"canceled", fmt.Errorf("redis: %w", context.Canceled), "canceled"},
+		{"circuit open", fmt.Errorf("%w: redis: circuit open after repeated failures", backend.ErrUnavailable), "circuit_open"},
+		{"unavailable", errDown, "unavailable"},
+		{"other", errors.New("redis: script returned garbage"), "other"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			clock := &fakeClock{now: t0}
+			m, err := New(reg, Options{Now: clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inner := &scripted{errs: []error{tt.err, nil, nil}, clock: clock, took: 3 * time.Millisecond}
+			b := m.InstrumentBackend(inner)
+			res := b.Decide(context.Background(), make([]backend.Check, 5)) // errors at 0 and 3
+			if len(res) != 5 || !errors.Is(res[0].Err, tt.err) || res[1].Err != nil {
+				t.Fatalf("results not passed through: %+v", res)
+			}
+			b.Decide(context.Background(), make([]backend.Check, 1))
+			if err := b.Ping(context.Background()); err != errDown || !inner.pinged {
+				t.Fatalf("Ping: %v", err)
+			}
+			if err := b.Close(); err != nil || !inner.closed {
+				t.Fatalf("Close: %v", err)
+			}
+			if u, ok := b.(interface{ Unwrap() backend.Backend }); !ok || u.Unwrap() != inner {
+				t.Fatalf("Unwrap does not return the wrapped backend")
+			}
+			f := scrape(t, reg)
+			wants := []want{
+				{"sluice_backend_errors_total", "kind=" + tt.kind, 3},
+				{"sluice_backend_checks_total", "", 6},
+				{"sluice_backend_decide_duration_seconds", "", 2},
+			}
+			for k := range numErrKinds {
+				if k.String() != tt.kind {
+					wants = append(wants, want{"sluice_backend_errors_total", "kind=" + k.String(), 0})
+				}
+			}
+			f.check(t, wants)
+			h := f["sluice_backend_decide_duration_seconds"].Metric[0].Histogram
+			if got := h.GetSampleSum(); got < 0.0059 || got > 0.0061 {
+				t.Errorf("duration sum %v s, want 0.006 (two calls of 3 ms on the fake clock)", got)
+			}
+		})
+	}
+}
+
+func TestConfigMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	clock := &fakeClock{now: t0}
+	m, err := New(reg, Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ConfigLoaded(3)
+	clock.Advance(90 * time.Second)
+	m.ConfigLoadFailed()
+	m.ConfigLoadFailed()
+	clock.Advance(90 * time.Second)
+	m.ConfigLoaded(2)
+	scrape(t, reg).check(t, []want{
+		{"sluice_config_reloads_total", "result=success", 2},
+		{"sluice_config_reloads_total", "result=failure", 2},
+		{"sluice_config_domains", "", 2},
+		{"sluice_config_last_reload_success_timestamp_seconds", "", float64(t0.Unix() + 180)},
+	})
+}
+
+func TestDenyCache(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits uint64 = 7
+	if err := m.RegisterDenyCache(func() (uint64, uint64, uint64) { return hits, 11, 2 }); err != nil {
+		t.Fatal(err)
+	}
+	scrape(t, reg).check(t, []want{
+		{"sluice_denycache_hits_total", "", 7},
+		{"sluice_denycache_misses_total", "", 11},
+		{"sluice_denycache_evictions_total", "", 2},
+	})
+	hits = 9 // read at every scrape
+	scrape(t, reg).check(t, []want{{"sluice_denycache_hits_total", "", 9}})
+	if err := m.RegisterDenyCache(func() (uint64, uint64, uint64) { return 0, 0, 0 }); err == nil {
+		t.Fatal("a second denial cache was registered")
+	}
+}
+
+func TestObserveBatch(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 3, 3, 100, 0, -2} {
+		m.ObserveBatch(n)
+	}
+	f := scrape(t, reg)
+	f.check(t, []want{{"sluice_redis_pipeline_batch_size", "", 4}})
+	h := f["sluice_redis_pipeline_batch_size"].Metric[0].Histogram
+	if h.GetSampleSum() != 107 {
+		t.Errorf("sum %v, want 107", h.GetSampleSum())
+	}
+	for _, b := range h.Bucket {
+		if b.GetUpperBound() == 4 && b.GetCumulativeCount() != 3 {
+			t.Errorf("bucket le=4 holds %d, want 3", b.GetCumulativeCount())
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package metrics
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// recordingRegisterer keeps what is registered on it.
+type recordingRegisterer struct{ cs []prometheus.Collector }
+
+func (r *recordingRegisterer) Register(c prometheus.Collector) error {
+	r.cs = append(r.cs, c)
+	return nil
+}
+func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) { r.cs = append(r.cs, cs...) }
+func (r *recordingRegisterer) Unregister(prometheus.Collector) bool    { return false }
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// families returns every family name Metrics can export, from the
+// collectors' descriptions.
+func allFamilies(t *testing.T) []string {
+	t.Helper()
+	reg := &recordingRegisterer{}
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RegisterDenyCache(func() (uint64, uint64, uint64) { return 0, 0, 0 }); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range reg.cs {
+		ch := make(chan *prometheus.Desc, 16)
+		go func() { c.Describe(ch); close(ch) }()
+		for d := range ch {
+			mm := fqName.FindStringSubmatch(d.String())
+			if mm == nil {
+				t.Fatalf("no fqName in %s", d)
+			}
+			names = append(names, mm[1])
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestDocsListEveryFamily holds docs/metrics.md to the code: every family
+// has a section, and every sluice_ name the page mentions exists.
+func TestDocsListEveryFamily(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := allFamilies(t)
+	var headed []string
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(line, "### ") {
+			headed = append(headed, regexp.MustCompile(`sluice_[a-z_]+`).FindAllString(line, -1)...)
+		}
+	}
+	for _, f := range fams {
+		if !slices.Contains(headed, f) {
+			t.Errorf("docs/metrics.md has no section for %s", f)
+		}
+	}
+	for _, name := range regexp.MustCompile(`sluice_[a-z_]+`).FindAllString(string(doc), -1) {
+		if !knownName(fams, name) {
+			t.Errorf("docs/metrics.md mentions %s, which is not exported", name)
+		}
+	}
+}
+
+// knownName reports whether name is a family, or a histogram's series.
+func knownName(fams []string, name string) bool {
+	for _, suffix := range []string{"", "_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok && slices.Contains(fams, base) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDashboardQueriesExist checks that every query of the Grafana
+// dashboard uses only families sluice exports (and the standard Go and
+// process collectors' families).
+func TestDashboardQueriesExist(t *testing.T) {
+	data, err := os.ReadFile("../../examples/grafana/sluice-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Type    string `json:"type"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("dashboard is not valid JSON: %v", err)
+	}
+	fams := allFamilies(t)
+	runtime := []string{"process_resident_memory_bytes", "process_cpu_seconds_total", "go_memstats_heap_inuse_bytes", "go_goroutines"}
+	name := regexp.MustCompile(`\b(sluice|go|process)_[a-z_]+`)
+	exprs := 0
+	check := func(where, expr string) {
+		for _, n := range name.FindAllString(expr, -1) {
+			if !knownName(fams, n) && !slices.Contains(runtime, n) {
+				t.Errorf("%s: %s is not an exported family", where, n)
+			}
+		}
+	}
+	for _, p := range dash.Panels {
+		if p.Type != "row" && len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs++
+			check("panel "+p.Title, tg.Expr)
+		}
+	}
+	for _, v := range dash.Templating.List {
+		check("variable", v.Definition)
+	}
+	if exprs < 20 {
+		t.Errorf("only %d queries", exprs)
+	}
+}

@@ -1,0 +1,250 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/memory"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+	"github.com/sluice-rl/sluice/pkg/service"
+)
+
+// t0 is the fake clock's start: the beginning of an hour, so that
+// fixed windows do not roll over during a test.
+var t0 = time.Date(2027, 1, 4, 10, 0, 0, 0, time.UTC)
+
+// fakeClock is an injected clock that moves only when told.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// harness is a real service.Service on the memory backend, observed by a
+// Metrics registered on its own registry.
+type harness struct {
+	reg   *prometheus.Registry
+	m     *Metrics
+	svc   *service.Service
+	clock *fakeClock
+}
+
+// newHarness parses yaml into the config and builds the service.
+// opts.Backend defaults to the memory backend, instrumented.
+func newHarness(t *testing.T, mo Options, so service.Options, yaml string) *harness {
+	t.Helper()
+	h := &harness{reg: prometheus.NewRegistry(), clock: &fakeClock{now: t0}}
+	if mo.Now == nil {
+		mo.Now = h.clock.Now
+	}
+	m, err := New(h.reg, mo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.m = m
+	if so.Backend == nil {
+		mem := memory.New(memory.Options{Now: h.clock.Now, SweepInterval: -1})
+		t.Cleanup(func() { mem.Close() })
+		so.Backend = mem
+	}
+	so.Backend = m.InstrumentBackend(so.Backend)
+	so.Observer = m
+	if so.Logger == nil {
+		so.Logger = logrus.New()
+		so.Logger.SetOutput(io.Discard)
+	}
+	h.svc = service.New(so)
+	cfg := parseConfig(t, yaml)
+	h.svc.SetConfig(cfg)
+	m.ConfigLoaded(len(cfg.Domains()))
+	return h
+}
+
+func parseConfig(t testing.TB, yaml string) *descriptor.Config {
+	t.Helper()
+	domains, err := descriptor.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatalf("parse config: %v", err)
+	}
+	c, err := descriptor.NewConfig(domains...)
+	if err != nil {
+		t.Fatalf("build config: %v", err)
+	}
+	return c
+}
+
+// call sends one request; it returns the overall code, or the error.
+func (h *harness) call(t *testing.T, req *rlsv3.RateLimitRequest) (rlsv3.RateLimitResponse_Code, error) {
+	t.Helper()
+	resp, err := h.svc.ShouldRateLimit(context.Background(), req)
+	return resp.GetOverallCode(), err
+}
+
+// rq builds a request.
+func rq(domain string, ds ...*rlv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds}
+}
+
+// d builds a descriptor from key, value pairs.
+func d(kv ...string) *rlv3.RateLimitDescriptor {
+	out := &rlv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out.Entries = append(out.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return out
+}
+
+// cost sets a descriptor's hits_addend.
+func cost(n uint64, x *rlv3.RateLimitDescriptor) *rlv3.RateLimitDescriptor {
+	x.HitsAddend = wrapperspb.UInt64(n)
+	return x
+}
+
+// scrape fetches the registry's metrics over HTTP, as Prometheus would,
+// through promhttp in the text exposition format, and parses them.
+func scrape(t *testing.T, reg prometheus.Gatherer) families {
+	t.Helper()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	defer srv.Close()
+	return scrapeURL(t, srv.URL)
+}
+
+// scrapeURL fetches and parses the text exposition at url.
+func scrapeURL(t *testing.T, url string) families {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/plain; version=0.0.4")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("scrape: %s: %s", resp.Status, body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse scrape: %v", err)
+	}
+	return families(fams)
+}
+
+// families is a parsed scrape.
+type families map[string]*dto.MetricFamily
+
+// labels formats "k=v,k=v" label pairs, sorted, for matching.
+func labelKey(ls []*dto.LabelPair) string {
+	parts := make([]string, 0, len(ls))
+	for _, l := range ls {
+		parts = append(parts, l.GetName()+"="+l.GetValue())
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// value returns the sample of family name whose labels are exactly
+// labels ("k=v,k=v" sorted by key; "" for none): the counter or gauge
+// value, or a histogram's sample count. ok is false when there is none.
+func (f families) value(name, labels string) (float64, bool) {
+	fam := f[name]
+	if fam == nil {
+		return 0, false
+	}
+	for _, m := range fam.Metric {
+		if labelKey(m.Label) != labels {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// series lists the label sets of family name.
+func (f families) series(name string) []string {
+	var out []string
+	if fam := f[name]; fam != nil {
+		for _, m := range fam.Metric {
+			out = append(out, labelKey(m.Label))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// want is one expected sample.
+type want struct {
+	name, labels string
+	value        float64
+}
+
+// check asserts every expected sample.
+func (f families) check(t *testing.T, wants []want) {
+	t.Helper()
+	for _, w := range wants {
+		got, ok := f.value(w.name, w.labels)
+		if !ok {
+			t.Errorf("%s{%s}: missing (have %q)", w.name, w.labels, f.series(w.name))
+			continue
+		}
+		if got != w.value {
+			t.Errorf("%s{%s} = %v, want %v", w.name, w.labels, got, w.value)
+		}
+	}
+}
+
+// failingBackend fails every check with err, as an unreachable store does.
+type failingBackend struct{ err error }
+
+func (f failingBackend) Decide(_ context.Context, checks []backend.Check) []backend.Result {
+	res := make([]backend.Result, len(checks))
+	for i := range res {
+		res[i].Err = f.err
+	}
+	return res
+}
+func (f failingBackend) Ping(context.Context) error { return f.err }
+func (f failingBackend) Close() error               { return nil }
+
+var errDown = fmt.Errorf("redis 127.0.0.1:1: connection refused: %w", backend.ErrUnavailable)

@@ -1,0 +1,242 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+)
+
+// Defaults for the zero values of Options.
+const (
+	// DefaultNearLimitRatio is the reference's NEAR_LIMIT_RATIO: an
+	// admitted descriptor is near its limit when its binding rule has used
+	// more than floor(80%) of its capacity, i.e. has less than 20% left.
+	DefaultNearLimitRatio = 0.8
+	// DefaultMaxUnknownDomains bounds how many distinct domains that are
+	// not configured get their own domain label.
+	DefaultMaxUnknownDomains = 100
+	// DefaultMaxDetailedDescriptors bounds, per domain, how many distinct
+	// descriptor label values detailed_metric and value_to_metric nodes
+	// create.
+	DefaultMaxDetailedDescriptors = 1000
+	// MaxDescriptorLabelLen is the longest descriptor label value, in
+	// bytes; longer paths are cut at a character boundary.
+	MaxDescriptorLabelLen = 256
+)
+
+// OtherLabel is the label value that domains and descriptors fold into once
+// their cap is reached.
+const OtherLabel = "_other"
+
+// Options configures Metrics. The zero value is usable.
+type Options struct {
+	// NearLimitRatio: an admitted descriptor counts as near its limit when
+	// its binding rule has used more than floor(capacity × NearLimitRatio)
+	// (envoyproxy/ratelimit's NEAR_LIMIT_RATIO). 0 means
+	// DefaultNearLimitRatio; values above 1 mean 1 (never near).
+	NearLimitRatio float64
+	// MaxUnknownDomains bounds the domain label values given to domains
+	// that are not configured; 0 means DefaultMaxUnknownDomains.
+	MaxUnknownDomains int
+	// MaxDetailedDescriptors bounds the descriptor label values per domain;
+	// 0 means DefaultMaxDetailedDescriptors.
+	MaxDetailedDescriptors int
+	// Now is the clock, for durations and the reload timestamp. Nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// Duration buckets, in seconds: a rate-limit decision takes well under a
+// millisecond in memory and a few milliseconds on Redis, so the buckets are
+// dense below 10 ms and reach one second for stalls.
+var durationBuckets = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+}
+
+// batchBuckets are Redis pipeline sizes: 1, 2, 4, ... 1024 commands.
+var batchBuckets = prometheus.ExponentialBuckets(1, 2, 11)
+
+// Metrics holds sluice's metric families and implements service.Observer.
+// It is safe for concurrent use. A nil *Metrics accepts every call and
+// records nothing.
+type Metrics struct {
+	opts Options
+	reg  prometheus.Registerer
+	now  func() time.Time
+
+	decisions     *prometheus.CounterVec // domain, outcome
+	nearLimit     *prometheus.CounterVec // domain
+	ruleHits      *prometheus.CounterVec // domain, rule
+	ruleOver      *prometheus.CounterVec // domain, rule
+	descHits      *prometheus.CounterVec // domain, descriptor
+	descOver      *prometheus.CounterVec // domain, descriptor
+	requests      *prometheus.CounterVec // code
+	requestsOver  prometheus.Counter
+	shadowForced  prometheus.Counter
+	duration      *prometheus.HistogramVec // method
+	backendTime   prometheus.Histogram
+	backendChecks prometheus.Counter
+	backendErrors *prometheus.CounterVec // kind
+	reloads       *prometheus.CounterVec // result
+	domainsGauge  prometheus.Gauge
+	lastReload    prometheus.Gauge
+	batchSize     prometheus.Histogram
+
+	// Pre-resolved children.
+	codeCounters  [codes.Unauthenticated + 1]prometheus.Counter
+	errKind       [numErrKinds]prometheus.Counter
+	reloadSuccess prometheus.Counter
+	reloadFailure prometheus.Counter
+
+	// domains maps a request domain to its pre-resolved counters.
+	domains  cowMap[*domainStats]
+	unknowns int          // domains created for unconfigured domains (under domains.mu)
+	other    *domainStats // where unconfigured domains fold past the cap
+	methods  cowMap[prometheus.Observer]
+}
+
+// New creates sluice's metric families and registers them on reg. It fails
+// if reg already holds a family of the same name (New was called twice on
+// one registry, say).
+func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("metrics: nil Registerer")
+	}
+	if opts.NearLimitRatio <= 0 {
+		opts.NearLimitRatio = DefaultNearLimitRatio
+	}
+	opts.NearLimitRatio = min(opts.NearLimitRatio, 1)
+	if opts.MaxUnknownDomains <= 0 {
+		opts.MaxUnknownDomains = DefaultMaxUnknownDomains
+	}
+	if opts.MaxDetailedDescriptors <= 0 {
+		opts.MaxDetailedDescriptors = DefaultMaxDetailedDescriptors
+	}
+	m := &Metrics{opts: opts, reg: reg, now: opts.Now}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_decisions_total",
+		Help: "Request descriptors answered, by domain and outcome.",
+	}, []string{"domain", "outcome"})
+	m.nearLimit = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_decisions_near_limit_total",
+		Help: fmt.Sprintf("Admitted request descriptors whose binding rule has used more than %g of its capacity (also counted as ok).", opts.NearLimitRatio),
+	}, []string{"domain"})
+	m.ruleHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_rule_hits_total",
+		Help: "Cost (hits_addend) asked of named rules, admitted or not, by domain and rule name.",
+	}, []string{"domain", "rule"})
+	m.ruleOver = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_rule_over_limit_total",
+		Help: "Cost (hits_addend) that named rules denied, by domain and rule name.",
+	}, []string{"domain", "rule"})
+	m.descHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_descriptor_hits_total",
+		Help: "Cost asked of detailed_metric and value_to_metric descriptors, by domain and descriptor path with values.",
+	}, []string{"domain", "descriptor"})
+	m.descOver = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_descriptor_over_limit_total",
+		Help: "Cost denied to detailed_metric and value_to_metric descriptors, by domain and descriptor path with values.",
+	}, []string{"domain", "descriptor"})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_requests_total",
+		Help: "ShouldRateLimit calls finished (gRPC and /json), by gRPC status code.",
+	}, []string{"code"})
+	m.requestsOver = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_requests_over_limit_total",
+		Help: "ShouldRateLimit calls answered with overall code OVER_LIMIT.",
+	})
+	m.shadowForced = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_requests_shadow_forced_total",
+		Help: "ShouldRateLimit calls whose OVER_LIMIT overall code the global shadow mode turned into OK.",
+	})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_request_duration_seconds",
+		Help:    "Time to answer a unary gRPC call, by full method name.",
+		Buckets: durationBuckets,
+	}, []string{"method"})
+	m.backendTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_backend_decide_duration_seconds",
+		Help:    "Time of one backend Decide call (all checks of one request).",
+		Buckets: durationBuckets,
+	})
+	m.backendChecks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_backend_checks_total",
+		Help: "Checks (descriptors) sent to the backend.",
+	})
+	m.backendErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_backend_errors_total",
+		Help: "Checks the backend could not decide, by kind: timeout, canceled, circuit_open, unavailable, other.",
+	}, []string{"kind"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_config_reloads_total",
+		Help: "Configuration loads (the first one included), by result: success or failure.",
+	}, []string{"result"})
+	m.domainsGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_config_domains",
+		Help: "Domains in the configuration in use.",
+	})
+	m.lastReload = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_config_last_reload_success_timestamp_seconds",
+		Help: "Unix time of the last successful configuration load.",
+	})
+	m.batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_redis_pipeline_batch_size",
+		Help:    "Commands per Redis pipeline round trip.",
+		Buckets: batchBuckets,
+	})
+	for _, c := range []prometheus.Collector{
+		m.decisions, m.nearLimit, m.ruleHits, m.ruleOver, m.descHits, m.descOver,
+		m.requests, m.requestsOver, m.shadowForced, m.duration,
+		m.backendTime, m.backendChecks, m.backendErrors,
+		m.reloads, m.domainsGauge, m.lastReload, m.batchSize,
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	for c := range m.codeCounters {
+		m.codeCounters[c] = m.requests.WithLabelValues(codes.Code(c).String())
+	}
+	for k := range m.errKind {
+		m.errKind[k] = m.backendErrors.WithLabelValues(errKind(k).String())
+	}
+	m.reloadSuccess = m.reloads.WithLabelValues("success")
+	m.reloadFailure = m.reloads.WithLabelValues("failure")
+	m.other = m.newDomainStats(OtherLabel)
+	return m, nil
+}
+
+// ConfigLoaded records a successful configuration load (the first one
+// included) holding the given number of domains.
+func (m *Metrics) ConfigLoaded(domains int) {
+	if m == nil {
+		return
+	}
+	m.reloadSuccess.Inc()
+	m.domainsGauge.Set(float64(domains))
+	m.lastReload.Set(float64(m.now().UnixNano()) / 1e9)
+}
+
+// ConfigLoadFailed records a configuration load that failed (the previous
+// configuration, if any, stays in use).
+func (m *Metrics) ConfigLoadFailed() {
+	if m == nil {
+		return
+	}
+	m.reloadFailure.Inc()
+}
+
+// ObserveBatch records one Redis pipeline round trip carrying n commands.
+// The Redis backend calls it; n ≤ 0 is ignored.
+func (m *Metrics) ObserveBatch(n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.batchSize.Observe(float64(n))
+}

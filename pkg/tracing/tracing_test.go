@@ -1,0 +1,310 @@
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sirupsen/logrus"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/memory"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+	"github.com/sluice-rl/sluice/pkg/service"
+)
+
+const cfgYAML = `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 5}
+`
+
+// env is a fake environment.
+type env map[string]string
+
+func (e env) get(k string) string { return e[k] }
+
+// serve starts the Service behind a real gRPC server on loopback with the
+// tracer's server options and the traced backend b, and returns a client
+// connection.
+func serve(t *testing.T, tr *Tracing, b backend.Backend) *grpc.ClientConn {
+	t.Helper()
+	domains, err := descriptor.Parse("t.yaml", []byte(cfgYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := descriptor.NewConfig(domains...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	svc := service.New(service.Options{Backend: tr.InstrumentBackend(b), Logger: log})
+	svc.SetConfig(cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(tr.ServerOptions()...)
+	rlsv3.RegisterRateLimitServiceServer(srv, svc)
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func request() *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{
+		{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}},
+	}}
+}
+
+// TestServerSpanContinuesTrace sends a call carrying a W3C traceparent and
+// checks that the server span belongs to that trace, is a child of the
+// caller's span, and has the backend span as its child.
+func TestServerSpanContinuesTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tr, err := Setup(context.Background(), Options{Enabled: true, Exporter: exp, ServiceName: "sluice-test", Getenv: env{}.get})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Shutdown(context.Background()) })
+	mem := memory.New(memory.Options{SweepInterval: -1})
+	t.Cleanup(func() { mem.Close() })
+	conn := serve(t, tr, mem)
+
+	const (
+		traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+		spanID  = "00f067aa0ba902b7"
+	)
+	ctx := metadata.AppendToOutgoingContext(context.Background(),
+		"traceparent", "00-"+traceID+"-"+spanID+"-01", "baggage", "tenant=acme")
+	if _, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, request()); err != nil {
+		t.Fatal(err)
+	}
+	// Health checks are not traced.
+	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want the server span and the backend span: %v", len(spans), names(spans))
+	}
+	var server, back tracetest.SpanStub
+	for _, s := range spans {
+		switch s.Name {
+		case "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit":
+			server = s
+		case BackendSpanName:
+			back = s
+		}
+	}
+	if server.Name == "" || back.Name == "" {
+		t.Fatalf("spans %v, want the ShouldRateLimit server span and %s", names(spans), BackendSpanName)
+	}
+	if got := server.SpanContext.TraceID().String(); got != traceID {
+		t.Errorf("server span trace %s, want the caller's %s", got, traceID)
+	}
+	if got := server.Parent.SpanID().String(); got != spanID || !server.Parent.IsRemote() {
+		t.Errorf("server span parent %s (remote %v), want the caller's span %s", got, server.Parent.IsRemote(), spanID)
+	}
+	if server.SpanKind != trace.SpanKindServer {
+		t.Errorf("server span kind %v", server.SpanKind)
+	}
+	if back.SpanContext.TraceID() != server.SpanContext.TraceID() || back.Parent.SpanID() != server.SpanContext.SpanID() {
+		t.Errorf("backend span %s/%s parent %s, want a child of the server span %s",
+			back.SpanContext.TraceID(), back.SpanContext.SpanID(), back.Parent.SpanID(), server.SpanContext.SpanID())
+	}
+	attrs := map[string]string{}
+	for _, a := range back.Attributes {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	if attrs[string(AttrChecks)] != "1" || attrs[string(AttrErrors)] != "0" {
+		t.Errorf("backend span attributes %v", attrs)
+	}
+	if v, ok := server.Resource.Set().Value("service.name"); !ok || v.AsString() != "sluice-test" {
+		t.Errorf("service.name %v", v.Emit())
+	}
+}
+
+// failing fails every check.
+type failing struct{ err error }
+
+func (f failing) Decide(_ context.Context, checks []backend.Check) []backend.Result {
+	res := make([]backend.Result, len(checks))
+	for i := range res {
+		res[i].Err = f.err
+	}
+	return res
+}
+func (f failing) Ping(context.Context) error { return f.err }
+func (f failing) Close() error               { return nil }
+
+func TestBackendSpanRecordsErrors(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tr, err := Setup(context.Background(), Options{Enabled: true, Exporter: exp, Getenv: env{}.get})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Shutdown(context.Background()) })
+	down := fmt.Errorf("redis down: %w", backend.ErrUnavailable)
+	b := tr.InstrumentBackend(failing{down})
+	b.Decide(context.Background(), make([]backend.Check, 3))
+	tr.ForceFlush(context.Background())
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("spans %v", names(spans))
+	}
+	s := spans[0]
+	if s.Status.Code != otelcodes.Error || !strings.Contains(s.Status.Description, "redis down") {
+		t.Errorf("status %+v", s.Status)
+	}
+	attrs := map[string]string{}
+	for _, a := range s.Attributes {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	if attrs[string(AttrChecks)] != "3" || attrs[string(AttrErrors)] != "3" {
+		t.Errorf("attributes %v", attrs)
+	}
+	if u, ok := b.(interface{ Unwrap() backend.Backend }); !ok || u.Unwrap() != (failing{down}) {
+		t.Errorf("Unwrap")
+	}
+}
+
+// TestDisabled checks that tracing off adds nothing.
+func TestDisabled(t *testing.T) {
+	mem := memory.New(memory.Options{SweepInterval: -1})
+	t.Cleanup(func() { mem.Close() })
+	for _, tt := range []struct {
+		name string
+		opts Options
+	}{
+		{"not enabled", Options{}},
+		{"OTEL_SDK_DISABLED", Options{Enabled: true, Getenv: env{"OTEL_SDK_DISABLED": "true"}.get}},
+		{"OTEL_TRACES_EXPORTER=none", Options{Enabled: true, Getenv: env{"OTEL_TRACES_EXPORTER": "none"}.get}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := Setup(context.Background(), tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.Enabled() || tr.ServerOptions() != nil || tr.InstrumentBackend(mem) != backend.Backend(mem) {
+				t.Fatal("disabled tracing adds options or wraps the backend")
+			}
+			if err := tr.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	var nilTr *Tracing
+	if nilTr.Enabled() || nilTr.ServerOptions() != nil || nilTr.ForceFlush(context.Background()) != nil {
+		t.Fatal("nil Tracing is not inert")
+	}
+}
+
+// TestExporterFromEnv builds the real OTLP exporters from the environment
+// (they connect lazily, so no collector is needed) and refuses unknown
+// protocols and exporters.
+func TestExporterFromEnv(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     env
+		opts    Options
+		wantErr string
+	}{
+		{"default http/protobuf", env{}, Options{}, ""},
+		{"grpc", env{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, Options{}, ""},
+		{"traces protocol wins", env{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_PROTOCOL": "bogus"}, Options{}, ""},
+		{"reference http", env{}, Options{Protocol: "http"}, ""},
+		{"env beats option", env{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, Options{Protocol: "grpc"}, `"http/json" is not supported`},
+		{"unknown exporter", env{"OTEL_TRACES_EXPORTER": "zipkin"}, Options{}, `"zipkin" is not supported`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The exporters read the process environment for the endpoint.
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+			tt.opts.Enabled, tt.opts.Getenv = true, tt.env.get
+			tr, err := Setup(context.Background(), tt.opts)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tr.Enabled() || len(tr.ServerOptions()) != 1 {
+				t.Fatal("enabled tracing has no server option")
+			}
+			// Nothing was recorded, so shutting down exports nothing.
+			if err := tr.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestSamplingRatio(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		want float64
+		ok   bool
+	}{{"0.25", 0.25, true}, {"1", 1, true}, {"0", 0, true}, {"1.5", 0, false}, {"-1", 0, false}, {"x", 0, false}} {
+		got, err := ParseSamplingRatio(tt.s)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseSamplingRatio(%q) = %v, %v", tt.s, got, err)
+		}
+	}
+	// Ratio 0 < r < 1 applies to new traces; a sampled parent is followed.
+	exp := tracetest.NewInMemoryExporter()
+	tr, err := Setup(context.Background(), Options{Enabled: true, Exporter: exp, SamplingRatio: 1e-9, Getenv: env{}.get})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Shutdown(context.Background()) })
+	mem := memory.New(memory.Options{SweepInterval: -1})
+	t.Cleanup(func() { mem.Close() })
+	conn := serve(t, tr, mem)
+	client := rlsv3.NewRateLimitServiceClient(conn)
+	for range 20 {
+		client.ShouldRateLimit(context.Background(), request()) // new traces: almost never sampled
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(),
+		"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	client.ShouldRateLimit(ctx, request())
+	tr.ForceFlush(context.Background())
+	if spans := exp.GetSpans(); len(spans) != 2 {
+		t.Fatalf("%d spans (%v), want only the sampled caller's server and backend spans", len(spans), names(spans))
+	}
+}
+
+func names(spans tracetest.SpanStubs) []string {
+	var out []string
+	for _, s := range spans {
+		out = append(out, s.Name)
+	}
+	return out
+}
