@@ -36,12 +36,23 @@ func newRedis(ctx context.Context, s *settings, log *logrus.Logger, observeBatch
 		PipelineWindow:              s.Redis.PipelineWindow,
 		PipelineLimit:               s.Redis.PipelineLimit,
 		ObserveBatch:                observeBatch,
+		Breaker:                     s.Redis.breaker(),
 		Logger:                      log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redis backend: %w", err)
 	}
 	return r, nil
+}
+
+// breaker maps the breaker settings onto the backend's options, where 0
+// failures means the default and a negative count disables the breakers.
+func (r redisSettings) breaker() redis.BreakerOptions {
+	b := redis.BreakerOptions{Failures: r.BreakerFailures, OpenFor: r.BreakerOpen}
+	if r.BreakerFailures == 0 {
+		b.Failures = -1
+	}
+	return b
 }
 
 // redisLogger adapts logrus to go-redis's logging interface.

@@ -89,6 +89,8 @@ type redisSettings struct {
 	Coalesce                                  bool
 	PipelineWindow                            time.Duration
 	PipelineLimit                             int
+	BreakerFailures                           int           // 0 disables the breakers
+	BreakerOpen                               time.Duration // > 0
 }
 
 // configPaths are the paths the configuration is loaded from: --config if
@@ -197,6 +199,10 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 		"how long a coalesced pipeline waits for more calls; 0 sends at once and batches what arrives meanwhile")
 	integer(&s.Redis.PipelineLimit, "redis-pipeline-limit", "REDIS_PIPELINE_LIMIT", 0,
 		fmt.Sprintf("most commands per coalesced pipeline; 0 means %d", redis.DefaultPipelineLimit))
+	integer(&s.Redis.BreakerFailures, "redis-breaker-failures", "SLUICE_REDIS_BREAKER_FAILURES", redis.DefaultBreakerFailures,
+		"consecutive failed round trips to a Redis node that open its circuit breaker; 0 disables the breakers")
+	duration(&s.Redis.BreakerOpen, "redis-breaker-open", "SLUICE_REDIS_BREAKER_OPEN", redis.DefaultBreakerOpenFor,
+		"how long an open breaker fails its node's calls at once before one probe tries the node again")
 
 	boolean(&s.GRPCUseTLS, "grpc-tls", "GRPC_SERVER_USE_TLS", false, "serve gRPC over TLS")
 	str(&s.GRPCTLSCert, "grpc-tls-cert", "GRPC_SERVER_TLS_CERT", "", "gRPC server certificate file (re-read when it changes)")
@@ -337,6 +343,12 @@ func (s *settings) validate(env map[string]string) error {
 	}
 	if s.Redis.PipelineLimit < 0 {
 		bad("redis-pipeline-limit", "%d: must not be negative", s.Redis.PipelineLimit)
+	}
+	if s.Redis.BreakerFailures < 0 {
+		bad("redis-breaker-failures", "%d: must not be negative (0 disables the breakers)", s.Redis.BreakerFailures)
+	}
+	if s.Redis.BreakerOpen <= 0 {
+		bad("redis-breaker-open", "duration %v must be positive", s.Redis.BreakerOpen)
 	}
 	if s.MaxRequestBytes < 1024 {
 		bad("max-request-bytes", "%d: must be at least 1024", s.MaxRequestBytes)

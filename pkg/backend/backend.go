@@ -10,6 +10,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
@@ -42,6 +43,13 @@ type Result struct {
 // slow: the service turns them into gRPC Unavailable or applies the domain's
 // failure mode.
 var ErrUnavailable = errors.New("backend unavailable")
+
+// ErrCircuitOpen marks a check failed at once by a backend's circuit
+// breaker, without trying the store, because the store (or the part of it
+// the check needed) kept failing. It wraps ErrUnavailable: errors.Is
+// matches both, so callers that only know ErrUnavailable treat it alike,
+// and metrics can tell fast failures from real attempts.
+var ErrCircuitOpen = fmt.Errorf("%w: circuit open", ErrUnavailable)
 
 // Backend decides checks against some store of state.
 type Backend interface {

@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/sluice-rl/sluice/pkg/backend"
 )
@@ -26,14 +25,13 @@ var errKindNames = [numErrKinds]string{"circuit_open", "timeout", "canceled", "u
 // String returns the label value.
 func (k errKind) String() string { return errKindNames[k] }
 
-// kindOf classifies a backend error. A circuit breaker's fast failure is
-// recognised by its message ("circuit open"), because the Redis backend
-// exports no error value for it; every other kind is tested with
-// errors.Is / errors.As.
+// kindOf classifies a backend error with errors.Is / errors.As. A circuit
+// breaker's fast failure is backend.ErrCircuitOpen (which also wraps
+// backend.ErrUnavailable, so it is tested first).
 func kindOf(err error) errKind {
 	var timeout interface{ Timeout() bool }
 	switch {
-	case strings.Contains(err.Error(), "circuit open"):
+	case errors.Is(err, backend.ErrCircuitOpen):
 		return kindCircuitOpen
 	case errors.Is(err, context.DeadlineExceeded),
 		errors.As(err, &timeout) && timeout.Timeout():

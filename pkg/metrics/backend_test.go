@@ -54,7 +54,9 @@ func TestInstrumentBackend(t *testing.T) {
 		{"deadline and unavailable", fmt.Errorf("%w: %w", backend.ErrUnavailable, context.DeadlineExceeded), "timeout"},
 		{"net timeout", fmt.Errorf("%w: read: %w", backend.ErrUnavailable, netTimeout{}), "timeout"},
 		{"canceled", fmt.Errorf("redis: %w", context.Canceled), "canceled"},
-		{"circuit open", fmt.Errorf("%w: redis: circuit open after repeated failures", backend.ErrUnavailable), "circuit_open"},
+		{"circuit open", fmt.Errorf("redis node 10.0.0.1:6379: %w", backend.ErrCircuitOpen), "circuit_open"},
+		{"circuit open, two wrappers", fmt.Errorf("%w: redis: %w", backend.ErrUnavailable, backend.ErrCircuitOpen), "circuit_open"},
+		{"message alone is not enough", fmt.Errorf("%w: circuit open", backend.ErrUnavailable), "unavailable"},
 		{"unavailable", errDown, "unavailable"},
 		{"other", errors.New("redis: script returned garbage"), "other"},
 	}

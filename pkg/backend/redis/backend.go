@@ -4,7 +4,7 @@
 //
 // It owns the key schema (Key), the connection options (Options), script
 // loading and the NOSCRIPT fallback, pipelining, timeouts and the circuit
-// breaker. It knows nothing of gRPC, Envoy or configuration files, and
+// breakers (one per Redis node, breaker.go). It knows nothing of gRPC, Envoy or configuration files, and
 // nothing of the algorithms beyond handing pkg/scripts the rules.
 //
 // Every check costs one EVALSHA. Concurrent Decide calls bound for the same
@@ -12,7 +12,8 @@
 // off, and each Decide then sends its own pipeline); with a cluster, the
 // pipelines are per master and sent concurrently. A check that cannot be
 // decided (Redis down, slow, failing over) gets a Result.Err wrapping
-// backend.ErrUnavailable with the reason.
+// backend.ErrUnavailable with the reason; one failed fast by its node's
+// open breaker wraps backend.ErrCircuitOpen too.
 package redis
 
 import (
@@ -31,12 +32,12 @@ import (
 
 // Backend decides checks on Redis. It is safe for concurrent use.
 type Backend struct {
-	opts    Options // normalized
-	client  goredis.UniversalClient
-	cluster *goredis.ClusterClient // the same client when Type is cluster, else nil
-	script  scripts.Script
-	breaker *breaker
-	log     *logrus.Entry
+	opts     Options // normalized
+	client   goredis.UniversalClient
+	cluster  *goredis.ClusterClient // the same client when Type is cluster, else nil
+	script   scripts.Script
+	breakers *breakers // one per node
+	log      *logrus.Entry
 
 	evalsha, sha any       // the EVALSHA command's first two arguments, boxed once
 	rules        ruleCache // each rule's key part and ARGV slots
@@ -71,14 +72,9 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		client: client,
 		script: scripts.Decide(),
 		log:    o.Logger.WithFields(logrus.Fields{"backend": "redis", "type": o.Type}),
-		breaker: &breaker{
-			threshold: o.Breaker.Failures,
-			openFor:   o.Breaker.OpenFor,
-			now:       o.Clock,
-			log:       o.Logger,
-		},
 	}
 	b.cluster, _ = client.(*goredis.ClusterClient)
+	b.breakers = newBreakers(o, b.log, b.cluster != nil)
 	b.evalsha, b.sha = "evalsha", b.script.SHA1
 
 	loadCtx, cancel := context.WithTimeout(ctx, o.Timeout)
@@ -169,15 +165,36 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 		return results
 	}
 
-	ok, probe := b.breaker.allow()
-	if !ok {
-		err := fmt.Errorf("%w: redis: circuit open after repeated failures", backend.ErrUnavailable)
-		for _, c := range j.calls {
-			results[c.result].Err = err
+	// Each node's breaker decides for the calls bound to it: a node that
+	// keeps failing fails its own calls fast, not the other nodes'.
+	b.group(ctx, j)
+	sending, open := 0, false
+	for gi := range j.groups {
+		g := &j.groups[gi]
+		g.br = b.breakers.get(g.addr)
+		ok, probe := g.br.allow()
+		if !ok {
+			g.open, open = true, true
+			for _, c := range g.calls {
+				results[c.result].Err = g.br.err
+			}
+			continue
 		}
+		g.probe = probe
+		sending++
+	}
+	if open && b.cluster != nil {
+		// The slots of a node failed fast may have moved (a failover):
+		// have go-redis re-read the slot map (in the background, at most
+		// once per 200ms), so that their new master, with a breaker of its
+		// own, is used as soon as it serves them, not after the next probe.
+		b.cluster.ReloadState(context.WithoutCancel(ctx))
+	}
+	if sending == 0 {
 		putJob(j)
 		return results
 	}
+
 	var abandoned bool
 	var why error
 	if b.co != nil {
@@ -187,29 +204,34 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 		b.direct(rctx, j)
 		cancel()
 	}
-	answered, down := 0, 0
-	for i := range j.calls {
-		c := &j.calls[i]
-		res := &results[c.result]
-		if c.left {
-			res.Err = fmt.Errorf("%w: redis: %w", backend.ErrUnavailable, why)
-			down++
+	for gi := range j.groups {
+		g := &j.groups[gi]
+		if g.open {
 			continue
 		}
-		if b.fill(res, c, j.outcomes[c.out:c.out+c.rules]) {
-			answered++
-		} else {
-			down++
+		answered, down := 0, 0
+		for _, c := range g.calls {
+			res := &results[c.result]
+			if c.left {
+				res.Err = fmt.Errorf("%w: redis: %w", backend.ErrUnavailable, why)
+				down++
+				continue
+			}
+			if b.fill(res, c, j.outcomes[c.out:c.out+c.rules]) {
+				answered++
+			} else {
+				down++
+			}
 		}
+		v := healthy
+		if answered == 0 && down > 0 {
+			v = failed
+		}
+		if ctx.Err() != nil && v == failed {
+			v = neutral // the caller gave up; that says nothing about Redis
+		}
+		g.br.done(v, g.probe)
 	}
-	v := healthy
-	if answered == 0 && down > 0 {
-		v = failed
-	}
-	if ctx.Err() != nil && v == failed {
-		v = neutral // the caller gave up; that says nothing about Redis
-	}
-	b.breaker.done(v, probe)
 	if !abandoned {
 		putJob(j)
 	}

@@ -104,11 +104,22 @@ type job struct {
 	rules    []*ruleArgs
 	outcomes []limit.Outcome
 	ptrs     []*call    // calls grouped by node
-	addrs    []string   // node of each call (coalescing on a cluster)
+	addrs    []string   // node of each call (a cluster)
+	groups   []group    // the calls of each node, parts of ptrs
 	reqs     []*request // one per node (coalescing); reused with the job
 	batch    []*request // scratch for node.lead
 	lcalls   []*call    // scratch for node.lead
 	timer    *time.Timer
+}
+
+// group is the calls of one Decide bound for one node, and what that
+// node's breaker said of them.
+type group struct {
+	addr  string  // "" when not a cluster, or the node is unknown
+	calls []*call // a part of the job's ptrs
+	br    *breaker
+	open  bool // the breaker failed these calls fast; not sent
+	probe bool // these calls are the breaker's half-open probe
 }
 
 // request returns the job's next request, reused if the job had one.
@@ -152,6 +163,7 @@ func putJob(j *job) {
 	clear(j.rules[:cap(j.rules)])
 	clear(j.ptrs[:cap(j.ptrs)])
 	clear(j.addrs[:cap(j.addrs)])
+	clear(j.groups[:cap(j.groups)])
 	for _, r := range j.reqs[:cap(j.reqs)] {
 		if r != nil {
 			r.calls = nil

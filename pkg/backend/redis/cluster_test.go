@@ -81,14 +81,36 @@ func TestClusterNodesInParallel(t *testing.T) {
 }
 
 // TestClusterFailover kills the master serving one descriptor while
-// requests flow to every master, and measures how long until that
+// requests flow to the other masters, and measures how long until that
 // descriptor is decided again (its replica promoted, go-redis told of the
-// new slot map). Decisions on the other masters must not stop meanwhile.
+// new slot map). The calls to the other masters must never be failed by a
+// breaker: each node has its own. Whether they fail at all is Redis's
+// choice: with cluster-require-full-coverage yes (its default), every node
+// answers CLUSTERDOWN from the moment the cluster marks the master failed
+// until the replica takes over, so the only failures allowed on the healthy
+// masters are those; with "no", the healthy masters serve their slots
+// throughout, and not one call to them may fail.
 func TestClusterFailover(t *testing.T) {
-	c := redistest.Cluster(t, redistest.ClusterOptions{NodeTimeout: time.Second})
-	opts := clusterOptions(c)
-	opts.Timeout = 300 * time.Millisecond
-	b := newBackend(t, opts)
+	for _, tt := range []struct {
+		name         string
+		args         []string
+		fullCoverage bool
+	}{
+		{"full coverage required (Redis default)", nil, true},
+		{"full coverage not required", []string{"--cluster-require-full-coverage", "no"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := redistest.Cluster(t, redistest.ClusterOptions{NodeTimeout: time.Second, Args: tt.args})
+			opts := clusterOptions(c)
+			opts.Timeout = 300 * time.Millisecond
+			b := newBackend(t, opts)
+			failover(t, c, b, tt.fullCoverage)
+		})
+	}
+}
+
+// failover is TestClusterFailover on one cluster.
+func failover(t *testing.T, c *redistest.ClusterSet, b *Backend, fullCoverage bool) {
 	ids := idsPerMaster(t, c, "fo")
 	var victim string
 	var others []string
@@ -127,7 +149,7 @@ func TestClusterFailover(t *testing.T) {
 		}
 		promoted <- -1
 	}()
-	failures := 0
+	failures, open := 0, 0
 	var recovered time.Duration
 	for {
 		r := decideOne(b, ids[victim])
@@ -139,20 +161,61 @@ func TestClusterFailover(t *testing.T) {
 			t.Fatalf("during failover: %v, want ErrUnavailable", r.Err)
 		}
 		failures++
+		if errors.Is(r.Err, backend.ErrCircuitOpen) {
+			open++
+		}
 		if time.Since(killed) > 60*time.Second {
 			t.Fatalf("no decision on the failed-over slot 60s after the kill: %v", r.Err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	l.finish()
 	newMaster, _ := c.MasterOf(slot)
-	t.Logf("failover: decisions on slot %d resumed %v after its master %s was killed (cluster-node-timeout 1s; the cluster showed the new master %s after %v); %d calls failed meanwhile with ErrUnavailable; the other masters decided %d calls meanwhile",
-		slot, recovered.Round(time.Millisecond), victim, newMaster, (<-promoted).Round(time.Millisecond), failures, l.ok.Load()-okAtKill)
+	l.mu.Lock()
+	window := "none"
+	if !l.firstFail.IsZero() {
+		window = fmt.Sprintf("from %v to %v after the kill",
+			l.firstFail.Sub(killed).Round(time.Millisecond), l.lastFail.Sub(killed).Round(time.Millisecond))
+	}
+	lastErr := l.lastErr
+	l.mu.Unlock()
+	t.Logf("failover: decisions on slot %d resumed %v after its master %s was killed (cluster-node-timeout 1s; the cluster showed the new master %s after %v); "+
+		"%d calls on it failed meanwhile with ErrUnavailable (%d of them fast, by its breaker); "+
+		"the other masters decided %d calls meanwhile and %d failed (%d CLUSTERDOWN), %s",
+		slot, recovered.Round(time.Millisecond), victim, newMaster, (<-promoted).Round(time.Millisecond),
+		failures, open, l.ok.Load()-okAtKill, l.unavailable.Load(), l.clusterDown.Load(), window)
 	if l.ok.Load() == okAtKill {
 		t.Error("the other masters decided nothing during the failover")
 	}
 	if n := l.other.Load(); n > 0 {
-		t.Errorf("%d calls on other masters failed with a non-ErrUnavailable error: %v", n, l.lastErr)
+		t.Errorf("%d calls on other masters failed with a non-ErrUnavailable error: %v", n, lastErr)
 	}
+	if n := l.circuitOpen.Load(); n > 0 {
+		t.Errorf("%d calls on the healthy masters were failed by a breaker, e.g. %v", n, lastErr)
+	}
+	for _, id := range others {
+		if m := addrOf(t, b, id); b.breakers.isOpen(m) {
+			t.Errorf("the breaker of healthy master %s is open", m)
+		}
+	}
+	if fullCoverage {
+		if n := l.unavailable.Load() - l.clusterDown.Load(); n > 0 {
+			t.Errorf("%d calls on the healthy masters failed with something else than CLUSTERDOWN, e.g. %v", n, lastErr)
+		}
+	} else if n := l.unavailable.Load(); n > 0 {
+		t.Errorf("%d calls on the healthy masters failed, e.g. %v; want none when the cluster does not require full coverage", n, lastErr)
+	}
+}
+
+// addrOf returns the address of the master go-redis routes id's keys to.
+func addrOf(t *testing.T, b *Backend, id string) string {
+	t.Helper()
+	key := "{" + id + "}"
+	m, err := b.cluster.MasterForKey(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Options().Addr
 }
 
 // TestSentinelFailover kills the Sentinel-managed master; the sentinel

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -360,38 +359,18 @@ func (n *node) close() {
 	n.queue, n.queued = n.queue[:0], 0
 }
 
-// coalesced sends the calls of one Decide through the node queues and waits
-// for them, until its deadline (now + Timeout) or until ctx ends. If the
-// caller leaves before every reply came, the calls not answered are marked
-// left, why says why, and the job must not be reused: a lane may still
-// read it.
+// coalesced sends the calls of one Decide, those of the nodes whose breaker
+// let them through, through the node queues and waits for them, until its
+// deadline (now + Timeout) or until ctx ends. If the caller leaves before
+// every reply came, the calls not answered are marked left, why says why,
+// and the job must not be reused: a lane may still read it.
 func (b *Backend) coalesced(ctx context.Context, j *job) (abandoned bool, why error) {
 	now := time.Now()
 	deadline := now.Add(b.opts.Timeout)
-	j.ptrs, j.reqs = grow(j.ptrs, len(j.calls)), j.reqs[:0]
-	if b.cluster == nil {
-		for i := range j.calls {
-			j.ptrs = append(j.ptrs, &j.calls[i])
-		}
-		j.request(j.ptrs, "", now, deadline)
-	} else {
-		// One request per node, each a contiguous part of j.ptrs (sized
-		// above, so the parts never move).
-		j.addrs = grow(j.addrs, len(j.calls))
-		for i := range j.calls {
-			j.addrs = append(j.addrs, b.nodeOf(ctx, &j.calls[i]))
-		}
-		for i, a := range j.addrs {
-			if slices.Contains(j.addrs[:i], a) {
-				continue
-			}
-			start := len(j.ptrs)
-			for k := i; k < len(j.calls); k++ {
-				if j.addrs[k] == a {
-					j.ptrs = append(j.ptrs, &j.calls[k])
-				}
-			}
-			j.request(j.ptrs[start:], a, now, deadline)
+	j.reqs = j.reqs[:0]
+	for gi := range j.groups {
+		if g := &j.groups[gi]; !g.open {
+			j.request(g.calls, g.addr, now, deadline)
 		}
 	}
 	// The caller may send the last request's pipeline itself, once the

@@ -191,7 +191,7 @@ func TestCoalesceCallerLeaves(t *testing.T) {
 			t.Errorf("%s caller: %v, want ErrUnavailable and %v", name, r.Err, tt.want)
 		}
 	}
-	if b.breaker.isOpen() {
+	if b.breakers.isOpen("") {
 		t.Error("callers leaving opened the breaker")
 	}
 	srv.Resume()

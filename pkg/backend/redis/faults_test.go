@@ -57,11 +57,15 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 // counts results; every error must wrap ErrUnavailable.
 type load struct {
 	ok, unavailable, other atomic.Int64
+	circuitOpen            atomic.Int64 // of unavailable: failed fast by a breaker
+	clusterDown            atomic.Int64 // of unavailable: refused with CLUSTERDOWN
 	stop                   chan struct{}
+	stopOnce               sync.Once
 	wg                     sync.WaitGroup
 	slowest                atomic.Int64 // ns, of a failed call
 	mu                     sync.Mutex
 	lastErr                error
+	firstFail, lastFail    time.Time // when the first and last failed calls ended
 }
 
 func startLoad(b *Backend, goroutines int, ids []string) *load {
@@ -83,12 +87,22 @@ func startLoad(b *Backend, goroutines int, ids []string) *load {
 					l.ok.Add(1)
 				case errors.Is(r.Err, backend.ErrUnavailable):
 					l.unavailable.Add(1)
+					if errors.Is(r.Err, backend.ErrCircuitOpen) {
+						l.circuitOpen.Add(1)
+					}
+					if strings.Contains(r.Err.Error(), "CLUSTERDOWN") {
+						l.clusterDown.Add(1)
+					}
 					time.Sleep(time.Millisecond) // pace failing callers; they fail fast
 					if d := int64(time.Since(start)); d > l.slowest.Load() {
 						l.slowest.Store(d)
 					}
 					l.mu.Lock()
 					l.lastErr = r.Err
+					if l.firstFail.IsZero() {
+						l.firstFail = time.Now()
+					}
+					l.lastFail = time.Now()
 					l.mu.Unlock()
 				default:
 					l.other.Add(1)
@@ -102,8 +116,9 @@ func startLoad(b *Backend, goroutines int, ids []string) *load {
 	return l
 }
 
+// finish stops the load and waits for it; it may be called again.
 func (l *load) finish() {
-	close(l.stop)
+	l.stopOnce.Do(func() { close(l.stop) })
 	l.wg.Wait()
 }
 
@@ -240,7 +255,7 @@ func TestBreaker(t *testing.T) {
 	srv.Kill()
 
 	circuitOpen := func(r backend.Result) bool {
-		return errors.Is(r.Err, backend.ErrUnavailable) && strings.Contains(r.Err.Error(), "circuit open")
+		return errors.Is(r.Err, backend.ErrUnavailable) && errors.Is(r.Err, backend.ErrCircuitOpen)
 	}
 	for i := range 3 {
 		r := decideOne(b, "brk|a")
@@ -248,7 +263,7 @@ func TestBreaker(t *testing.T) {
 			t.Fatalf("failure %d: %v, want ErrUnavailable from Redis itself", i+1, r.Err)
 		}
 	}
-	if !b.breaker.isOpen() {
+	if !b.breakers.isOpen("") {
 		t.Fatal("breaker still closed after 3 consecutive failures")
 	}
 	if r := decideOne(b, "brk|a"); !circuitOpen(r) {
@@ -276,7 +291,7 @@ func TestBreaker(t *testing.T) {
 	if r := decideOne(b, "brk|a"); r.Err != nil {
 		t.Fatalf("probe with Redis back: %v", r.Err)
 	}
-	if b.breaker.isOpen() {
+	if b.breakers.isOpen("") {
 		t.Fatal("breaker open after a successful probe")
 	}
 	if r := decideOne(b, "brk|a"); r.Err != nil {
@@ -319,10 +334,10 @@ func TestPausedRedis(t *testing.T) {
 	waitUntil(t, 5*time.Second, "goroutines back to the level before the pause", func() bool {
 		return runtime.NumGoroutine() <= goroutinesBefore+2
 	})
-	if !b.breaker.isOpen() {
+	if !b.breakers.isOpen("") {
 		t.Fatal("breaker still closed after 40 timeouts")
 	}
-	if r := decideOne(b, "pause|a"); !strings.Contains(fmt.Sprint(r.Err), "circuit open") {
+	if r := decideOne(b, "pause|a"); !errors.Is(r.Err, backend.ErrCircuitOpen) {
 		t.Fatalf("with the breaker open: %v", r.Err)
 	}
 	srv.Resume()

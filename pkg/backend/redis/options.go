@@ -99,8 +99,8 @@ type Options struct {
 	// contain '{' or '}', which would break the cluster hash tag.
 	KeyPrefix string
 
-	// Breaker configures the circuit breaker that fails calls fast while
-	// Redis keeps failing.
+	// Breaker configures the circuit breakers, one per Redis node, that
+	// fail a node's calls fast while it keeps failing.
 	Breaker BreakerOptions
 
 	// Now is for tests only: when set, the script uses this clock instead
@@ -118,15 +118,29 @@ type Options struct {
 	Logger *logrus.Logger
 }
 
-// BreakerOptions configures the circuit breaker. The zero value is the
-// default: open after 5 consecutive failures, for 1s.
+// BreakerOptions configures the circuit breakers. There is one per Redis
+// node: the single server, the Sentinel-managed master, or each cluster
+// master (by address), so one dead master fails only the checks bound for
+// it. The zero value is the default: a node's breaker opens after 5
+// consecutive failed round trips to it, for 250ms.
+//
+// A round trip fails when the node does not answer: refused or reset
+// connections, timeouts, no pooled connection in time, and refusals that
+// more calls would make worse (OOM, BUSY, max clients, auth). Replies of a
+// live node in a passing state (CLUSTERDOWN, TRYAGAIN, LOADING, MASTERDOWN,
+// READONLY, MOVED, ASK) fail the call but not the round trip: they are
+// answered at once and end by themselves, and calls should flow the moment
+// they do.
 type BreakerOptions struct {
-	// Failures is how many consecutive failed round trips open the
-	// breaker. 0 means 5; a negative value disables the breaker.
+	// Failures is how many consecutive failed round trips to a node open
+	// its breaker. 0 means DefaultBreakerFailures; a negative value
+	// disables the breakers.
 	Failures int
-	// OpenFor is how long an open breaker fails calls at once (with
-	// ErrUnavailable, "circuit open") before it lets one probe through; the
-	// probe's success closes it, its failure opens it again. 0 means 1s.
+	// OpenFor is how long an open breaker fails its node's calls at once
+	// (with backend.ErrCircuitOpen, which wraps backend.ErrUnavailable)
+	// before it lets one probe through; the probe's success closes it, its
+	// failure opens it again. It is also the longest a restarted Redis
+	// waits for its first decision. 0 means DefaultBreakerOpenFor.
 	OpenFor time.Duration
 }
 
@@ -145,10 +159,13 @@ const DefaultPipelineLimit = 128
 // batch and builds the next, few enough that calls queue and batch.
 const defaultPipelineLanes = 4
 
-// The breaker defaults.
+// The breaker defaults. The open period is short because a probe is
+// cheap (one call, to one node, per open period) and because it is how long
+// decisions may stay failed after Redis is back; 250ms still spares a dead
+// node all but four calls a second from each sluice instance.
 const (
 	DefaultBreakerFailures = 5
-	DefaultBreakerOpenFor  = time.Second
+	DefaultBreakerOpenFor  = 250 * time.Millisecond
 )
 
 // Redis types.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -82,8 +83,10 @@ func (b *Backend) pipeline(ctx context.Context, calls []*call) {
 	}
 }
 
-// fill reads c's reply into res, and says whether Redis answered (with a
-// decision or an error about this call) or could not be reached.
+// fill reads c's reply into res, and says whether the node answered (with
+// a decision, an error about this call, or a passing refusal: see
+// liveRefusal) or could not be reached. The breaker counts the calls that
+// were not answered.
 func (b *Backend) fill(res *backend.Result, c *call, outcomes []limit.Outcome) (answered bool) {
 	err := c.cmd.Err()
 	if err == nil {
@@ -100,7 +103,7 @@ func (b *Backend) fill(res *backend.Result, c *call, outcomes []limit.Outcome) (
 			err = fmt.Errorf("no answer within %v: %w", b.opts.Timeout, err)
 		}
 		res.Err = fmt.Errorf("%w: redis: %w", backend.ErrUnavailable, err)
-		return false
+		return liveRefusal(err)
 	}
 	res.Err = fmt.Errorf("redis backend: decide script: %w", err)
 	return true // Redis answered, with an error about this call
@@ -126,6 +129,24 @@ func isUnavailable(err error) bool {
 		goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK")
 }
 
+// liveRefusal reports whether err is a reply by which a live node refuses
+// a call at once, for a state that ends by itself, and ends everywhere at
+// the same moment: the cluster is down (CLUSTERDOWN: a master failed and
+// its replica is not promoted yet, so with cluster-require-full-coverage
+// every node refuses every key), a slot is moving (TRYAGAIN, MOVED, ASK),
+// the node is loading its data set (LOADING), or a failover is under way
+// (MASTERDOWN, READONLY). The call fails (with ErrUnavailable), but the
+// node's breaker does not count it: failing the node's calls fast would
+// spare nobody a wait, and would keep them failing for up to an open
+// period after the state ended. Refusals that more calls would make worse
+// or that do not pass by themselves (OOM, BUSY, max clients, auth) count.
+func liveRefusal(err error) bool {
+	return goredis.IsClusterDownError(err) || goredis.IsTryAgainError(err) ||
+		goredis.IsLoadingError(err) || goredis.IsMasterDownError(err) ||
+		goredis.IsReadOnlyError(err) ||
+		goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK")
+}
+
 // nodeOf returns the address of the cluster master serving c's keys, or ""
 // when it is unknown (go-redis then routes the command itself) or the
 // backend is not a cluster.
@@ -144,33 +165,63 @@ func (b *Backend) nodeOf(ctx context.Context, c *call) string {
 	return m.Options().Addr
 }
 
-// direct sends the calls of one Decide itself, without coalescing: one
-// pipeline, or with a cluster one per master, sent concurrently, all under
-// ctx.
-func (b *Backend) direct(ctx context.Context, j *job) {
-	j.ptrs = j.ptrs[:0]
-	for i := range j.calls {
-		j.ptrs = append(j.ptrs, &j.calls[i])
-	}
-	if b.cluster == nil || len(j.ptrs) == 1 {
-		b.exec(ctx, j.ptrs)
+// group sorts the job's calls by the node they are bound for into
+// j.groups, each a contiguous part of j.ptrs (sized first, so the parts
+// never move): one group when not a cluster.
+func (b *Backend) group(ctx context.Context, j *job) {
+	j.ptrs, j.groups = grow(j.ptrs, len(j.calls)), j.groups[:0]
+	if b.cluster == nil {
+		for i := range j.calls {
+			j.ptrs = append(j.ptrs, &j.calls[i])
+		}
+		j.groups = append(j.groups, group{calls: j.ptrs})
 		return
 	}
-	groups := make(map[string][]*call)
-	for _, c := range j.ptrs {
-		node := b.nodeOf(ctx, c)
-		groups[node] = append(groups[node], c)
+	j.addrs = grow(j.addrs, len(j.calls))
+	for i := range j.calls {
+		j.addrs = append(j.addrs, b.nodeOf(ctx, &j.calls[i]))
 	}
-	if len(groups) == 1 {
-		b.exec(ctx, j.ptrs)
+	for i, a := range j.addrs {
+		if slices.Contains(j.addrs[:i], a) {
+			continue
+		}
+		start := len(j.ptrs)
+		for k := i; k < len(j.calls); k++ {
+			if j.addrs[k] == a {
+				j.ptrs = append(j.ptrs, &j.calls[k])
+			}
+		}
+		j.groups = append(j.groups, group{addr: a, calls: j.ptrs[start:]})
+	}
+}
+
+// direct sends the calls of one Decide itself, without coalescing: one
+// pipeline per node whose breaker let its calls through, sent
+// concurrently, all under ctx. (go-redis would split one pipeline by node
+// itself, but fail every command when one node fails.)
+func (b *Backend) direct(ctx context.Context, j *job) {
+	var only *group
+	live := 0
+	for gi := range j.groups {
+		if !j.groups[gi].open {
+			only = &j.groups[gi]
+			live++
+		}
+	}
+	if live == 1 {
+		b.exec(ctx, only.calls)
 		return
 	}
 	var wg sync.WaitGroup
-	for _, g := range groups {
+	for gi := range j.groups {
+		g := &j.groups[gi]
+		if g.open {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.exec(ctx, g)
+			b.exec(ctx, g.calls)
 		}()
 	}
 	wg.Wait()
