@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -93,9 +94,35 @@ func (p *parser) yamlError(err error, data []byte) {
 			if i := bytes.Index(data, []byte("*"+m[1])); i >= 0 {
 				line = 1 + bytes.Count(data[:i], []byte("\n"))
 			}
+		} else {
+			line = lineWithoutMark(msg, data)
 		}
 	}
 	p.errs = append(p.errs, &Error{File: p.file, Line: line, Reason: "bad YAML: " + msg})
+}
+
+// lineWithoutMark returns the line of a YAML error whose message names
+// none. The library omits the line of errors on the first line, and gives
+// none for bytes its reader refuses (a control character, invalid UTF-8):
+// for those the first such byte's line is returned, for the others 1.
+func lineWithoutMark(msg string, data []byte) int {
+	if !strings.Contains(msg, "control characters") && !strings.Contains(msg, "UTF-8") && !strings.Contains(msg, "Unicode") {
+		return 1
+	}
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		ok := r != utf8.RuneError || n > 1
+		switch {
+		case r == '\t', r == '\n', r == '\r', r == 0x85:
+		case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0, r >= 0xd800 && r < 0xe000, r == 0xfffe, r == 0xffff:
+			ok = false
+		}
+		if !ok {
+			return 1 + bytes.Count(data[:i], []byte("\n"))
+		}
+		i += n
+	}
+	return 1
 }
 
 // The keys each map of the format accepts. Any other key is an error, even

@@ -21,6 +21,7 @@ import (
 func (s *Server) newGRPC() (*grpc.Server, error) {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxRequestBytes),
+		grpc.ForceServerCodecV2(newCodec()), // descriptor values need not be UTF-8 (codec.go)
 		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{s.recoverUnary}, s.opts.UnaryInterceptors...)...),
 		// Envoy clusters often send HTTP/2 keepalive pings (every 30 s or
 		// so, idle or not). grpc-go's default policy closes a connection

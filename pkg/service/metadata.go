@@ -3,6 +3,7 @@ package service
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -17,7 +18,7 @@ import (
 // limit applied (checked or unlimited), merged with the first value winning.
 func (s *Service) dynamicMetadata(req *rlsv3.RateLimitRequest, w *work) *structpb.Struct {
 	fields := make(map[string]*structpb.Value, 4)
-	fields["domain"] = structpb.NewStringValue(req.Domain)
+	fields["domain"] = structpb.NewStringValue(validUTF8(req.Domain))
 	descs := make([]*structpb.Value, 0, len(req.Descriptors))
 	for _, d := range req.Descriptors {
 		descs = append(descs, structpb.NewStructValue(descriptorStruct(d)))
@@ -55,7 +56,7 @@ func descriptorStruct(d *ratelimitv3.RateLimitDescriptor) *structpb.Struct {
 	fields := make(map[string]*structpb.Value, 3)
 	entries := make([]*structpb.Value, len(d.Entries))
 	for i, e := range d.Entries {
-		entries[i] = structpb.NewStringValue(e.Key + "=" + e.Value)
+		entries[i] = structpb.NewStringValue(validUTF8(e.Key + "=" + e.Value))
 	}
 	fields["entries"] = structpb.NewListValue(&structpb.ListValue{Values: entries})
 	if o := d.Limit; o != nil {
@@ -82,6 +83,17 @@ func overrideString(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) string
 		b.WriteString("}")
 	}
 	return b.String()
+}
+
+// validUTF8 returns s with every invalid UTF-8 sequence replaced by U+FFFD:
+// request strings may hold any byte (the server decodes them as sent), but
+// a protobuf string in the response must be UTF-8 or the whole response
+// fails to encode.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // mergeStruct adds src's fields to dst: a key already in dst keeps dst's

@@ -83,15 +83,23 @@ type RequestBounds struct {
 	// MaxEntries is the most entries per descriptor (default 32).
 	MaxEntries int
 	// MaxEntryLen is the most bytes in the domain and in each entry key and
-	// value (default 4096).
+	// value (default 64 KiB).
 	MaxEntryLen int
 }
 
-// The default request bounds.
+// The default request bounds. Envoy's route config fixes how many
+// descriptors and entries a request has, but a client chooses the values
+// (header values, paths), and a request refused with InvalidArgument is,
+// to Envoy, a failed call: with its default failure_mode_deny=false it
+// passes unlimited. DefaultMaxEntryLen is therefore above the longest
+// value Envoy forwards by default (its whole request header block is at
+// most 60 KiB, max_request_headers_kb), so that no client can skip a
+// limit by lengthening a header; long values are hashed into a bounded
+// identity anyway.
 const (
 	DefaultMaxDescriptors = 64
 	DefaultMaxEntries     = 32
-	DefaultMaxEntryLen    = 4096
+	DefaultMaxEntryLen    = 64 << 10
 )
 
 // Service implements rlsv3.RateLimitServiceServer. It is safe for

@@ -1,0 +1,298 @@
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/memory"
+	"github.com/sluice-rl/sluice/pkg/backend/redis"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+	"github.com/sluice-rl/sluice/pkg/server"
+	"github.com/sluice-rl/sluice/pkg/service"
+)
+
+// stack is one in-process sluice: a Service on a backend, behind a
+// server.Server on 127.0.0.1 ports, and a gRPC client connected to it.
+type stack struct {
+	svc    *service.Service
+	srv    *server.Server
+	conn   *grpc.ClientConn
+	client rlsv3.RateLimitServiceClient
+}
+
+// quietLogger discards log output.
+func quietLogger() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
+}
+
+// parseConfig builds a config from YAML documents, one file each.
+func parseConfig(t testing.TB, yamls ...string) *descriptor.Config {
+	t.Helper()
+	var domains []*descriptor.Domain
+	for i, y := range yamls {
+		ds, err := descriptor.Parse(fmt.Sprintf("config%d.yaml", i), []byte(y))
+		if err != nil {
+			t.Fatalf("parse config %d: %v", i, err)
+		}
+		domains = append(domains, ds...)
+	}
+	c, err := descriptor.NewConfig(domains...)
+	if err != nil {
+		t.Fatalf("build config: %v", err)
+	}
+	return c
+}
+
+// startStack serves opts (whose Backend is required) with the config
+// parsed from yamls, and stops everything when t ends: the client, then
+// the server (gracefully), then the backends.
+func startStack(t testing.TB, opts service.Options, yamls ...string) *stack {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
+	}
+	st := &stack{svc: service.New(opts)}
+	if len(yamls) > 0 {
+		st.svc.SetConfig(parseConfig(t, yamls...))
+	}
+	srv, err := server.New(server.Options{
+		GRPCAddr:        "127.0.0.1:0",
+		HTTPAddr:        "127.0.0.1:0",
+		Service:         st.svc,
+		Logger:          quietLogger(),
+		ShutdownTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	st.srv = srv
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		cancel()
+		t.Fatalf("dial %s: %v", srv.GRPCAddr(), err)
+	}
+	st.conn = conn
+	st.client = rlsv3.NewRateLimitServiceClient(conn)
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		for _, b := range []backend.Backend{opts.Backend, opts.Local} {
+			if b != nil {
+				b.Close()
+			}
+		}
+	})
+	return st
+}
+
+// newMemory returns a memory backend on the real clock.
+func newMemory() *memory.Backend { return memory.New(memory.Options{}) }
+
+// newRedis returns a Redis backend; the stack (or t's cleanup) closes it.
+func newRedis(t testing.TB, opts redis.Options) *redis.Backend {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := redis.New(ctx, opts)
+	if err != nil {
+		t.Fatalf("redis backend: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// rq builds a request.
+func rq(domain string, ds ...*rlv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds}
+}
+
+// desc builds a descriptor from key, value pairs.
+func desc(kv ...string) *rlv3.RateLimitDescriptor {
+	out := &rlv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out.Entries = append(out.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return out
+}
+
+// withAddend sets the descriptor's hits_addend.
+func withAddend(d *rlv3.RateLimitDescriptor, n uint64) *rlv3.RateLimitDescriptor {
+	d.HitsAddend = wrapperspb.UInt64(n)
+	return d
+}
+
+// heapAfterGC returns the live heap after two collections (the second
+// frees what finalizers released in the first).
+func heapAfterGC() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// settleGoroutines polls until at most baseline+slack goroutines run, and
+// fails t if that does not happen within timeout. It returns the last
+// count seen.
+func settleGoroutines(t testing.TB, baseline, slack int, timeout time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= baseline+slack {
+			return n
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Errorf("goroutines: %d, %d before (slack %d) after %v; stacks:\n%s", n, baseline, slack, timeout, buf)
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitUntil polls cond until it holds, and fails t after timeout.
+func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+const mib = 1 << 20
+
+// wireCodec sends a request encoded field by field (encodeRequest), as
+// Envoy's C++ protobuf does: string fields are written as the bytes they
+// hold, valid UTF-8 or not. (Go's proto.Marshal refuses invalid UTF-8, so
+// a Go client could never send what Envoy sends.) Responses are decoded
+// with the standard, strict proto.Unmarshal.
+type wireCodec struct{}
+
+func (wireCodec) Marshal(v any) ([]byte, error) {
+	r, ok := v.(*rlsv3.RateLimitRequest)
+	if !ok {
+		return nil, fmt.Errorf("wireCodec: cannot marshal %T", v)
+	}
+	return encodeRequest(r), nil
+}
+
+func (wireCodec) Unmarshal(data []byte, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return fmt.Errorf("wireCodec: cannot unmarshal into %T", v)
+	}
+	return proto.Unmarshal(data, m)
+}
+
+// Name is the content subtype: the server decodes with its "proto" codec.
+func (wireCodec) Name() string { return "proto" }
+
+// encodeRequest writes r in the protobuf wire format without checking
+// that strings are UTF-8 (field numbers from rls.proto and ratelimit.proto).
+func encodeRequest(r *rlsv3.RateLimitRequest) []byte {
+	var b []byte
+	if r.Domain != "" {
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, r.Domain)
+	}
+	for _, d := range r.Descriptors {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, encodeDescriptor(d))
+	}
+	if r.HitsAddend != 0 {
+		b = protowire.AppendTag(b, 3, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(r.HitsAddend))
+	}
+	return b
+}
+
+func encodeDescriptor(d *rlv3.RateLimitDescriptor) []byte {
+	var b []byte
+	for _, e := range d.GetEntries() {
+		var eb []byte
+		if e.GetKey() != "" {
+			eb = protowire.AppendTag(eb, 1, protowire.BytesType)
+			eb = protowire.AppendString(eb, e.Key)
+		}
+		if e.GetValue() != "" {
+			eb = protowire.AppendTag(eb, 2, protowire.BytesType)
+			eb = protowire.AppendString(eb, e.Value)
+		}
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendBytes(b, eb)
+	}
+	if o := d.GetLimit(); o != nil {
+		var ob []byte
+		if o.RequestsPerUnit != 0 {
+			ob = protowire.AppendTag(ob, 1, protowire.VarintType)
+			ob = protowire.AppendVarint(ob, uint64(o.RequestsPerUnit))
+		}
+		if o.Unit != 0 {
+			ob = protowire.AppendTag(ob, 2, protowire.VarintType)
+			ob = protowire.AppendVarint(ob, uint64(int64(o.Unit))) // enums are int32, sign-extended
+		}
+		if o.UnitMultiplier != nil {
+			ob = protowire.AppendTag(ob, 3, protowire.BytesType)
+			ob = protowire.AppendBytes(ob, wrapped(uint64(o.UnitMultiplier.Value)))
+		}
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, ob)
+	}
+	if a := d.GetHitsAddend(); a != nil {
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendBytes(b, wrapped(a.Value))
+	}
+	if d.GetIsNegativeHits() {
+		b = protowire.AppendTag(b, 4, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	return b
+}
+
+// wrapped encodes a UInt32Value or UInt64Value.
+func wrapped(v uint64) []byte {
+	if v == 0 {
+		return nil
+	}
+	return protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), v)
+}
+
+// rawCall sends req as Envoy would, whatever bytes its strings hold.
+func rawCall(ctx context.Context, st *stack, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp := new(rlsv3.RateLimitResponse)
+	err := st.conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, req, resp, grpc.ForceCodec(wireCodec{}))
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
