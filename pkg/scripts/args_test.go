@@ -26,7 +26,6 @@ func TestAppendDecideArgsWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := limit.MicrosOf(time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC))
-	empty := []string{"", "", "", "", ""}
 	tests := []struct {
 		name  string
 		rules []limit.Rule
@@ -40,7 +39,7 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			rules: []limit.Rule{{Unit: limit.Minute, Multiplier: 5, Limit: 3}},
 			cost:  limit.Cost{N: 1},
 			head:  []string{"", "1", "0"},
-			want:  append([]string{"1", "3", "3", "300000000"}, empty...),
+			want:  []string{"1", "3", "3", "300000000"},
 		},
 		{
 			name:  "meter with burst, refund, fixed clock",
@@ -48,7 +47,7 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			cost:  limit.Cost{N: 7, Refund: true},
 			clock: Time{Fixed: true, At: 42},
 			head:  []string{"42", "7", "1"},
-			want:  append([]string{"4", "10", "30", "1000000"}, empty...),
+			want:  []string{"4", "10", "30", "1000000"},
 		},
 		{
 			name: "sliding log and sliding window",
@@ -58,22 +57,21 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			},
 			cost: limit.Cost{},
 			head: []string{"", "0", "0"},
-			want: slices.Concat([]string{"2", "100", "100", "3600000000"}, empty,
-				[]string{"3", "1000", "1000", "86400000000"}, empty),
+			want: []string{"2", "100", "100", "3600000000", "3", "1000", "1000", "86400000000"},
 		},
 		{
 			name:  "unknown unit admits only peeks and refunds",
 			rules: []limit.Rule{{Unit: limit.UnitUnknown, Limit: 5}},
 			cost:  limit.Cost{N: 1},
 			head:  []string{"", "1", "0"},
-			want:  append([]string{"0", "5", "5", "0"}, empty...),
+			want:  []string{"0", "5", "5", "0"},
 		},
 		{
 			name:  "huge cost and limit are clamped below 2^53",
 			rules: []limit.Rule{{Unit: limit.Second, Limit: 1 << 60}},
 			cost:  limit.Cost{N: 1 << 62},
 			head:  []string{"", "9007199254740992", "0"},
-			want:  append([]string{"1", "9007199254740991", "9007199254740991", "1000000"}, empty...),
+			want:  []string{"1", "9007199254740991", "9007199254740991", "1000000"},
 		},
 		{
 			name:  "calendar day in a zone",
@@ -83,7 +81,7 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			head:  []string{"", "1", "0"},
 			want: func() []string {
 				_, s := calendarSegments(limit.Rule{Unit: limit.Day, Location: shanghai}, at)
-				return []string{"1", "9", "9", "86400000000", "0",
+				return []string{"5", "9", "9", "86400000000", "0",
 					fmt.Sprint(s[0]), fmt.Sprint(s[1]), fmt.Sprint(s[2]), fmt.Sprint(s[3])}
 			}(),
 		},
@@ -99,8 +97,8 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("ARGV\n got %q\nwant %q", got, want)
 			}
-			if len(args)-1 != ArgCount(len(tt.rules)) {
-				t.Fatalf("%d slots, ArgCount says %d", len(args)-1, ArgCount(len(tt.rules)))
+			if len(args)-1 > ArgCount(len(tt.rules)) {
+				t.Fatalf("%d slots, ArgCount says at most %d", len(args)-1, ArgCount(len(tt.rules)))
 			}
 			// The prepared path writes the same slots.
 			prepared := AppendHead([]any{"evalsha"}, tt.cost, tt.clock)

@@ -14,11 +14,14 @@ KEYS (one per rule, in rule order; the Go side builds them)
   cluster slot and one script may touch them all. Rules with the same id
   share one key and one state, as they share one State in pkg/limit.
   State per algorithm (absent key = zero state; the window is stored in the
-  value, not in the key name, so KEYS names every key the script touches):
-    fixed_window, sliding_window  hash {w = window start us, c = count,
-                                        p = previous count (sliding only)}
-    meters (token/leaky bucket,   hash {l = level (float, %.17g), t = us}
-            gcra)
+  value, not in the key name, so KEYS names every key the script touches).
+  Counters are one string of decimal fields separated by spaces, read for
+  all rules with one MGET and written with one SET ... PX each:
+    fixed_window                  "<w> <c>"      w = window start us,
+                                                 c = count
+    sliding_window                "<w> <c> <p>"  p = previous window's count
+    meters (token/leaky bucket,   "<l> <t>"      l = level (float, %.17g),
+            gcra)                                t = us of that level
     sliding_log                   sorted set, one member per admitted unit
                                   of cost, score = instant in us, member
                                   "<us>:<n>" with n a per-instant index
@@ -32,19 +35,22 @@ ARGV (all decimal strings)
   [2] N     cost, whole units, 0 <= N <= 2^53 (0 = peek); the Go side clamps
             larger costs to 2^53, where every decision is already the same
   [3] refund "1" gives N back (is_negative_hits), "0" takes it
-  then 9 slots per rule i, starting at 3 + 9*(i-1) + 1:
+  then, for each rule in KEYS order, 4 slots, and 5 more for a calendar
+  fixed window (alg 5):
   [+1] alg  0 = none (unknown unit: admits only peeks and refunds, no key
-            touched), 1 = fixed_window, 2 = sliding_log,
-            3 = sliding_window, 4 = meter (token_bucket, leaky_bucket, gcra)
+            touched), 1 = fixed_window (epoch-aligned), 2 = sliding_log,
+            3 = sliding_window, 4 = meter (token_bucket, leaky_bucket, gcra),
+            5 = fixed_window aligned to a time zone's calendar
   [+2] L    requests_per_unit, 0 <= L < 2^53 (the Go side clamps larger
             limits to 2^53-1, below every clamped cost)
   [+3] C    capacity (burst, or L), same range
   [+4] P    period in us (unit_multiplier x unit, at most 100 years)
-  [+5] w    calendar fixed_window only, else "": 0 when the windows are the
-            segments below (day, week, month, year units), else the width
-            in us of the windows inside each segment (second/minute/hour
-            units, whose segments are local days)
-  [+6..9] s0 s1 s2 s3  calendar fixed_window only, else "": three
+  alg 5 only:
+  [+5] w    0 when the windows are the segments below (day, week, month,
+            year units), else the width in us of the windows inside each
+            segment (second/minute/hour units, whose segments are local
+            days)
+  [+6..9] s0 s1 s2 s3  three
             contiguous segments [s0,s1) [s1,s2) [s2,s3) in us, computed by
             the Go side around ITS clock (previous, current, next). Lua has
             no time-zone database, so the script only picks the segment that
@@ -59,16 +65,28 @@ Returns a flat array of integers:
   as pkg/limit does; Redis would otherwise truncate).
 
 Writes: only when every rule admitted a nonzero cost (a refund always
-applies). Every written key gets PEXPIREAT at its Expiry (limit.Rule.Expiry)
+applies). Every written key expires at its Expiry (limit.Rule.Expiry)
 rounded UP to the millisecond -- deleting it earlier would forget state that
-still counts, and it is idle after that -- and a state that becomes
-equivalent to empty is deleted. Sliding logs drop expired members on every
+still counts, and it is idle after that. Counters may live up to 2 ms
+longer: they are written with SET ... PX (SET ... PXAT needs Redis 6.2),
+which counts from Redis's clock when SET runs -- on Redis 7.2+ the
+script's start, up to a millisecond before the TIME read here, hence 1 ms
+added; on older versions the moment SET runs, which can be a millisecond
+boundary after TIME. Living a little longer is harmless: the window or
+instant is in the value, so a stale counter reads as empty. A state that
+becomes equivalent to empty is deleted. Sliding logs drop expired members on every
 call (that changes no decision). Nothing is written on a denial or a peek.
 
 Why a script and not MULTI: every rule must be read before any is written
 (all-or-nothing needs the whole decision first), keys can expire between
 separate commands, and the write is conditional on what was read. A script
 does read-decide-write atomically in one round trip.
+
+Why this shape: inside Redis, each redis.call costs about as much as the
+Lua around it (~1.5-2 us), so the script makes as few as it can: TIME, one
+MGET for every counter, one SET per written counter (SET ... PX sets value
+and expiry in one command, where a hash needs HSET and PEXPIREAT), and
+nothing for a peek or a denial. See docs/decisions/0012.
 
 Why TIME comes from Redis: service instances' clocks drift; every instance
 sharing this Redis agrees on Redis's clock, so windows and buckets do not
@@ -79,6 +97,7 @@ does). Test-only time (ARGV[1]) lets the contract suite run on a fake
 clock; since Redis expires keys on its own clock, which a fake one does not
 follow, keys written in that mode get their TTL relative to the fake now
 plus TEST_TTL_SLACK_MS, so slow test runs do not lose state early.
+Every command used exists since Redis 2.6.12 (SET ... PX).
 
 Numbers: Lua numbers are float64. Instants (< 2^53 us, until year 2255),
 counts, limits and costs (clamped below 2^53) are exact integers; remainders use
@@ -90,16 +109,19 @@ if redis.replicate_commands then
   redis.replicate_commands()
 end
 
+-- Globals used on every call, as locals (a register beats a table lookup).
+local tonumber, call, fmod, floor, ceil, format =
+  tonumber, redis.call, math.fmod, math.floor, math.ceil, string.format
+
 local MAXWAIT = 9007199254740992 -- 2^53 us: limit.MaxWaitMicros
 local TEST_TTL_SLACK_MS = 600000
-local STRIDE = 9
 
 local now
 local testmode = ARGV[1] ~= ''
 if testmode then
   now = tonumber(ARGV[1])
 else
-  local t = redis.call('TIME')
+  local t = call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local N = tonumber(ARGV[2])
@@ -111,20 +133,20 @@ end
 -- arith.go ---------------------------------------------------------------
 
 local function floormod(a, b)
-  local m = math.fmod(a, b)
+  local m = fmod(a, b)
   if m < 0 then m = m + b end
   return m
 end
 
 local function floorcount(x) -- floorCount
   if not (x > 0) then return 0 end
-  return math.floor(x)
+  return floor(x)
 end
 
 local function ceilmicros(x) -- ceilMicros
   if not (x > 0) then return 0 end
   if x >= MAXWAIT then return MAXWAIT end
-  return math.ceil(x)
+  return ceil(x)
 end
 
 local function resetof(w) -- resetOf, in us
@@ -158,19 +180,21 @@ end
 -- rules --------------------------------------------------------------------
 
 local nrules = #KEYS
-if #ARGV ~= 3 + STRIDE * nrules then
-  return redis.error_reply('sluice decide: ' .. #ARGV .. ' ARGV for ' .. nrules .. ' keys')
-end
-
 local rules = {}
+-- Which algorithms this call needs: only their functions are defined below
+-- (each closure a script defines costs Redis CPU on every call).
+local has_fw, has_sl, has_sw, has_mt = false, false, false, false
+local b = 3 -- ARGV cursor: the slot before this rule's first
 for i = 1, nrules do
-  local b = 3 + STRIDE * (i - 1)
+  -- Every field a rule gets is named here, so the table is sized once.
   local r = {
     alg = tonumber(ARGV[b + 1]),
     L = tonumber(ARGV[b + 2]),
     C = tonumber(ARGV[b + 3]),
     P = tonumber(ARGV[b + 4]),
     key = KEYS[i],
+    start = false, wend = false, -- fixed window: the window holding now
+    wl = false, wat = false, -- meter: level after apply, its whole_at
   }
   if r.alg == nil or r.L == nil or r.C == nil or r.P == nil then
     return redis.error_reply('sluice decide: bad ARGV for rule ' .. i)
@@ -178,269 +202,316 @@ for i = 1, nrules do
   if r.P <= 0 then r.alg = 0 end
   -- The fixed window holding now (window.go, Rule.Window).
   if r.alg == 1 then
-    if ARGV[b + 5] ~= '' then
-      local w = tonumber(ARGV[b + 5])
-      local s = { tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7]), tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9]) }
-      for j = 1, 3 do
-        if s[j] <= now and now < s[j + 1] then
-          if w == 0 then
-            r.start, r.wend = s[j], s[j + 1]
-          else
-            r.start = now - floormod(now - s[j], w)
-            r.wend = r.start + w
-            if r.wend > s[j + 1] then r.wend = s[j + 1] end
-          end
-          break
+    r.start = now - floormod(now, r.P)
+    r.wend = r.start + r.P
+  elseif r.alg == 5 then
+    r.alg = 1
+    local w = tonumber(ARGV[b + 5])
+    local s = { tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7]), tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9]) }
+    if w == nil or s[1] == nil or s[2] == nil or s[3] == nil or s[4] == nil then
+      return redis.error_reply('sluice decide: bad calendar ARGV for rule ' .. i)
+    end
+    b = b + 5
+    for j = 1, 3 do
+      if s[j] <= now and now < s[j + 1] then
+        if w == 0 then
+          r.start, r.wend = s[j], s[j + 1]
+        else
+          r.start = now - floormod(now - s[j], w)
+          r.wend = r.start + w
+          if r.wend > s[j + 1] then r.wend = s[j + 1] end
         end
+        break
       end
-      if r.start == nil then
-        return redis.error_reply(string.format(
-          'sluice decide: Redis time %d us is outside the calendar windows [%d, %d) computed by the service for rule %d: service clock skewed by more than a window',
-          now, s[1], s[4], i))
-      end
-    else
-      r.start = now - floormod(now, r.P)
-      r.wend = r.start + r.P
+    end
+    if not r.start then
+      return redis.error_reply(format(
+        'sluice decide: Redis time %d us is outside the calendar windows [%d, %d) computed by the service for rule %d: service clock skewed by more than a window',
+        now, s[1], s[4], i))
     end
   end
+  b = b + 4
   rules[i] = r
+  if r.alg == 1 then has_fw = true
+  elseif r.alg == 2 then has_sl = true
+  elseif r.alg == 3 then has_sw = true
+  elseif r.alg == 4 then has_mt = true
+  end
+end
+if b ~= #ARGV then
+  return redis.error_reply('sluice decide: ' .. #ARGV .. ' ARGV for ' .. nrules .. ' keys')
 end
 
 -- state --------------------------------------------------------------------
 
--- Hash states are loaded once per key and shared by rules with the same key,
--- as pkg/limit shares one State between them.
+-- Counter states are loaded once per key, all with one MGET, and shared by
+-- rules with the same key, as pkg/limit shares one State between them. A
+-- key holding anything but a counter string (nil from MGET) reads as empty.
 local states = {}
+local mkeys, mrules = {}, {}
 for i = 1, nrules do
   local r = rules[i]
   if r.alg ~= 0 and states[r.key] == nil then
-    local st = {}
-    if r.alg == 1 or r.alg == 3 then
-      local v = redis.call('HMGET', r.key, 'w', 'c', 'p')
-      st.w, st.c, st.p = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
-    elseif r.alg == 4 then
-      local v = redis.call('HMGET', r.key, 'l', 't')
-      st.l, st.t = tonumber(v[1]) or 0, tonumber(v[2]) or 0
-    elseif r.alg == 2 then
-      -- Drop entries with t + P <= now: they no longer count.
-      redis.call('ZREMRANGEBYSCORE', r.key, '-inf', now - r.P)
-    end
+    local st = { found = false, w = 0, c = 0, p = 0, l = 0, t = 0 }
     states[r.key] = st
+    if r.alg == 2 then
+      -- Drop entries with t + P <= now: they no longer count.
+      call('ZREMRANGEBYSCORE', r.key, '-inf', now - r.P)
+    else
+      mkeys[#mkeys + 1] = r.key
+      mrules[#mrules + 1] = r
+    end
+  end
+end
+if #mkeys > 0 then
+  local vals = call('MGET', unpack(mkeys))
+  for j = 1, #mkeys do
+    local r, v = mrules[j], vals[j]
+    local st = states[r.key]
+    local x, y, z
+    if v then
+      st.found = true
+      x, y, z = string.match(v, '^(%S+) (%S+) ?(%S*)$')
+    end
+    if r.alg == 4 then
+      st.l, st.t = tonumber(x) or 0, tonumber(y) or 0
+    else
+      st.w, st.c, st.p = tonumber(x) or 0, tonumber(y) or 0, tonumber(z) or 0
+    end
   end
 end
 
 -- fixed.go -------------------------------------------------------------------
 
-local function fw_count(r, st)
-  if st.w == r.start then return st.c end
-  return 0
-end
-
-local function fw_check(r, st, n, ref)
-  local count = fw_count(r, st)
-  local ok = false
-  if ref then
-    ok = true
-    count = subcost(count, n)
-  elseif fits(count, n, r.L) then
-    ok = true
-    count = count + n
+local fw_count, fw_check, fw_apply, fw_expiry
+if has_fw then
+  function fw_count(r, st)
+    if st.w == r.start then return st.c end
+    return 0
   end
-  return ok, subcost(r.L, count), resetof(r.wend - now)
-end
 
-local function fw_apply(r, st, n, ref)
-  local count = fw_count(r, st)
-  if ref then count = subcost(count, n) else count = count + n end
-  st.w, st.c = r.start, count
-end
+  function fw_check(r, st, n, ref)
+    local count = fw_count(r, st)
+    local ok = false
+    if ref then
+      ok = true
+      count = subcost(count, n)
+    elseif fits(count, n, r.L) then
+      ok = true
+      count = count + n
+    end
+    return ok, subcost(r.L, count), resetof(r.wend - now)
+  end
 
-local function fw_expiry(r, st)
-  if st.c > 0 then return r.wend end -- st.w == r.start after apply
-  return 0
+  function fw_apply(r, st, n, ref)
+    local count = fw_count(r, st)
+    if ref then count = subcost(count, n) else count = count + n end
+    st.w, st.c = r.start, count
+  end
+
+  function fw_expiry(r, st)
+    if st.c > 0 then return r.wend end -- st.w == r.start after apply
+    return 0
+  end
 end
 
 -- sliding_window.go ----------------------------------------------------------
 
-local function sw_roll(r, st, t)
-  local start = t - floormod(t, r.P)
-  if st.w == start then return start, st.p, st.c end
-  if st.w == start - r.P then return start, st.c, 0 end
-  return start, 0, 0
-end
-
-local function sw_est(prev, cur, e, p)
-  return (prev * (p - e)) / p + cur
-end
-
-local function sw_whole(start, p, prev, cur)
-  if cur > 0 then return start + 2 * p end
-  if prev > 0 then return start + p end
-  return now
-end
-
-local function sw_check(r, st, n, ref)
-  local p, l = r.P, r.L
-  local start, prev, cur = sw_roll(r, st, now)
-  local e = now - start
-  local ok = false
-  if ref then
-    ok = true
-    cur = subcost(cur, n)
-  elseif sw_est(prev, cur, e, p) + n <= l then
-    ok = true
-    cur = cur + n
+local sw_roll, sw_est, sw_whole, sw_check, sw_apply, sw_expiry
+if has_sw then
+  function sw_roll(r, st, t)
+    local start = t - floormod(t, r.P)
+    if st.w == start then return start, st.p, st.c end
+    if st.w == start - r.P then return start, st.c, 0 end
+    return start, 0, 0
   end
-  local rem = floorcount(l - sw_est(prev, cur, e, p))
-  if ok or n > l then
-    return ok, rem, resetof(sw_whole(start, p, prev, cur) - now)
-  end
-  local t
-  if fits(cur, n, l) then
-    t = start + p - math.floor(((l - cur - n) * p) / prev)
-  else
-    t = start + 2 * p - math.floor(((l - n) * p) / cur)
-  end
-  t = settle(t, now, function(x)
-    local s2, pv, cu = sw_roll(r, st, x)
-    return sw_est(pv, cu, x - s2, p) + n <= l
-  end)
-  return ok, rem, resetof(t - now)
-end
 
-local function sw_apply(r, st, n, ref)
-  local start, prev, cur = sw_roll(r, st, now)
-  if ref then cur = subcost(cur, n) else cur = cur + n end
-  st.w, st.p, st.c = start, prev, cur
-end
+  function sw_est(prev, cur, e, p)
+    return (prev * (p - e)) / p + cur
+  end
 
-local function sw_expiry(r, st)
-  if st.c > 0 then return st.w + 2 * r.P end
-  if st.p > 0 then return st.w + r.P end
-  return 0
+  function sw_whole(start, p, prev, cur)
+    if cur > 0 then return start + 2 * p end
+    if prev > 0 then return start + p end
+    return now
+  end
+
+  function sw_check(r, st, n, ref)
+    local p, l = r.P, r.L
+    local start, prev, cur = sw_roll(r, st, now)
+    local e = now - start
+    local ok = false
+    if ref then
+      ok = true
+      cur = subcost(cur, n)
+    elseif sw_est(prev, cur, e, p) + n <= l then
+      ok = true
+      cur = cur + n
+    end
+    local rem = floorcount(l - sw_est(prev, cur, e, p))
+    if ok or n > l then
+      return ok, rem, resetof(sw_whole(start, p, prev, cur) - now)
+    end
+    local t
+    if fits(cur, n, l) then
+      t = start + p - floor(((l - cur - n) * p) / prev)
+    else
+      t = start + 2 * p - floor(((l - n) * p) / cur)
+    end
+    t = settle(t, now, function(x)
+      local s2, pv, cu = sw_roll(r, st, x)
+      return sw_est(pv, cu, x - s2, p) + n <= l
+    end)
+    return ok, rem, resetof(t - now)
+  end
+
+  function sw_apply(r, st, n, ref)
+    local start, prev, cur = sw_roll(r, st, now)
+    if ref then cur = subcost(cur, n) else cur = cur + n end
+    st.w, st.p, st.c = start, prev, cur
+  end
+
+  function sw_expiry(r, st)
+    if st.c > 0 then return st.w + 2 * r.P end
+    if st.p > 0 then return st.w + r.P end
+    return 0
+  end
 end
 
 -- meter.go -------------------------------------------------------------------
 
-local function drain(r, level, at, t)
-  local elapsed = t - at
-  if elapsed < 0 then elapsed = 0 end
-  if r.L == 0 then
-    if elapsed >= r.P then return 0 end
-    return level
+local drain, whole_at, mt_check, mt_apply, mt_expiry
+if has_mt then
+  function drain(r, level, at, t)
+    local elapsed = t - at
+    if elapsed < 0 then elapsed = 0 end
+    if r.L == 0 then
+      if elapsed >= r.P then return 0 end
+      return level
+    end
+    local lv = level - (elapsed * r.L) / r.P
+    if lv < 0 then return 0 end
+    return lv
   end
-  local lv = level - (elapsed * r.L) / r.P
-  if lv < 0 then return 0 end
-  return lv
-end
 
-local function whole_at(r, level, at) -- meterWholeAt
-  if not (level > 0) then return at end
-  if r.L == 0 then return at + r.P end
-  local t = at + ceilmicros((level * r.P) / r.L)
-  return settle(t, at, function(x) return drain(r, level, at, x) <= 0 end)
-end
-
-local function mt_check(r, st, n, ref)
-  local c = r.C
-  local lv = drain(r, st.l, st.t, now)
-  local ok = false
-  if ref then
-    ok = true
-    lv = math.max(0, lv - n)
-  elseif lv + n <= c then
-    ok = true
-    lv = lv + n
+  function whole_at(r, level, at) -- meterWholeAt
+    if not (level > 0) then return at end
+    if r.L == 0 then return at + r.P end
+    local t = at + ceilmicros((level * r.P) / r.L)
+    return settle(t, at, function(x) return drain(r, level, at, x) <= 0 end)
   end
-  local rem = floorcount(c - lv)
-  local reset
-  if ok and n > 0 then
-    reset = resetof(whole_at(r, lv, now) - now)
-  elseif ok or n > c then
-    reset = resetof(whole_at(r, st.l, st.t) - now)
-  elseif r.L == 0 then
-    reset = resetof(st.t + r.P - now)
-  else
-    local t = now + ceilmicros(((lv + n - c) * r.P) / r.L)
-    t = settle(t, now, function(x) return drain(r, st.l, st.t, x) + n <= c end)
-    reset = resetof(t - now)
+
+  function mt_check(r, st, n, ref)
+    local c = r.C
+    local lv = drain(r, st.l, st.t, now)
+    local ok = false
+    if ref then
+      ok = true
+      lv = math.max(0, lv - n)
+    elseif lv + n <= c then
+      ok = true
+      lv = lv + n
+    end
+    local rem = floorcount(c - lv)
+    local reset
+    if ok and n > 0 then
+      -- After Apply the state is (lv, now): keep its whole_at for mt_expiry.
+      r.wl, r.wat = lv, whole_at(r, lv, now)
+      reset = resetof(r.wat - now)
+    elseif ok or n > c then
+      reset = resetof(whole_at(r, st.l, st.t) - now)
+    elseif r.L == 0 then
+      reset = resetof(st.t + r.P - now)
+    else
+      local t = now + ceilmicros(((lv + n - c) * r.P) / r.L)
+      t = settle(t, now, function(x) return drain(r, st.l, st.t, x) + n <= c end)
+      reset = resetof(t - now)
+    end
+    return ok, rem, reset
   end
-  return ok, rem, reset
-end
 
-local function mt_apply(r, st, n, ref)
-  local lv = drain(r, st.l, st.t, now)
-  if ref then lv = math.max(0, lv - n) else lv = lv + n end
-  st.l, st.t = lv, now
-end
+  function mt_apply(r, st, n, ref)
+    local lv = drain(r, st.l, st.t, now)
+    if ref then lv = math.max(0, lv - n) else lv = lv + n end
+    st.l, st.t = lv, now
+  end
 
-local function mt_expiry(r, st)
-  local at = whole_at(r, st.l, st.t)
-  if at <= now then return 0 end
-  return at
+  function mt_expiry(r, st)
+    local at
+    if st.t == now and st.l == r.wl then
+      at = r.wat
+    else
+      at = whole_at(r, st.l, st.t)
+    end
+    if at <= now then return 0 end
+    return at
+  end
 end
 
 -- sliding_log.go (the sorted set is the state; expired entries are gone) -----
 
-local function zscore_at(key, rank)
-  local v = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
-  return tonumber(v[2])
-end
+local zscore_at, sl_check, sl_apply, sl_expiry
+if has_sl then
+  function zscore_at(key, rank)
+    local v = call('ZRANGE', key, rank, rank, 'WITHSCORES')
+    return tonumber(v[2])
+  end
 
-local function sl_check(r, n, ref)
-  local l, p = r.L, r.P
-  local c = redis.call('ZCARD', r.key)
-  local ok = false
-  if ref then
-    ok = true
-    c = c - math.min(n, c)
-  elseif fits(c, n, l) then
-    ok = true
-    c = c + n
+  function sl_check(r, n, ref)
+    local l, p = r.L, r.P
+    local c = call('ZCARD', r.key)
+    local ok = false
+    if ref then
+      ok = true
+      c = c - math.min(n, c)
+    elseif fits(c, n, l) then
+      ok = true
+      c = c + n
+    end
+    local rem = subcost(l, c)
+    local reset = 0
+    if ok and c == 0 then
+      reset = 0
+    elseif ok and n > 0 and not ref then
+      reset = resetof(p)
+    elseif ok or n > l then
+      if c > 0 then reset = resetof(zscore_at(r.key, c - 1) + p - now) end
+    else
+      local k = c + n - l
+      reset = resetof(zscore_at(r.key, k - 1) + p - now)
+    end
+    return ok, rem, reset
   end
-  local rem = subcost(l, c)
-  local reset = 0
-  if ok and c == 0 then
-    reset = 0
-  elseif ok and n > 0 and not ref then
-    reset = resetof(p)
-  elseif ok or n > l then
-    if c > 0 then reset = resetof(zscore_at(r.key, c - 1) + p - now) end
-  else
-    local k = c + n - l
-    reset = resetof(zscore_at(r.key, k - 1) + p - now)
-  end
-  return ok, rem, reset
-end
 
-local function sl_apply(r, n, ref)
-  if ref then
-    local m = math.min(n, redis.call('ZCARD', r.key))
-    if m > 0 then redis.call('ZREMRANGEBYRANK', r.key, -m, -1) end
-    return
-  end
-  local stamp = string.format('%d', now) .. ':'
-  local k = redis.call('ZCOUNT', r.key, now, now)
-  local args = {}
-  local j = 0
-  while j < n do
-    local digits = string.format('%d', k + j)
-    args[#args + 1] = now
-    args[#args + 1] = stamp .. string.char(96 + #digits) .. digits
-    j = j + 1
-    if #args >= 1000 or j >= n then
-      redis.call('ZADD', r.key, unpack(args))
-      args = {}
+  function sl_apply(r, n, ref)
+    if ref then
+      local m = math.min(n, call('ZCARD', r.key))
+      if m > 0 then call('ZREMRANGEBYRANK', r.key, -m, -1) end
+      return
+    end
+    local stamp = format('%d', now) .. ':'
+    local k = call('ZCOUNT', r.key, now, now)
+    local args = {}
+    local j = 0
+    while j < n do
+      local digits = format('%d', k + j)
+      args[#args + 1] = now
+      args[#args + 1] = stamp .. string.char(96 + #digits) .. digits
+      j = j + 1
+      if #args >= 1000 or j >= n then
+        call('ZADD', r.key, unpack(args))
+        args = {}
+      end
     end
   end
-end
 
-local function sl_expiry(r)
-  local v = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')
-  if v[2] == nil then return 0 end
-  local at = tonumber(v[2]) + r.P
-  if at <= now then return 0 end
-  return at
+  function sl_expiry(r)
+    local v = call('ZRANGE', r.key, -1, -1, 'WITHSCORES')
+    if v[2] == nil then return 0 end
+    local at = tonumber(v[2]) + r.P
+    if at <= now then return 0 end
+    return at
+  end
 end
 
 -- decision.go: Check every rule, Bind, Apply if allowed ------------------
@@ -474,11 +545,22 @@ for i = 1, nrules do
   end
 end
 
+-- pxttl returns the PX of a counter written now that must live until at
+-- (us): Expiry rounded up to the millisecond, plus 1 ms because PX may
+-- count from a command time up to a millisecond before TIME (see the top).
+local function pxttl(at)
+  if testmode then
+    return ceil((at - now) / 1000) + TEST_TTL_SLACK_MS
+  end
+  return ceil(at / 1000) - floor(now / 1000) + 1
+end
+
+-- expire sets a sliding log's expiry to at (us), rounded up to the ms.
 local function expire(key, at)
   if testmode then
-    redis.call('PEXPIRE', key, math.ceil((at - now) / 1000) + TEST_TTL_SLACK_MS)
+    call('PEXPIRE', key, ceil((at - now) / 1000) + TEST_TTL_SLACK_MS)
   else
-    redis.call('PEXPIREAT', key, math.ceil(at / 1000))
+    call('PEXPIREAT', key, ceil(at / 1000))
   end
 end
 
@@ -511,16 +593,19 @@ if allowed then
     for key, r in pairs(owner) do
       local at, st = expiry[key], states[key]
       if at == 0 then
-        redis.call('DEL', key)
-      else
-        if r.alg == 1 then
-          redis.call('HSET', key, 'w', st.w, 'c', st.c)
-        elseif r.alg == 3 then
-          redis.call('HSET', key, 'w', st.w, 'c', st.c, 'p', st.p)
-        elseif r.alg == 4 then
-          redis.call('HSET', key, 'l', string.format('%.17g', st.l), 't', st.t)
-        end
+        if st.found or r.alg == 2 then call('DEL', key) end
+      elseif r.alg == 2 then
         expire(key, at)
+      else
+        local v
+        if r.alg == 1 then
+          v = format('%d %d', st.w, st.c)
+        elseif r.alg == 3 then
+          v = format('%d %d %d', st.w, st.c, st.p)
+        else
+          v = format('%.17g %d', st.l, st.t)
+        end
+        call('SET', key, v, 'PX', pxttl(at))
       end
     end
   end
@@ -535,8 +620,8 @@ end
 
 local out = { allowed and 1 or 0, binding < 0 and -1 or binding - 1 }
 for i = 1, nrules do
-  out[#out + 1] = ok[i] and 1 or 0
-  out[#out + 1] = rem[i]
-  out[#out + 1] = reset[i]
+  out[3 * i] = ok[i] and 1 or 0
+  out[3 * i + 1] = rem[i]
+  out[3 * i + 2] = reset[i]
 end
 return out

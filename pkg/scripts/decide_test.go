@@ -127,31 +127,36 @@ func (h *harness) compareState(step string, now limit.Micros) {
 				h.t.Fatalf("%s: %s holds %d members, limit %d", step, key, len(got), r.Limit)
 			}
 		case r.Algorithm.IsMeter():
-			v, err := h.c.HGetAll(h.ctx, key).Result()
-			if err != nil {
-				h.t.Fatal(err)
-			}
-			l, _ := strconv.ParseFloat(v["l"], 64)
-			at, _ := strconv.ParseInt(v["t"], 10, 64)
+			f := h.counter(step, key, 2)
+			l, _ := strconv.ParseFloat(f[0], 64)
+			at, _ := strconv.ParseInt(f[1], 10, 64)
 			if math.Float64bits(l) != math.Float64bits(s.Level) || at != s.At {
-				h.t.Fatalf("%s: %s stores %v, go Level %v At %d", step, key, v, s.Level, s.At)
+				h.t.Fatalf("%s: %s stores %q, go Level %v At %d", step, key, f, s.Level, s.At)
 			}
 		default:
-			v, err := h.c.HGetAll(h.ctx, key).Result()
-			if err != nil {
-				h.t.Fatal(err)
-			}
-			want := map[string]string{"w": strconv.FormatInt(s.Window, 10), "c": strconv.FormatUint(s.Count, 10)}
+			want := []string{strconv.FormatInt(s.Window, 10), strconv.FormatUint(s.Count, 10)}
 			if r.Algorithm == limit.SlidingWindow {
-				want["p"] = strconv.FormatUint(s.Prev, 10)
+				want = append(want, strconv.FormatUint(s.Prev, 10))
 			}
-			for f, x := range want {
-				if v[f] != x {
-					h.t.Fatalf("%s: %s stores %v, go %v", step, key, v, want)
-				}
+			if f := h.counter(step, key, len(want)); !slices.Equal(f, want) {
+				h.t.Fatalf("%s: %s stores %q, go %q", step, key, f, want)
 			}
 		}
 	}
+}
+
+// counter reads a counter key: a string of n space-separated fields.
+func (h *harness) counter(step, key string, n int) []string {
+	h.t.Helper()
+	v, err := h.c.Get(h.ctx, key).Result()
+	if err != nil {
+		h.t.Fatalf("%s: GET %s: %v", step, key, err)
+	}
+	f := strings.Split(v, " ")
+	if len(f) != n {
+		h.t.Fatalf("%s: %s stores %q, want %d fields", step, key, v, n)
+	}
+	return f
 }
 
 func hasSharedKey(h *harness, i int) bool {

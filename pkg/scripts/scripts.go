@@ -58,11 +58,12 @@ var decide = newScript(decideSource)
 // them.
 const MaxExact uint64 = 1 << 53
 
-// The ARGV layout of decide.lua: decideHead slots, then decideStride per
-// rule.
+// The ARGV layout of decide.lua: decideHead slots, then ruleSlots per rule,
+// and calendarSlots more for a calendar-aligned fixed window.
 const (
-	decideHead   = 3
-	decideStride = 9
+	decideHead    = 3
+	ruleSlots     = 4
+	calendarSlots = 5
 )
 
 // Algorithm codes of decide.lua's ARGV alg slot.
@@ -72,6 +73,9 @@ const (
 	algLog     = "2"
 	algSliding = "3"
 	algMeter   = "4"
+	// algCalendar is a fixed window aligned to a time zone's calendar,
+	// followed by calendarSlots window slots.
+	algCalendar = "5"
 )
 
 // Time says which clock a decide call runs on.
@@ -85,11 +89,14 @@ type Time struct {
 	At limit.Micros
 }
 
-// ArgCount returns how many ARGV slots a decide call for n rules takes.
-func ArgCount(n int) int { return decideHead + decideStride*n }
+// ArgCount returns at most how many ARGV slots a decide call for n rules
+// takes (exactly, when every rule is a calendar-aligned fixed window), for
+// sizing a buffer.
+func ArgCount(n int) int { return decideHead + (ruleSlots+calendarSlots)*n }
 
 // AppendDecideArgs appends the ARGV of one decide call to dst: the clock,
-// the cost, then nine slots per rule, in the order of rules (KEYS must name
+// the cost, then four slots per rule (nine for a calendar-aligned fixed
+// window), in the order of rules (KEYS must name
 // one key per rule in the same order). It fails for a rule no backend can
 // store: an algorithm or unit outside the known ones.
 //
@@ -149,22 +156,27 @@ func PrepareRule(r limit.Rule) (*RuleArgs, error) {
 	if p <= 0 {
 		alg = algNone
 	}
+	calendar := alg == algFixed && r.Location != nil
+	if calendar {
+		alg = algCalendar
+	}
 	return &RuleArgs{
 		alg:      alg,
 		limit:    formatCount(r.Limit),
 		capacity: formatCount(r.Capacity()),
 		period:   strconv.FormatInt(p, 10),
-		calendar: alg == algFixed && r.Location != nil,
+		calendar: calendar,
 		rule:     r,
 	}, nil
 }
 
-// Append appends the rule's nine ARGV slots to dst. Only a calendar-aligned
-// fixed window allocates (its five window slots, around clock.At).
+// Append appends the rule's ARGV slots to dst: four, and five more for a
+// calendar-aligned fixed window, which alone allocates (its window slots,
+// computed around clock.At).
 func (a *RuleArgs) Append(dst []any, clock Time) []any {
 	dst = append(dst, a.alg, a.limit, a.capacity, a.period)
 	if !a.calendar {
-		return append(dst, "", "", "", "", "")
+		return dst
 	}
 	w, s := calendarSegments(a.rule, clock.At)
 	return append(dst, strconv.FormatInt(w, 10),
