@@ -495,3 +495,43 @@ func TestDecideCalendarSkew(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideForeignCounterReadsEmpty: a counter key holding anything but a
+// counter string -- a hash written by sluice before decision 0012, a string
+// that does not parse, a list -- decides like an empty state and is
+// overwritten by the first admitted call, instead of failing every call on
+// that descriptor until the key expires.
+func TestDecideForeignCounterReadsEmpty(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := srv.Client()
+	ctx := context.Background()
+	now := limit.Micros(1_800_000_000_000_000)
+	rules := map[string]limit.Rule{
+		"fixed_window":   {Unit: limit.Minute, Limit: 5},
+		"sliding_window": {Algorithm: limit.SlidingWindow, Unit: limit.Minute, Limit: 5},
+		"token_bucket":   {Algorithm: limit.TokenBucket, Unit: limit.Minute, Limit: 5},
+	}
+	plant := map[string]func(key string) error{
+		"old hash": func(key string) error {
+			return c.HSet(ctx, key, "w", int64(now), "c", 4, "l", 4, "t", int64(now)).Err()
+		},
+		"garbage string": func(key string) error { return c.Set(ctx, key, "4 x", 0).Err() },
+		"list":           func(key string) error { return c.RPush(ctx, key, "4").Err() },
+	}
+	for alg, r := range rules {
+		for what, put := range plant {
+			t.Run(alg+"/"+what, func(t *testing.T) {
+				h := newHarness(t, c, "foreign-"+alg+"-"+strings.ReplaceAll(what, " ", "-"), []limit.Rule{r})
+				if err := put(h.keys[0]); err != nil {
+					t.Fatal(err)
+				}
+				// run compares with pkg/limit from an empty state, and the
+				// stored counter afterwards.
+				d := h.run("first call", now, limit.Cost{N: 1})
+				if !d.Allowed || d.Outcomes[0].Remaining != 4 {
+					t.Fatalf("first call on a foreign key: %+v, want admitted with 4 left", d)
+				}
+			})
+		}
+	}
+}

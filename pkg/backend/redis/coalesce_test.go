@@ -51,9 +51,14 @@ func inFlight(t *testing.T, b *Backend, prefix string, n int) []<-chan backend.R
 
 // decideAsync runs decideOne on its own goroutine and delivers the result.
 func decideAsync(ctx context.Context, b *Backend, id string) <-chan backend.Result {
+	return decideRulesAsync(ctx, b, id, oneRule)
+}
+
+// decideRulesAsync is decideAsync for the given rules.
+func decideRulesAsync(ctx context.Context, b *Backend, id string, rules []limit.Rule) <-chan backend.Result {
 	out := make(chan backend.Result, 1)
 	go func() {
-		out <- b.Decide(ctx, []backend.Check{{Identity: id, Rules: oneRule, Cost: limit.Cost{N: 1}}})[0]
+		out <- b.Decide(ctx, []backend.Check{{Identity: id, Rules: rules, Cost: limit.Cost{N: 1}}})[0]
 	}()
 	return out
 }
@@ -218,12 +223,16 @@ func TestCoalesceErrorPerCall(t *testing.T) {
 	var count batchCounter
 	b := newBackend(t, Options{URL: srv.Addr(), KeyPrefix: "coerr:", Timeout: 30 * time.Second,
 		PipelineWindow: time.Hour, PipelineLimit: 3, ObserveBatch: count.observe})
-	if err := rc.Set(context.Background(), Key("coerr:", "coerr|bad", oneRule[0]), "not a hash", 0).Err(); err != nil {
+	// A sliding log is a sorted set; a string in its place makes the
+	// script's ZREMRANGEBYSCORE fail with WRONGTYPE. (A counter holding
+	// something else reads as empty and is overwritten: decision 0012.)
+	logRule := []limit.Rule{{Algorithm: limit.SlidingLog, Unit: limit.Hour, Limit: 100}}
+	if err := rc.Set(context.Background(), Key("coerr:", "coerr|bad", logRule[0]), "not a sorted set", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	var results []<-chan backend.Result
 	for _, id := range []string{"coerr|a", "coerr|bad", "coerr|b"} {
-		results = append(results, decideAsync(context.Background(), b, id))
+		results = append(results, decideRulesAsync(context.Background(), b, id, logRule))
 	}
 	for i, ch := range results {
 		r := <-ch
