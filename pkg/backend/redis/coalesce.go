@@ -93,6 +93,13 @@ type coalescer struct {
 	closed bool
 }
 
+// idleNodeTTL is how long a cluster node's queue outlives its last use.
+// Queues are pruned when a new address appears (after a failover or a
+// resharding moved slots, or a pod restarted under a new IP), so the map
+// holds the masters in use plus those used within idleNodeTTL, not every
+// address the cluster ever had.
+const idleNodeTTL = time.Minute
+
 func newCoalescer(ctx context.Context, b *Backend) *coalescer {
 	c := &coalescer{
 		b:      b,
@@ -114,10 +121,15 @@ func (c *coalescer) node(addr string) *node {
 	if c.single != nil {
 		return c.single
 	}
+	now := time.Now()
 	c.mu.RLock()
 	n, closed := c.nodes[addr], c.closed
 	c.mu.RUnlock()
-	if n != nil || closed {
+	if closed {
+		return nil
+	}
+	if n != nil {
+		n.touch(now)
 		return n
 	}
 	c.mu.Lock()
@@ -126,10 +138,24 @@ func (c *coalescer) node(addr string) *node {
 		return nil
 	}
 	if n = c.nodes[addr]; n == nil {
+		c.pruneLocked(now)
 		n = &node{c: c, addr: addr}
 		c.nodes[addr] = n
 	}
+	n.touch(now)
 	return n
+}
+
+// pruneLocked forgets the queues that have been idle (nothing queued, no
+// pipeline in flight, no window timer armed) for idleNodeTTL. A caller
+// still holding a pruned node can use it: it works on its own, outside the
+// map. c.mu must be held for writing.
+func (c *coalescer) pruneLocked(now time.Time) {
+	for addr, n := range c.nodes {
+		if now.UnixNano()-n.lastUsed.Load() > int64(idleNodeTTL) && n.idle() {
+			delete(c.nodes, addr)
+		}
+	}
 }
 
 // close fails every queued request and stops the window timers. Lanes in
@@ -156,6 +182,8 @@ type node struct {
 	c    *coalescer
 	addr string
 
+	lastUsed atomic.Int64 // Unix ns of the last lookup, to the second
+
 	mu     sync.Mutex
 	queue  []*request
 	queued int // commands in queue
@@ -163,6 +191,22 @@ type node struct {
 	armed  bool
 	timer  *time.Timer // the window timer, when Window > 0
 	closed bool
+}
+
+// touch records a use at now. It writes at most once a second, so that
+// concurrent callers do not all write the same cache line.
+func (n *node) touch(now time.Time) {
+	t := now.UnixNano()
+	if t-n.lastUsed.Load() >= int64(time.Second) {
+		n.lastUsed.Store(t)
+	}
+}
+
+// idle reports whether nothing is queued, in flight or armed on n.
+func (n *node) idle() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.queue) == 0 && n.lanes == 0 && !n.armed
 }
 
 // submit queues r, starting a lane if one is free and the queue is ready.

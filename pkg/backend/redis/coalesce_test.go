@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -360,4 +361,46 @@ func TestCloseWithCallsInFlight(t *testing.T) {
 	waitUntil(t, 10*time.Second, "goroutines back to the level before the calls", func() bool {
 		return runtime.NumGoroutine() <= before
 	})
+}
+
+// TestCoalescerPrunesIdleNodes: a new node address prunes the queues idle
+// for idleNodeTTL, and only those: a recently used queue and a queue with
+// work stay.
+func TestCoalescerPrunesIdleNodes(t *testing.T) {
+	c := &coalescer{nodes: map[string]*node{}}
+	old := time.Now().Add(-2 * idleNodeTTL).UnixNano()
+	for _, addr := range []string{"gone:1", "busy:1", "recent:1"} {
+		if c.node(addr) == nil {
+			t.Fatalf("node(%q) = nil on an open coalescer", addr)
+		}
+	}
+	c.nodes["gone:1"].lastUsed.Store(old)
+	busy := c.nodes["busy:1"]
+	busy.lastUsed.Store(old)
+	busy.queue = append(busy.queue, &request{})
+
+	tests := []struct {
+		addr string
+		want []string // the addresses kept after node(addr)
+	}{
+		{"recent:1", []string{"busy:1", "gone:1", "recent:1"}}, // a known address prunes nothing
+		{"new:1", []string{"busy:1", "new:1", "recent:1"}},
+	}
+	for _, tt := range tests {
+		if n := c.node(tt.addr); n == nil || n.addr != tt.addr {
+			t.Fatalf("node(%q) = %+v", tt.addr, n)
+		}
+		var got []string
+		for addr := range c.nodes {
+			got = append(got, addr)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("after node(%q): queues %q, want %q", tt.addr, got, tt.want)
+		}
+	}
+	// The pruned address comes back as a fresh queue when used again.
+	if n := c.node("gone:1"); n == nil || len(c.nodes) != 4 {
+		t.Errorf("node(gone:1) again: %v, %d queues, want a new one beside 3", n, len(c.nodes))
+	}
 }
