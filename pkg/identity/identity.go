@@ -58,7 +58,13 @@ func Encode(domain string, entries []Entry) string {
 	for _, e := range entries {
 		n += 2 + len(e.Key) + len(e.Value)
 	}
-	b := make([]byte, 0, n+8)
+	// Build on the stack when the identity is short enough to be kept
+	// (the common case): the returned string is then the only allocation.
+	var stack [MaxLen + 1]byte
+	b := stack[:0]
+	if n+8 > len(stack) {
+		b = make([]byte, 0, n+8)
+	}
 	b = appendEscaped(b, domain)
 	for _, e := range entries {
 		b = append(b, '|')

@@ -213,3 +213,12 @@ func FuzzEncodeInjective(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeAllocatesOnce: a descriptor below MaxLen costs one allocation,
+// the identity string itself.
+func TestEncodeAllocatesOnce(t *testing.T) {
+	entries := []Entry{{Key: "remote_address", Value: "203.0.113.42"}, {Key: "path", Value: "/api/v1/orders"}}
+	if n := testing.AllocsPerRun(100, func() { _ = Encode("api", entries) }); n != 1 {
+		t.Errorf("Encode: %v allocations, want 1", n)
+	}
+}
