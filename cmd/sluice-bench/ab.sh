@@ -32,13 +32,6 @@ for r in $(seq 1 "$rounds"); do
 	done
 done
 for v in a b; do
-	mkdir -p "$out/merged-$v"
-	for r in $(seq 1 "$rounds"); do
-		for f in "$out/$v-r$r"/*.1.*; do
-			b=$(basename "$f")
-			cp "$f" "$out/merged-$v/${b/.1./.$r.}"
-		done
-	done
 	echo "### $v"
-	"$out/a-r1/bin/sluice-bench" summarize "$out/merged-$v"
+	"$out/a-r1/bin/sluice-bench" summarize $(for r in $(seq 1 "$rounds"); do echo "$out/$v-r$r"; done)
 done

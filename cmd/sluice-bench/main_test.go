@@ -118,6 +118,31 @@ func TestSummarize(t *testing.T) {
 	if code := run(context.Background(), []string{"summarize", t.TempDir()}, io.Discard, io.Discard); code != 1 {
 		t.Errorf("empty directory: exit %d, want 1", code)
 	}
+
+	// The same runs measured as separate rounds, one directory each (as
+	// variants.sh and ab.sh write them), merge into the same table.
+	var dirs []string
+	for round := 1; round <= 3; round++ {
+		d := t.TempDir()
+		dirs = append(dirs, d)
+		for _, name := range []string{"memory." + strconv.Itoa(round) + ".json", "memory." + strconv.Itoa(round) + ".cpu.json", "noop." + strconv.Itoa(round) + ".json"} {
+			body, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Every round directory of measure.sh numbers its run 1.
+			if err := os.WriteFile(filepath.Join(d, strings.Replace(name, "."+strconv.Itoa(round)+".", ".1.", 1)), body, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var merged bytes.Buffer
+	if code := run(context.Background(), append([]string{"summarize"}, dirs...), &merged, io.Discard); code != 0 {
+		t.Fatalf("summarize over %d directories: exit %d", len(dirs), code)
+	}
+	if merged.String() != out.String() {
+		t.Errorf("merged rounds:\n%s\nwant the one-directory summary:\n%s", merged.String(), out.String())
+	}
 }
 
 func TestLocalShare(t *testing.T) {

@@ -31,8 +31,9 @@ type sample struct {
 	}
 }
 
-// summarize prints a markdown table of the runs in a measure.sh output
-// directory: per target the median throughput, its ratio to the no-op
+// summarize prints a markdown table of the runs in one or more measure.sh
+// output directories (several: rounds measured separately, merged in the
+// order given): per target the median throughput, its ratio to the no-op
 // median, the median p99, and every run with the CPU the server, Redis,
 // the load generator and the machine's other processes used.
 func summarize(args []string, stdout, stderr io.Writer) error {
@@ -44,13 +45,24 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 		}
 		return errUsage
 	}
-	if fs.NArg() != 1 {
-		return errors.New("want one directory (measure.sh's OUTDIR)")
+	if fs.NArg() == 0 {
+		return errors.New("want one or more directories (measure.sh's OUTDIR)")
 	}
-	runs, order, err := readRuns(fs.Arg(0))
-	if err != nil {
-		return err
+	runs := make(map[string][]sample)
+	var order []string
+	for _, dir := range fs.Args() {
+		more, names, err := readRuns(dir)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if _, seen := runs[name]; !seen {
+				order = append(order, name)
+			}
+			runs[name] = append(runs[name], more[name]...)
+		}
 	}
+	sortTargets(order)
 	noop := 0.0
 	if s := runs["noop"]; len(s) > 0 {
 		noop = median(s, func(s sample) float64 { return s.report.Throughput })
@@ -129,6 +141,16 @@ func readRuns(dir string) (map[string][]sample, []string, error) {
 	for _, ss := range runs {
 		slices.SortFunc(ss, func(a, b sample) int { return a.round - b.round })
 	}
+	sortTargets(order)
+	if len(order) == 0 {
+		return nil, nil, fmt.Errorf("no NAME.ROUND.json runs in %s", dir)
+	}
+	return runs, order, nil
+}
+
+// sortTargets orders target names as measure.sh runs them, others after
+// them by name.
+func sortTargets(order []string) {
 	rank := map[string]int{"noop": 0, "memory": 1, "redis1": 2, "redis3": 3, "attack": 4}
 	slices.SortStableFunc(order, func(a, b string) int {
 		ra, oka := rank[a]
@@ -143,10 +165,6 @@ func readRuns(dir string) (map[string][]sample, []string, error) {
 		}
 		return strings.Compare(a, b)
 	})
-	if len(order) == 0 {
-		return nil, nil, fmt.Errorf("no NAME.ROUND.json runs in %s", dir)
-	}
-	return runs, order, nil
 }
 
 // localShare estimates the share of attack denials answered without

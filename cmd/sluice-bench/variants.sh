@@ -26,13 +26,6 @@ for r in $(seq 1 "$rounds"); do
 done
 (cd "$root" && go build -o "$out/sluice-bench" ./cmd/sluice-bench)
 for v in "${variants[@]}"; do
-	mkdir -p "$out/merged-$v"
-	for r in $(seq 1 "$rounds"); do
-		for f in "$out/$v-r$r"/*.1.*; do
-			b=$(basename "$f")
-			cp "$f" "$out/merged-$v/${b/.1./.$r.}"
-		done
-	done
 	echo "### $v"
-	"$out/sluice-bench" summarize "$out/merged-$v"
+	"$out/sluice-bench" summarize $(for r in $(seq 1 "$rounds"); do echo "$out/$v-r$r"; done)
 done
