@@ -252,12 +252,13 @@ local mkeys, mrules = {}, {}
 for i = 1, nrules do
   local r = rules[i]
   if r.alg ~= 0 and states[r.key] == nil then
-    local st = { found = false, w = 0, c = 0, p = 0, l = 0, t = 0 }
-    states[r.key] = st
     if r.alg == 2 then
-      -- Drop entries with t + P <= now: they no longer count.
+      -- The sorted set is the state (false: loaded). Drop entries with
+      -- t + P <= now: they no longer count.
+      states[r.key] = false
       call('ZREMRANGEBYSCORE', r.key, '-inf', now - r.P)
     else
+      states[r.key] = { found = false, w = 0, c = 0, p = 0, l = 0, t = 0 }
       mkeys[#mkeys + 1] = r.key
       mrules[#mrules + 1] = r
     end
@@ -593,7 +594,7 @@ if allowed then
     for key, r in pairs(owner) do
       local at, st = expiry[key], states[key]
       if at == 0 then
-        if st.found or r.alg == 2 then call('DEL', key) end
+        if r.alg == 2 or st.found then call('DEL', key) end
       elseif r.alg == 2 then
         expire(key, at)
       else
