@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 )
 
@@ -24,7 +25,7 @@ func (netTimeout) Temporary() bool { return true }
 // for a decision) and advances a clock by took on every Decide.
 type scripted struct {
 	errs   []error
-	clock  *fakeClock
+	clock  *stacktest.Clock
 	took   time.Duration
 	pinged bool
 	closed bool
@@ -41,7 +42,7 @@ func (s *scripted) Decide(_ context.Context, checks []backend.Check) []backend.R
 	}
 	return res
 }
-func (s *scripted) Ping(context.Context) error { s.pinged = true; return errDown }
+func (s *scripted) Ping(context.Context) error { s.pinged = true; return stacktest.ErrRedisDown }
 func (s *scripted) Close() error               { s.closed = true; return nil }
 
 func TestInstrumentBackend(t *testing.T) {
@@ -57,13 +58,13 @@ func TestInstrumentBackend(t *testing.T) {
 		{"circuit open", fmt.Errorf("redis node 10.0.0.1:6379: %w", backend.ErrCircuitOpen), "circuit_open"},
 		{"circuit open, two wrappers", fmt.Errorf("%w: redis: %w", backend.ErrUnavailable, backend.ErrCircuitOpen), "circuit_open"},
 		{"message alone is not enough", fmt.Errorf("%w: circuit open", backend.ErrUnavailable), "unavailable"},
-		{"unavailable", errDown, "unavailable"},
+		{"unavailable", stacktest.ErrRedisDown, "unavailable"},
 		{"other", errors.New("redis: script returned garbage"), "other"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			clock := &fakeClock{now: t0}
+			clock := stacktest.NewClock(t0)
 			m, err := New(reg, Options{Now: clock.Now})
 			if err != nil {
 				t.Fatal(err)
@@ -75,7 +76,7 @@ func TestInstrumentBackend(t *testing.T) {
 				t.Fatalf("results not passed through: %+v", res)
 			}
 			b.Decide(context.Background(), make([]backend.Check, 1))
-			if err := b.Ping(context.Background()); err != errDown || !inner.pinged {
+			if err := b.Ping(context.Background()); err != stacktest.ErrRedisDown || !inner.pinged {
 				t.Fatalf("Ping: %v", err)
 			}
 			if err := b.Close(); err != nil || !inner.closed {
@@ -106,7 +107,7 @@ func TestInstrumentBackend(t *testing.T) {
 
 func TestConfigMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	clock := &fakeClock{now: t0}
+	clock := stacktest.NewClock(t0)
 	m, err := New(reg, Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,11 @@ package metrics
 
 import (
 	"context"
-	"io"
 	"testing"
-
-	"github.com/sirupsen/logrus"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -120,7 +118,7 @@ descriptors:
 		b.Run(name+"_metrics", func(b *testing.B) {
 			mem := memory.New(memory.Options{SweepInterval: -1})
 			defer mem.Close()
-			so := service.Options{Backend: mem, Logger: quiet()}
+			so := service.Options{Backend: mem, Logger: stacktest.QuietLogger()}
 			if withMetrics {
 				m := newBenchMetrics(b)
 				so.Backend, so.Observer = m.InstrumentBackend(mem), m
@@ -137,10 +135,4 @@ descriptors:
 			}
 		})
 	}
-}
-
-func quiet() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
 }

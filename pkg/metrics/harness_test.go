@@ -2,13 +2,11 @@ package metrics
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,10 +17,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/sirupsen/logrus"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/service"
@@ -32,38 +28,20 @@ import (
 // fixed windows do not roll over during a test.
 var t0 = time.Date(2027, 1, 4, 10, 0, 0, 0, time.UTC)
 
-// fakeClock is an injected clock that moves only when told.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // harness is a real service.Service on the memory backend, observed by a
 // Metrics registered on its own registry.
 type harness struct {
 	reg   *prometheus.Registry
 	m     *Metrics
 	svc   *service.Service
-	clock *fakeClock
+	clock *stacktest.Clock
 }
 
 // newHarness parses yaml into the config and builds the service.
 // opts.Backend defaults to the memory backend, instrumented.
 func newHarness(t *testing.T, mo Options, so service.Options, yaml string) *harness {
 	t.Helper()
-	h := &harness{reg: prometheus.NewRegistry(), clock: &fakeClock{now: t0}}
+	h := &harness{reg: prometheus.NewRegistry(), clock: stacktest.NewClock(t0)}
 	if mo.Now == nil {
 		mo.Now = h.clock.Now
 	}
@@ -73,15 +51,12 @@ func newHarness(t *testing.T, mo Options, so service.Options, yaml string) *harn
 	}
 	h.m = m
 	if so.Backend == nil {
-		mem := memory.New(memory.Options{Now: h.clock.Now, SweepInterval: -1})
-		t.Cleanup(func() { mem.Close() })
-		so.Backend = mem
+		so.Backend = stacktest.Memory(t, memory.Options{Now: h.clock.Now, SweepInterval: -1})
 	}
 	so.Backend = m.InstrumentBackend(so.Backend)
 	so.Observer = m
 	if so.Logger == nil {
-		so.Logger = logrus.New()
-		so.Logger.SetOutput(io.Discard)
+		so.Logger = stacktest.QuietLogger()
 	}
 	h.svc = service.New(so)
 	cfg := parseConfig(t, yaml)
@@ -90,17 +65,10 @@ func newHarness(t *testing.T, mo Options, so service.Options, yaml string) *harn
 	return h
 }
 
+// parseConfig builds a config from one YAML document.
 func parseConfig(t testing.TB, yaml string) *descriptor.Config {
 	t.Helper()
-	domains, err := descriptor.Parse("test.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatalf("parse config: %v", err)
-	}
-	c, err := descriptor.NewConfig(domains...)
-	if err != nil {
-		t.Fatalf("build config: %v", err)
-	}
-	return c
+	return stacktest.ParseConfig(t, yaml)
 }
 
 // call sends one request; it returns the overall code, or the error.
@@ -112,22 +80,15 @@ func (h *harness) call(t *testing.T, req *rlsv3.RateLimitRequest) (rlsv3.RateLim
 
 // rq builds a request.
 func rq(domain string, ds ...*rlv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds}
+	return stacktest.Request(domain, ds...)
 }
 
 // d builds a descriptor from key, value pairs.
-func d(kv ...string) *rlv3.RateLimitDescriptor {
-	out := &rlv3.RateLimitDescriptor{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		out.Entries = append(out.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return out
-}
+func d(kv ...string) *rlv3.RateLimitDescriptor { return stacktest.Descriptor(kv...) }
 
 // cost sets a descriptor's hits_addend.
 func cost(n uint64, x *rlv3.RateLimitDescriptor) *rlv3.RateLimitDescriptor {
-	x.HitsAddend = wrapperspb.UInt64(n)
-	return x
+	return stacktest.WithAddend(x, n)
 }
 
 // scrape fetches the registry's metrics over HTTP, as Prometheus would,
@@ -233,18 +194,3 @@ func (f families) check(t *testing.T, wants []want) {
 		}
 	}
 }
-
-// failingBackend fails every check with err, as an unreachable store does.
-type failingBackend struct{ err error }
-
-func (f failingBackend) Decide(_ context.Context, checks []backend.Check) []backend.Result {
-	res := make([]backend.Result, len(checks))
-	for i := range res {
-		res[i].Err = f.err
-	}
-	return res
-}
-func (f failingBackend) Ping(context.Context) error { return f.err }
-func (f failingBackend) Close() error               { return nil }
-
-var errDown = fmt.Errorf("redis 127.0.0.1:1: connection refused: %w", backend.ErrUnavailable)

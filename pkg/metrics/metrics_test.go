@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -135,10 +136,10 @@ descriptors:
     rate_limit: {name: r, unit: minute, requests_per_unit: 1}
 `)
 	}
-	clock := &fakeClock{now: t0}
+	clock := stacktest.NewClock(t0)
 	local := memory.New(memory.Options{Now: clock.Now, SweepInterval: -1})
 	t.Cleanup(func() { local.Close() })
-	h := newHarness(t, Options{}, service.Options{Backend: failingBackend{errDown}, Local: local}, yaml.String())
+	h := newHarness(t, Options{}, service.Options{Backend: stacktest.FailingBackend{Err: stacktest.ErrRedisDown}, Local: local}, yaml.String())
 	for _, dom := range []string{"allow", "deny", "local", "error"} {
 		for range 2 {
 			_, err := h.call(t, rq(dom, d("k", "v")))
@@ -292,7 +293,7 @@ func TestNil(t *testing.T) {
 	if err := m.RegisterDenyCache(func() (uint64, uint64, uint64) { return 0, 0, 0 }); err != nil {
 		t.Fatal(err)
 	}
-	b := failingBackend{errDown}
+	b := stacktest.FailingBackend{Err: stacktest.ErrRedisDown}
 	if got := m.InstrumentBackend(b); got != b {
 		t.Fatalf("nil Metrics wrapped the backend")
 	}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -34,18 +35,18 @@ descriptors:
 
 // shortBackend breaks the Backend contract on purpose: it answers fewer
 // results than checks.
-type shortBackend struct{ failingBackend }
+type shortBackend struct{ stacktest.FailingBackend }
 
 func (shortBackend) Decide(context.Context, []backend.Check) []backend.Result { return nil }
 
 // panickyBackend panics on purpose, to prove the handler recovers.
-type panickyBackend struct{ failingBackend }
+type panickyBackend struct{ stacktest.FailingBackend }
 
 func (panickyBackend) Decide(context.Context, []backend.Check) []backend.Result { panic("boom") }
 
 // memLocal marks where TestFailureModes builds a real memory backend as
 // Local (it needs the test's clock).
-type useMemory struct{ failingBackend }
+type useMemory struct{ stacktest.FailingBackend }
 
 var memLocal backend.Backend = useMemory{}
 
@@ -58,7 +59,7 @@ func TestFailureModes(t *testing.T) {
 	tests := []struct {
 		name      string
 		mode      string
-		backend   backend.Backend // default: failing with errRedisDown
+		backend   backend.Backend // default: failing with stacktest.ErrRedisDown
 		local     backend.Backend // nil: none; memLocal: a memory backend
 		instances int
 		keys      []string
@@ -82,9 +83,9 @@ func TestFailureModes(t *testing.T) {
 			}},
 		{name: "local without a local backend is error", mode: "local", keys: []string{"k"},
 			calls: []call{{code: codes.Unavailable, match: "connection refused"}}},
-		{name: "local backend failing too", mode: "local", local: failingBackend{errRedisDown}, keys: []string{"k"},
+		{name: "local backend failing too", mode: "local", local: stacktest.FailingBackend{Err: stacktest.ErrRedisDown}, keys: []string{"k"},
 			calls: []call{{code: codes.Unavailable, match: "local fallback"}}},
-		{name: "caller canceled", mode: "error", backend: failingBackend{fmt.Errorf("evalsha: %w", context.Canceled)}, keys: []string{"k"},
+		{name: "caller canceled", mode: "error", backend: stacktest.FailingBackend{Err: fmt.Errorf("evalsha: %w", context.Canceled)}, keys: []string{"k"},
 			calls: []call{{code: codes.Canceled, match: "context canceled"}}},
 		{name: "backend answers too few results", mode: "error", backend: shortBackend{}, keys: []string{"k"},
 			calls: []call{{code: codes.Unavailable, match: "0 results for 1 checks"}}},
@@ -95,13 +96,10 @@ func TestFailureModes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := Options{Backend: tt.backend, Local: tt.local, LocalInstances: tt.instances}
 			if opts.Backend == nil {
-				opts.Backend = failingBackend{errRedisDown}
+				opts.Backend = stacktest.FailingBackend{Err: stacktest.ErrRedisDown}
 			}
 			if _, ok := opts.Local.(useMemory); ok {
-				clock := &fakeClock{now: t0}
-				local := memory.New(memory.Options{Now: clock.Now})
-				t.Cleanup(func() { local.Close() })
-				opts.Local = local
+				opts.Local = stacktest.Memory(t, memory.Options{Now: stacktest.NewClock(t0).Now})
 			}
 			h := newHarness(t, opts, failureYAML(tt.mode))
 			for i, c := range tt.calls {

@@ -3,9 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,9 +11,9 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"github.com/sirupsen/logrus"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
@@ -24,24 +22,6 @@ import (
 // t0 is the fake clock's start: 250 ms into an hour (and into a minute and
 // a second), so fixed-window resets are exact to the millisecond.
 var t0 = time.Date(2027, 1, 4, 10, 0, 0, int(250*time.Millisecond), time.UTC)
-
-// fakeClock is the memory backend's injected clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // countingBackend passes every call to a real backend and counts Decide
 // calls and the checks they carried.
@@ -56,68 +36,35 @@ func (b *countingBackend) Decide(ctx context.Context, checks []backend.Check) []
 	return b.Backend.Decide(ctx, checks)
 }
 
-// failingBackend fails every check on purpose, as an unreachable Redis does.
-type failingBackend struct{ err error }
-
-func (f failingBackend) Decide(_ context.Context, checks []backend.Check) []backend.Result {
-	res := make([]backend.Result, len(checks))
-	for i := range res {
-		res[i].Err = f.err
-	}
-	return res
-}
-func (f failingBackend) Ping(context.Context) error { return f.err }
-func (f failingBackend) Close() error               { return nil }
-
-var errRedisDown = fmt.Errorf("redis 127.0.0.1:1: connection refused: %w", backend.ErrUnavailable)
-
 // harness is a Service on a real memory backend with a fake clock and a
 // config parsed from YAML.
 type harness struct {
 	svc   *Service
-	clock *fakeClock
+	clock *stacktest.Clock
 	mem   *countingBackend
-}
-
-func quietLogger() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
 }
 
 // newHarness parses the YAML documents (one file each) into a config and
 // builds a Service. opts.Backend defaults to the memory backend.
 func newHarness(t testing.TB, opts Options, yamls ...string) *harness {
 	t.Helper()
-	h := &harness{clock: &fakeClock{now: t0}}
-	h.mem = &countingBackend{Backend: memory.New(memory.Options{Now: h.clock.Now})}
-	t.Cleanup(func() { h.mem.Close() })
+	h := &harness{clock: stacktest.NewClock(t0)}
+	h.mem = &countingBackend{Backend: stacktest.Memory(t, memory.Options{Now: h.clock.Now})}
 	if opts.Backend == nil {
 		opts.Backend = h.mem
 	}
 	if opts.Logger == nil {
-		opts.Logger = quietLogger()
+		opts.Logger = stacktest.QuietLogger()
 	}
 	h.svc = New(opts)
 	h.svc.SetConfig(parseConfig(t, yamls...))
 	return h
 }
 
+// parseConfig builds a config from YAML documents, one file each.
 func parseConfig(t testing.TB, yamls ...string) *descriptor.Config {
 	t.Helper()
-	var domains []*descriptor.Domain
-	for i, y := range yamls {
-		ds, err := descriptor.Parse(fmt.Sprintf("test%d.yaml", i), []byte(y))
-		if err != nil {
-			t.Fatalf("parse config %d: %v", i, err)
-		}
-		domains = append(domains, ds...)
-	}
-	c, err := descriptor.NewConfig(domains...)
-	if err != nil {
-		t.Fatalf("build config: %v", err)
-	}
-	return c
+	return stacktest.ParseConfig(t, yamls...)
 }
 
 // call runs one request that must succeed.
@@ -132,22 +79,15 @@ func (h *harness) call(t testing.TB, req *rlsv3.RateLimitRequest) *rlsv3.RateLim
 
 // rq builds a request.
 func rq(domain string, ds ...*rlv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds}
+	return stacktest.Request(domain, ds...)
 }
 
 // d builds a descriptor from key, value pairs.
-func d(kv ...string) *rlv3.RateLimitDescriptor {
-	out := &rlv3.RateLimitDescriptor{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		out.Entries = append(out.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return out
-}
+func d(kv ...string) *rlv3.RateLimitDescriptor { return stacktest.Descriptor(kv...) }
 
 // addend sets the descriptor's hits_addend.
 func addend(x *rlv3.RateLimitDescriptor, n uint64) *rlv3.RateLimitDescriptor {
-	x.HitsAddend = wrapperspb.UInt64(n)
-	return x
+	return stacktest.WithAddend(x, n)
 }
 
 // refund marks the descriptor is_negative_hits.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -85,7 +86,7 @@ descriptors:
 
 	// Failures are reported with the domain's failure mode.
 	rec2 := &recorder{}
-	f := newHarness(t, Options{Observer: rec2, Backend: failingBackend{errRedisDown}}, failureYAML("allow"))
+	f := newHarness(t, Options{Observer: rec2, Backend: stacktest.FailingBackend{Err: stacktest.ErrRedisDown}}, failureYAML("allow"))
 	f.call(t, rq("fm", d("k", "1")))
 	if want := []string{"ok k failed:allow"}; !slices.Equal(rec2.outcomes, want) {
 		t.Fatalf("outcomes %q, want %q", rec2.outcomes, want)

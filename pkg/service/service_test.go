@@ -12,6 +12,8 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rl/sluice/internal/stacktest"
 )
 
 // The reference's integration configs (test/integration/runtime/current/
@@ -142,7 +144,7 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 2}
 `
 	// A failing backend proves unlimited descriptors never reach it.
-	h := newHarness(t, Options{Backend: failingBackend{errRedisDown}}, cfg)
+	h := newHarness(t, Options{Backend: stacktest.FailingBackend{Err: stacktest.ErrRedisDown}}, cfg)
 	expect(t, h.call(t, rq("d", d("qux", "1"), d("qux", "2"))), OK, "OK rem=4294967295", "OK rem=4294967295")
 	if _, err := h.svc.ShouldRateLimit(context.Background(), rq("d", d("qux", "1"), d("foo", "1"))); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a limited descriptor with a failing backend gave %v, want Unavailable", err)

@@ -161,7 +161,7 @@ func TestAccuracyUnderLoad(t *testing.T) {
 	var clients []rlsv3.RateLimitServiceClient
 	for range 3 {
 		be := newRedis(t, redis.Options{Type: redis.TypeCluster, URL: strings.Join(c.Addrs(), ","), KeyPrefix: prefix})
-		clients = append(clients, startStack(t, service.Options{Backend: be}, accYAML()).client)
+		clients = append(clients, startStack(t, service.Options{Backend: be}, accYAML()).Client)
 	}
 	var report []string
 	for _, a := range accAlgorithms {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/identity"
@@ -69,7 +70,7 @@ func measureNow() measure { return measure{goroutines: runtime.NumGoroutine(), h
 // exist before measureNow counts goroutines.
 func warmUp(t *testing.T, st *stack, r request) {
 	t.Helper()
-	if s := call(st.client, 0, r); s.code != codes.OK {
+	if s := call(st.Client, 0, r); s.code != codes.OK {
 		t.Fatalf("warm-up: %v %s", s.code, s.msg)
 	}
 }
@@ -138,7 +139,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	warmUp(t, st, userRequest("faults", "warm-up"))
 	m := measureNow()
 
-	l := startLoad([]rlsv3.RateLimitServiceClient{st.client}, 8, time.Millisecond, func(w, i int) request {
+	l := startLoad([]rlsv3.RateLimitServiceClient{st.Client}, 8, time.Millisecond, func(w, i int) request {
 		if w == 7 {
 			return userRequest("faults-local", "u"+strconv.Itoa(i%2))
 		}
@@ -270,7 +271,7 @@ func TestClusterMasterKilled(t *testing.T) {
 	}
 	m := measureNow()
 
-	l := startLoad([]rlsv3.RateLimitServiceClient{st.client}, 9, time.Millisecond, func(w, i int) request {
+	l := startLoad([]rlsv3.RateLimitServiceClient{st.Client}, 9, time.Millisecond, func(w, i int) request {
 		return userRequest("faults", users[(w+i)%len(users)])
 	})
 	waitUntil(t, 30*time.Second, "every user over its limit", func() bool { return l.ok.Load() > int64(len(users))*faultLimit+300 })
@@ -337,7 +338,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 	st := startStack(t, service.Options{Backend: be}, faultsYAML)
 	warmUp(t, st, userRequest("faults", "warm-up"))
 	m := measureNow()
-	l := startLoad([]rlsv3.RateLimitServiceClient{st.client}, 8, time.Millisecond, func(w, i int) request {
+	l := startLoad([]rlsv3.RateLimitServiceClient{st.Client}, 8, time.Millisecond, func(w, i int) request {
 		return userRequest("faults", "u"+strconv.Itoa(i%4))
 	})
 	for i := range 10 {
@@ -379,7 +380,7 @@ func TestRedisPaused(t *testing.T) {
 	st := startStack(t, service.Options{Backend: be}, big)
 	warmUp(t, st, userRequest("faults", "warm-up"))
 	m := measureNow()
-	l := startLoad([]rlsv3.RateLimitServiceClient{st.client}, 8, time.Millisecond, func(w, i int) request {
+	l := startLoad([]rlsv3.RateLimitServiceClient{st.Client}, 8, time.Millisecond, func(w, i int) request {
 		return userRequest("faults", "u"+strconv.Itoa(i%4))
 	})
 	waitUntil(t, 10*time.Second, "load running", func() bool { return l.ok.Load() > 200 })
@@ -420,7 +421,7 @@ func TestRedisPaused(t *testing.T) {
 	phantom := 0
 	for u := range 4 {
 		r := rq("faults", withAddend(desc("user", "u"+strconv.Itoa(u)), 0))
-		resp, err := st.client.ShouldRateLimit(context.Background(), r)
+		resp, err := st.Client.ShouldRateLimit(context.Background(), r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -492,7 +493,7 @@ func TestConfigReplacedBrokenThenFixed(t *testing.T) {
 		Paths:  []string{dir},
 		Load:   func() (*descriptor.Config, error) { return descriptor.Load(descriptor.LoadOptions{}, dir) },
 		Apply:  st.svc.SetConfig,
-		Logger: quietLogger(),
+		Logger: stacktest.QuietLogger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -502,7 +503,7 @@ func TestConfigReplacedBrokenThenFixed(t *testing.T) {
 	}
 	warmUp(t, st, userRequest("faults", "warm-up"))
 	m := measureNow()
-	l := startLoad([]rlsv3.RateLimitServiceClient{st.client}, 8, time.Millisecond, func(w, i int) request {
+	l := startLoad([]rlsv3.RateLimitServiceClient{st.Client}, 8, time.Millisecond, func(w, i int) request {
 		return userRequest("faults", "u"+strconv.Itoa(i%4))
 	})
 	waitUntil(t, 10*time.Second, "load running", func() bool { return l.ok.Load() > 4*faultLimit+200 })

@@ -439,7 +439,7 @@ func TestHostileRedis(t *testing.T) {
 func TestHostileJSON(t *testing.T) {
 	st := startStack(t, hostileOptions(newMemory()), hostileYAML)
 	post := func(body string) (int, string) {
-		resp, err := http.Post("http://"+st.srv.HTTPAddr()+"/json", "application/json", strings.NewReader(body))
+		resp, err := http.Post("http://"+st.Server.HTTPAddr()+"/json", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,60 +3,28 @@ package reliability
 import (
 	"context"
 	"fmt"
-	"io"
 	"runtime"
 	"testing"
 	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
-	"github.com/sluice-rl/sluice/pkg/descriptor"
-	"github.com/sluice-rl/sluice/pkg/server"
 	"github.com/sluice-rl/sluice/pkg/service"
 )
 
 // stack is one in-process sluice: a Service on a backend, behind a
 // server.Server on 127.0.0.1 ports, and a gRPC client connected to it.
 type stack struct {
-	svc    *service.Service
-	srv    *server.Server
-	conn   *grpc.ClientConn
-	client rlsv3.RateLimitServiceClient
-}
-
-// quietLogger discards log output.
-func quietLogger() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
-}
-
-// parseConfig builds a config from YAML documents, one file each.
-func parseConfig(t testing.TB, yamls ...string) *descriptor.Config {
-	t.Helper()
-	var domains []*descriptor.Domain
-	for i, y := range yamls {
-		ds, err := descriptor.Parse(fmt.Sprintf("config%d.yaml", i), []byte(y))
-		if err != nil {
-			t.Fatalf("parse config %d: %v", i, err)
-		}
-		domains = append(domains, ds...)
-	}
-	c, err := descriptor.NewConfig(domains...)
-	if err != nil {
-		t.Fatalf("build config: %v", err)
-	}
-	return c
+	svc *service.Service
+	*stacktest.Stack
 }
 
 // startStack serves opts (whose Backend is required) with the config
@@ -65,45 +33,21 @@ func parseConfig(t testing.TB, yamls ...string) *descriptor.Config {
 func startStack(t testing.TB, opts service.Options, yamls ...string) *stack {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = quietLogger()
+		opts.Logger = stacktest.QuietLogger()
 	}
 	st := &stack{svc: service.New(opts)}
 	if len(yamls) > 0 {
-		st.svc.SetConfig(parseConfig(t, yamls...))
+		st.svc.SetConfig(stacktest.ParseConfig(t, yamls...))
 	}
-	srv, err := server.New(server.Options{
-		GRPCAddr:        "127.0.0.1:0",
-		HTTPAddr:        "127.0.0.1:0",
-		Service:         st.svc,
-		Logger:          quietLogger(),
-		ShutdownTimeout: 5 * time.Second,
-	})
-	if err != nil {
-		t.Fatalf("server: %v", err)
-	}
-	st.srv = srv
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		cancel()
-		t.Fatalf("dial %s: %v", srv.GRPCAddr(), err)
-	}
-	st.conn = conn
-	st.client = rlsv3.NewRateLimitServiceClient(conn)
+	// Registered before Serve's cleanup, so it runs after the server is down.
 	t.Cleanup(func() {
-		conn.Close()
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
 		for _, b := range []backend.Backend{opts.Backend, opts.Local} {
 			if b != nil {
 				b.Close()
 			}
 		}
 	})
+	st.Stack = stacktest.Serve(t, st.svc)
 	return st
 }
 
@@ -114,7 +58,7 @@ func newMemory() *memory.Backend { return memory.New(memory.Options{}) }
 func newRedis(t testing.TB, opts redis.Options) *redis.Backend {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = quietLogger()
+		opts.Logger = stacktest.QuietLogger()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -128,22 +72,15 @@ func newRedis(t testing.TB, opts redis.Options) *redis.Backend {
 
 // rq builds a request.
 func rq(domain string, ds ...*rlv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds}
+	return stacktest.Request(domain, ds...)
 }
 
 // desc builds a descriptor from key, value pairs.
-func desc(kv ...string) *rlv3.RateLimitDescriptor {
-	out := &rlv3.RateLimitDescriptor{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		out.Entries = append(out.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return out
-}
+func desc(kv ...string) *rlv3.RateLimitDescriptor { return stacktest.Descriptor(kv...) }
 
 // withAddend sets the descriptor's hits_addend.
 func withAddend(d *rlv3.RateLimitDescriptor, n uint64) *rlv3.RateLimitDescriptor {
-	d.HitsAddend = wrapperspb.UInt64(n)
-	return d
+	return stacktest.WithAddend(d, n)
 }
 
 // heapAfterGC returns the live heap after two collections (the second
@@ -290,7 +227,7 @@ func wrapped(v uint64) []byte {
 // rawCall sends req as Envoy would, whatever bytes its strings hold.
 func rawCall(ctx context.Context, st *stack, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	resp := new(rlsv3.RateLimitResponse)
-	err := st.conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, req, resp, grpc.ForceCodec(wireCodec{}))
+	err := st.Conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, req, resp, grpc.ForceCodec(wireCodec{}))
 	if err != nil {
 		return nil, err
 	}

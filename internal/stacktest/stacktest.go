@@ -1,0 +1,173 @@
+package stacktest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/memory"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+	"github.com/sluice-rl/sluice/pkg/server"
+)
+
+// Clock is an injected clock that moves only when told. It is safe for
+// concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a Clock standing at start.
+func NewClock(start time.Time) *Clock { return &Clock{now: start} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// QuietLogger returns a logger that discards everything.
+func QuietLogger() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
+}
+
+// ParseConfig builds a config from YAML documents, one file each (named
+// config0.yaml, config1.yaml, ...), and fails t if they do not parse or do
+// not combine.
+func ParseConfig(t testing.TB, yamls ...string) *descriptor.Config {
+	t.Helper()
+	var domains []*descriptor.Domain
+	for i, y := range yamls {
+		ds, err := descriptor.Parse(fmt.Sprintf("config%d.yaml", i), []byte(y))
+		if err != nil {
+			t.Fatalf("parse config %d: %v", i, err)
+		}
+		domains = append(domains, ds...)
+	}
+	c, err := descriptor.NewConfig(domains...)
+	if err != nil {
+		t.Fatalf("build config: %v", err)
+	}
+	return c
+}
+
+// Memory returns a memory backend with opts, closed when t ends.
+func Memory(t testing.TB, opts memory.Options) *memory.Backend {
+	t.Helper()
+	b := memory.New(opts)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// ErrRedisDown is the error FailingBackend users pass to play an
+// unreachable Redis: it wraps backend.ErrUnavailable.
+var ErrRedisDown = fmt.Errorf("redis 127.0.0.1:1: connection refused: %w", backend.ErrUnavailable)
+
+// FailingBackend fails every check, and Ping, with Err, as an unreachable
+// store does.
+type FailingBackend struct {
+	// Err is every result's error.
+	Err error
+}
+
+// Decide answers every check with f.Err.
+func (f FailingBackend) Decide(_ context.Context, checks []backend.Check) []backend.Result {
+	res := make([]backend.Result, len(checks))
+	for i := range res {
+		res[i].Err = f.Err
+	}
+	return res
+}
+
+// Ping returns f.Err.
+func (f FailingBackend) Ping(context.Context) error { return f.Err }
+
+// Close does nothing.
+func (f FailingBackend) Close() error { return nil }
+
+// Request builds a request for domain with the descriptors ds.
+func Request(domain string, ds ...*rlv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds}
+}
+
+// Descriptor builds a descriptor from key, value pairs; an odd trailing
+// key is ignored.
+func Descriptor(kv ...string) *rlv3.RateLimitDescriptor {
+	out := &rlv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out.Entries = append(out.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return out
+}
+
+// WithAddend sets d's hits_addend to n and returns d.
+func WithAddend(d *rlv3.RateLimitDescriptor, n uint64) *rlv3.RateLimitDescriptor {
+	d.HitsAddend = wrapperspb.UInt64(n)
+	return d
+}
+
+// Stack is a server.Server serving a RateLimitService on 127.0.0.1 ports,
+// and a gRPC client connected to it.
+type Stack struct {
+	// Server serves gRPC and HTTP; its addresses are GRPCAddr and HTTPAddr.
+	Server *server.Server
+	// Conn is the client connection to Server's gRPC port.
+	Conn *grpc.ClientConn
+	// Client is a RateLimitService client on Conn.
+	Client rlsv3.RateLimitServiceClient
+}
+
+// Serve serves svc on free 127.0.0.1 gRPC and HTTP ports and connects a
+// client. When t ends it closes the client, then shuts the server down
+// gracefully and fails t if Serve returned an error. Cleanups registered
+// before Serve (closing backends, say) run after that.
+func Serve(t testing.TB, svc rlsv3.RateLimitServiceServer) *Stack {
+	t.Helper()
+	srv, err := server.New(server.Options{
+		GRPCAddr:        "127.0.0.1:0",
+		HTTPAddr:        "127.0.0.1:0",
+		Service:         svc,
+		Logger:          QuietLogger(),
+		ShutdownTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		cancel()
+		t.Fatalf("dial %s: %v", srv.GRPCAddr(), err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &Stack{Server: srv, Conn: conn, Client: rlsv3.NewRateLimitServiceClient(conn)}
+}
