@@ -10,43 +10,19 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/sluice-rl/sluice/internal/stacktest"
 )
 
-// The reference's integration configs (test/integration/runtime/current/
-// ratelimit/config/basic.yaml and another.yaml), as its §5.2 describes them.
-const basicYAML = `
-domain: basic
-descriptors:
-  - key: key1
-    rate_limit:
-      unit: second
-      requests_per_unit: 50
-  - key: one_per_minute
-    rate_limit:
-      unit: minute
-      requests_per_unit: 1
-`
-
-const anotherYAML = `
-domain: another
-descriptors:
-  - key: key2
-    rate_limit:
-      unit: minute
-      requests_per_unit: 20
-  - key: key3
-    rate_limit:
-      unit: hour
-      requests_per_unit: 10
-  - key: key4
-    rate_limit:
-      unit: day
-      requests_per_unit: 20
-`
+// basicYAML and anotherYAML are the reference's integration configs
+// (test/integration/runtime/current/ratelimit/config/basic.yaml and
+// another.yaml), as its §5.2 describes them; test/integration runs the
+// binary on the same two.
+const (
+	basicYAML   = stacktest.ReferenceBasicYAML
+	anotherYAML = stacktest.ReferenceAnotherYAML
+)
 
 // TestBasicBaseConfig replays the reference's core integration scenario
 // (testBasicBaseConfig steps 1-5) with its exact remaining values.

@@ -7,6 +7,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/stacktest"
 )
 
 const (
@@ -15,34 +16,11 @@ const (
 )
 
 // referenceConfig is the config of envoyproxy/ratelimit's own integration
-// tests (basic.yaml and another.yaml), unchanged.
+// tests (basic.yaml and another.yaml), unchanged; pkg/service's unit tests
+// replay the same scenario on it in-process.
 var referenceConfig = map[string]string{
-	"basic.yaml": `domain: basic
-descriptors:
-  - key: key1
-    rate_limit:
-      unit: second
-      requests_per_unit: 50
-  - key: one_per_minute
-    rate_limit:
-      unit: minute
-      requests_per_unit: 1
-`,
-	"another.yaml": `domain: another
-descriptors:
-  - key: key2
-    rate_limit:
-      unit: minute
-      requests_per_unit: 20
-  - key: key3
-    rate_limit:
-      unit: hour
-      requests_per_unit: 10
-  - key: key4
-    rate_limit:
-      unit: day
-      requests_per_unit: 20
-`,
+	"basic.yaml":   stacktest.ReferenceBasicYAML,
+	"another.yaml": stacktest.ReferenceAnotherYAML,
 }
 
 // multiConfig is one descriptor with three rules of different algorithms,
