@@ -1,167 +1,38 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
+
+	"github.com/sluice-rl/sluice/internal/sluiceproc"
 )
 
 // buildSluice builds ./cmd/sluice of the module the command runs in.
 func buildSluice(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "sluice")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/sluice-rl/sluice/cmd/sluice")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/sluice: %w\n%s", err, out)
+	if err := sluiceproc.Build(ctx, bin); err != nil {
+		return "", err
 	}
 	return bin, nil
 }
 
-// sluiceProc is a running `sluice serve`.
-type sluiceProc struct {
-	cmd      *exec.Cmd
-	logs     *logBuffer
-	exited   chan struct{}
-	exitErr  error
-	grpcAddr string
-	httpAddr string
-}
-
-// logBuffer collects the process's output.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// listenRE finds the addresses in sluice's "listening" log line (JSON).
-var listenRE = struct{ grpc, http *regexp.Regexp }{
-	grpc: regexp.MustCompile(`"grpc":"([^"]+)"`),
-	http: regexp.MustCompile(`"http":"([^"]+)"`),
-}
-
 // startSluice runs `bin serve` on free loopback ports with env added to a
-// minimal environment, and waits until /healthcheck answers 200.
-func startSluice(bin string, env map[string]string) (*sluiceProc, error) {
-	full := map[string]string{
-		"GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0",
-		"HOST": "127.0.0.1", "PORT": "0",
-		"LOG_FORMAT": "json", "LOG_LEVEL": "info",
-	}
-	for _, k := range []string{"PATH", "HOME", "TMPDIR"} {
-		if v, ok := os.LookupEnv(k); ok {
-			full[k] = v
-		}
-	}
+// minimal environment (LOG_LEVEL info unless env says otherwise), and
+// waits until /healthcheck answers 200.
+func startSluice(bin string, env map[string]string) (*sluiceproc.Process, error) {
+	full := map[string]string{"LOG_LEVEL": "info"}
 	for k, v := range env {
 		full[k] = v
 	}
-	var kv []string
-	for k, v := range full {
-		kv = append(kv, k+"="+v)
-	}
-	sort.Strings(kv)
-	p := &sluiceProc{logs: &logBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "serve")
-	p.cmd.Env = kv
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s serve: %w", bin, err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	wait := func(what string) error {
-		select {
-		case <-p.exited:
-			return fmt.Errorf("sluice exited while waiting for %s: %v\n%s", what, p.exitErr, p.logs)
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.kill()
-			return fmt.Errorf("no %s within 30s\n%s", what, p.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-		return nil
-	}
-	for p.grpcAddr == "" {
-		sc := bufio.NewScanner(strings.NewReader(p.logs.String()))
-		for sc.Scan() {
-			line := sc.Text()
-			g, h := listenRE.grpc.FindStringSubmatch(line), listenRE.http.FindStringSubmatch(line)
-			if strings.Contains(line, "listening") && g != nil && h != nil {
-				p.grpcAddr, p.httpAddr = g[1], h[1]
-			}
-		}
-		if p.grpcAddr == "" {
-			if err := wait("listening log line"); err != nil {
-				return nil, err
-			}
-		}
-	}
-	hc := &http.Client{Timeout: time.Second}
-	for {
-		resp, err := hc.Get("http://" + p.httpAddr + "/healthcheck")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, nil
-			}
-		}
-		if err := wait("healthy /healthcheck"); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// pid is the sluice process id.
-func (p *sluiceProc) pid() int { return p.cmd.Process.Pid }
-
-// stop sends SIGTERM and waits for a clean exit (status 0), killing the
-// process if it does not exit within 30 s.
-func (p *sluiceProc) stop() error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		p.kill()
-		return errors.New("sluice did not exit within 30s of SIGTERM; killed")
-	}
-	if p.exitErr != nil {
-		return fmt.Errorf("sluice exited with %v", p.exitErr)
-	}
-	return nil
-}
-
-// kill stops the process at once, by its PID.
-func (p *sluiceProc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.exited
+	return sluiceproc.Start(sluiceproc.Options{Binary: bin, Env: full, RequireHealthy: true})
 }
 
 // readRSS returns VmRSS of process pid in bytes, from /proc/PID/status.

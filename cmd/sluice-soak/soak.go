@@ -90,22 +90,16 @@ func soak(ctx context.Context, o options, bin, backendName string, out io.Writer
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		select {
-		case <-p.exited:
-		default:
-			p.kill()
-		}
-	}()
-	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	defer p.Kill()
+	conn, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
 	fmt.Fprintf(out, "\n== %s backend: sluice pid %d (gRPC %s, HTTP %s), %d clients at %s, %v, a sample every %v\n",
-		backendName, p.pid(), p.grpcAddr, p.httpAddr, o.clients, rateString(o.rate), o.duration, o.sample)
+		backendName, p.PID(), p.GRPCAddr(), p.HTTPAddr(), o.clients, rateString(o.rate), o.duration, o.sample)
 
-	gs := &goroutineSource{httpAddr: p.httpAddr, client: &http.Client{Timeout: 2 * time.Second}}
+	gs := &goroutineSource{httpAddr: p.HTTPAddr(), client: &http.Client{Timeout: 2 * time.Second}}
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	l := startLoader(loadCtx, rlsv3.NewRateLimitServiceClient(conn), o.clients, o.rate)
@@ -126,7 +120,7 @@ func soak(ctx context.Context, o options, bin, backendName string, out io.Writer
 		now := time.Now()
 		r := row{at: now.Sub(start).Round(time.Second), goroutines: -1, redisMem: -1, interval: now.Sub(last)}
 		last = now
-		if r.rss, err = readRSS(p.pid()); err != nil {
+		if r.rss, err = readRSS(p.PID()); err != nil {
 			return nil, fmt.Errorf("read RSS: %w", err)
 		}
 		if n, err := gs.count(); err == nil {
@@ -153,11 +147,11 @@ func soak(ctx context.Context, o options, bin, backendName string, out io.Writer
 	}
 	stopLoad()
 	l.wait()
-	rep.stopErr = p.stop()
+	rep.stopErr = p.Stop(30 * time.Second)
 	rep.verdict = verdicts(rep.rows)
 	printVerdict(out, rep)
 	if o.keep {
-		fmt.Fprintf(out, "-- sluice logs --\n%s", p.logs)
+		fmt.Fprintf(out, "-- sluice logs --\n%s", p.Logs())
 	}
 	return rep, nil
 }

@@ -5,7 +5,9 @@
 // and hands back a Process: its addresses, a gRPC RateLimitService client on
 // one shared connection, its captured logs, and Stop (SIGTERM, expect exit
 // 0) and Kill (SIGKILL). Every process is killed by its PID when the test
-// ends, and its logs are printed if the test failed.
+// ends, and its logs are printed if the test failed. The process handling
+// itself (environment, log capture, listen addresses, signals) is
+// internal/sluiceproc's, which cmd/sluice-soak shares.
 //
 // A typical test:
 //

@@ -1,17 +1,10 @@
 package sluicetest
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,16 +12,16 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// Deadlines for the binary to build, come up and go down.
+// Deadlines for the binary to build and go down (sluiceproc bounds the
+// start).
 const (
 	buildTimeout = 3 * time.Minute
-	startTimeout = 30 * time.Second
 	stopTimeout  = 30 * time.Second
-	pollEvery    = 10 * time.Millisecond
 )
 
 // BinaryEnv names an environment variable holding the path of a sluice
@@ -60,10 +53,7 @@ func Binary(t testing.TB) string {
 		build.path = filepath.Join(build.dir, "sluice")
 		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", build.path, "github.com/sluice-rl/sluice/cmd/sluice")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build ./cmd/sluice: %w\n%s", err, out)
-		}
+		build.err = sluiceproc.Build(ctx, build.path)
 	})
 	if build.err != nil {
 		t.Fatal(build.err)
@@ -96,15 +86,10 @@ type Options struct {
 
 // Process is a running `sluice serve`.
 type Process struct {
-	t        testing.TB
-	cmd      *exec.Cmd
-	logs     *syncBuffer
-	exited   chan struct{} // closed when the process has exited
-	exitErr  error         // valid after exited is closed
-	grpcAddr string
-	httpAddr string
-	conn     *grpc.ClientConn
-	client   rlsv3.RateLimitServiceClient
+	t      testing.TB
+	proc   *sluiceproc.Process
+	conn   *grpc.ClientConn
+	client rlsv3.RateLimitServiceClient
 }
 
 // Start runs `sluice serve` with opts and waits until /healthcheck answers
@@ -118,132 +103,48 @@ type Process struct {
 func Start(t testing.TB, opts Options) *Process {
 	t.Helper()
 	bin := Binary(t)
-	env := map[string]string{
-		"GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0",
-		"HOST": "127.0.0.1", "PORT": "0",
-		"LOG_FORMAT": "json",
-	}
-	for _, k := range []string{"PATH", "HOME", "TMPDIR"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env[k] = v
-		}
-	}
+	env := map[string]string{}
 	if opts.ConfigDir != "" {
 		env["SLUICE_CONFIG"] = opts.ConfigDir
 	}
 	for k, v := range opts.Env {
 		env[k] = v
 	}
-
-	p := &Process{t: t, logs: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"serve"}, opts.Args...)...)
-	p.cmd.Env = environ(env)
-	p.cmd.Stdout = p.logs
-	p.cmd.Stderr = p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s serve: %v", bin, err)
+	proc, err := sluiceproc.Launch(sluiceproc.Options{Binary: bin, Env: env, Args: opts.Args})
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
+	p := &Process{t: t, proc: proc}
 	t.Cleanup(func() {
 		if p.conn != nil {
 			_ = p.conn.Close()
 		}
-		p.kill()
+		proc.Kill()
 		if t.Failed() {
-			t.Logf("sluice (pid %d) logs:\n%s", p.cmd.Process.Pid, p.Logs())
+			t.Logf("sluice (pid %d) logs:\n%s", proc.PID(), proc.Logs())
 		}
 	})
 
-	if err := p.waitListening(); err != nil {
-		t.Fatalf("sluice serve: %v\nlogs:\n%s", err, p.Logs())
+	if err := proc.WaitReady(); err != nil {
+		t.Fatalf("sluice serve: %v\nlogs:\n%s", err, proc.Logs())
 	}
-	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(proc.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		t.Fatalf("grpc client for %s: %v", p.grpcAddr, err)
+		t.Fatalf("grpc client for %s: %v", proc.GRPCAddr(), err)
 	}
 	p.conn = conn
 	p.client = rlsv3.NewRateLimitServiceClient(conn)
 	return p
 }
 
-// environ turns env into sorted "K=V" pairs.
-func environ(env map[string]string) []string {
-	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// listenRE finds the addresses in the "listening" line, in the JSON
-// ("grpc":"127.0.0.1:1") and the text (grpc="127.0.0.1:1") log formats.
-var listenRE = struct{ grpc, http *regexp.Regexp }{
-	grpc: regexp.MustCompile(`"?grpc"?[:=]"([^"]+)"`),
-	http: regexp.MustCompile(`"?http"?[:=]"([^"]+)"`),
-}
-
-// waitListening waits for the "listening" log line, then for /healthcheck
-// to answer.
-func (p *Process) waitListening() error {
-	deadline := time.Now().Add(startTimeout)
-	for p.grpcAddr == "" {
-		for _, line := range strings.Split(p.logs.String(), "\n") {
-			if !strings.Contains(line, "listening") {
-				continue
-			}
-			g, h := listenRE.grpc.FindStringSubmatch(line), listenRE.http.FindStringSubmatch(line)
-			if g != nil && h != nil {
-				p.grpcAddr, p.httpAddr = g[1], h[1]
-				break
-			}
-		}
-		if p.grpcAddr != "" {
-			break
-		}
-		if err := p.pollWait(deadline, "the listening log line"); err != nil {
-			return err
-		}
-	}
-	hc := &http.Client{Timeout: time.Second}
-	for {
-		resp, err := hc.Get("http://" + p.httpAddr + "/healthcheck")
-		if err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		if err := p.pollWait(deadline, "/healthcheck to answer"); err != nil {
-			return err
-		}
-	}
-}
-
-// pollWait sleeps one poll interval, or fails if the process exited or the
-// deadline passed.
-func (p *Process) pollWait(deadline time.Time, what string) error {
-	select {
-	case <-p.exited:
-		return fmt.Errorf("exited while waiting for %s: %v", what, p.exitErr)
-	default:
-	}
-	if time.Now().After(deadline) {
-		return fmt.Errorf("no %s after %s", what, startTimeout)
-	}
-	time.Sleep(pollEvery)
-	return nil
-}
-
 // PID is the process id.
-func (p *Process) PID() int { return p.cmd.Process.Pid }
+func (p *Process) PID() int { return p.proc.PID() }
 
 // GRPCAddr is the gRPC listen address, "127.0.0.1:port".
-func (p *Process) GRPCAddr() string { return p.grpcAddr }
+func (p *Process) GRPCAddr() string { return p.proc.GRPCAddr() }
 
 // HTTPAddr is the HTTP listen address (/healthcheck, /json, /rlconfig).
-func (p *Process) HTTPAddr() string { return p.httpAddr }
+func (p *Process) HTTPAddr() string { return p.proc.HTTPAddr() }
 
 // Conn is the shared gRPC connection to the process (for the health
 // service, reflection, ...). It is closed when the test ends.
@@ -253,7 +154,7 @@ func (p *Process) Conn() *grpc.ClientConn { return p.conn }
 func (p *Process) Client() rlsv3.RateLimitServiceClient { return p.client }
 
 // Logs returns everything the process wrote to stdout and stderr so far.
-func (p *Process) Logs() string { return p.logs.String() }
+func (p *Process) Logs() string { return p.proc.Logs() }
 
 // Entry is one key/value entry of a request descriptor.
 type Entry struct{ Key, Value string }
@@ -293,26 +194,12 @@ func (p *Process) ShouldRateLimit(ctx context.Context, domain string, hits uint3
 }
 
 // Signal sends sig to the process.
-func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+func (p *Process) Signal(sig os.Signal) error { return p.proc.Signal(sig) }
 
 // Wait waits up to timeout for the process to exit and returns its exit
 // code; it returns an error if it did not exit in time or was killed by a
 // signal.
-func (p *Process) Wait(timeout time.Duration) (int, error) {
-	select {
-	case <-p.exited:
-	case <-time.After(timeout):
-		return -1, fmt.Errorf("sluice (pid %d) still running after %s", p.PID(), timeout)
-	}
-	if p.exitErr == nil {
-		return 0, nil
-	}
-	var ee *exec.ExitError
-	if errors.As(p.exitErr, &ee) && ee.ExitCode() >= 0 {
-		return ee.ExitCode(), nil
-	}
-	return -1, p.exitErr
-}
+func (p *Process) Wait(timeout time.Duration) (int, error) { return p.proc.Wait(timeout) }
 
 // Stop sends SIGTERM, waits for the process to exit, and fails the test
 // unless it exits 0 within 30 s.
@@ -328,43 +215,8 @@ func (p *Process) Stop() {
 }
 
 // Running reports whether the process has not exited.
-func (p *Process) Running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
+func (p *Process) Running() bool { return p.proc.Running() }
 
 // Kill stops the process at once with SIGKILL, as a crash would, and
 // waits for it to exit.
-func (p *Process) Kill() { p.kill() }
-
-func (p *Process) kill() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and many readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+func (p *Process) Kill() { p.proc.Kill() }
