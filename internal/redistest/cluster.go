@@ -37,8 +37,7 @@ type ClusterSet struct {
 	opts  ClusterOptions
 	nodes []*process
 
-	mu      sync.Mutex
-	clients []interface{ Close() error }
+	clients clientList
 }
 
 // clusterTimeout bounds creating the cluster and waiting for a failover.
@@ -49,12 +48,7 @@ const clusterTimeout = 30 * time.Second
 func Cluster(t testing.TB, opts ClusterOptions) *ClusterSet {
 	t.Helper()
 	c, err := StartCluster(opts)
-	if errors.Is(err, ErrNotInstalled) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatalf("start redis cluster: %v", err)
-	}
+	requireStarted(t, "redis cluster", err)
 	t.Cleanup(c.Close)
 	return c
 }
@@ -401,9 +395,7 @@ func (c *ClusterSet) Client() *redis.ClusterClient {
 		WriteTimeout:             5 * time.Second,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
-	c.mu.Lock()
-	c.clients = append(c.clients, cl)
-	c.mu.Unlock()
+	c.clients.add(cl)
 	return cl
 }
 
@@ -411,22 +403,14 @@ func (c *ClusterSet) Client() *redis.ClusterClient {
 // commandstats or run SCRIPT FLUSH there), closed with the set.
 func (c *ClusterSet) NodeClient(addr string) *redis.Client {
 	cl := c.adminClient(addr)
-	c.mu.Lock()
-	c.clients = append(c.clients, cl)
-	c.mu.Unlock()
+	c.clients.add(cl)
 	return cl
 }
 
 // Close closes the clients handed out, stops every node by PID and removes
 // the files. It is safe to call more than once.
 func (c *ClusterSet) Close() {
-	c.mu.Lock()
-	clients := c.clients
-	c.clients = nil
-	c.mu.Unlock()
-	for _, cl := range clients {
-		_ = cl.Close()
-	}
+	c.clients.closeAll()
 	var wg sync.WaitGroup
 	for _, p := range c.nodes {
 		if p == nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -27,6 +28,43 @@ const (
 	pollEvery    = 10 * time.Millisecond
 	startRetries = 5
 )
+
+// requireStarted skips t when err is ErrNotInstalled and fails t on any
+// other error from starting what.
+func requireStarted(t testing.TB, what string, err error) {
+	t.Helper()
+	if errors.Is(err, ErrNotInstalled) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatalf("start %s: %v", what, err)
+	}
+}
+
+// clientList holds the clients a server or set handed out, to close them
+// with it. It is safe for concurrent use.
+type clientList struct {
+	mu      sync.Mutex
+	clients []interface{ Close() error }
+}
+
+// add records c to be closed by closeAll.
+func (l *clientList) add(c interface{ Close() error }) {
+	l.mu.Lock()
+	l.clients = append(l.clients, c)
+	l.mu.Unlock()
+}
+
+// closeAll closes every client added so far, once.
+func (l *clientList) closeAll() {
+	l.mu.Lock()
+	clients := l.clients
+	l.clients = nil
+	l.mu.Unlock()
+	for _, c := range clients {
+		_ = c.Close()
+	}
+}
 
 // serverBinary returns the path of redis-server, or ErrNotInstalled.
 func serverBinary() (string, error) {

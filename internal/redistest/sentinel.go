@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,8 +23,7 @@ type SentinelSet struct {
 	replica   *process
 	sentinels []*process
 
-	mu      sync.Mutex
-	clients []interface{ Close() error }
+	clients clientList
 }
 
 const masterName = "sluice-test"
@@ -35,12 +33,7 @@ const masterName = "sluice-test"
 func Sentinel(t testing.TB) *SentinelSet {
 	t.Helper()
 	s, err := StartSentinel()
-	if errors.Is(err, ErrNotInstalled) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatalf("start redis sentinel set: %v", err)
-	}
+	requireStarted(t, "redis sentinel set", err)
 	t.Cleanup(s.Close)
 	return s
 }
@@ -176,22 +169,14 @@ func (s *SentinelSet) Client() *redis.Client {
 		ReadTimeout:   5 * time.Second,
 		WriteTimeout:  5 * time.Second,
 	})
-	s.mu.Lock()
-	s.clients = append(s.clients, c)
-	s.mu.Unlock()
+	s.clients.add(c)
 	return c
 }
 
 // Close closes the clients handed out, stops every process by PID and
 // removes the files. It is safe to call more than once.
 func (s *SentinelSet) Close() {
-	s.mu.Lock()
-	clients := s.clients
-	s.clients = nil
-	s.mu.Unlock()
-	for _, c := range clients {
-		_ = c.Close()
-	}
+	s.clients.closeAll()
 	for _, p := range append(s.sentinels, s.replica, s.master) {
 		if p != nil {
 			p.stop()

@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"errors"
 	"sync"
 	"testing"
 )
@@ -36,12 +35,7 @@ type SharedCluster struct {
 func (s *SharedCluster) Get(t testing.TB) *ClusterSet {
 	t.Helper()
 	s.once.Do(func() { s.c, s.err = StartCluster(s.Options) })
-	if errors.Is(s.err, ErrNotInstalled) {
-		t.Skip(s.err)
-	}
-	if s.err != nil {
-		t.Fatalf("start shared redis cluster: %v", s.err)
-	}
+	requireStarted(t, "shared redis cluster", s.err)
 	return s.c
 }
 

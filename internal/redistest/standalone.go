@@ -1,11 +1,9 @@
 package redistest
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,8 +18,7 @@ type Server struct {
 	root string
 	tls  bool // the TCP port speaks TLS; Client uses the unix socket
 
-	mu      sync.Mutex
-	clients []*redis.Client
+	clients clientList
 }
 
 // Standalone starts a redis-server on a free loopback port (and a unix
@@ -32,12 +29,7 @@ type Server struct {
 func Standalone(t testing.TB, args ...string) *Server {
 	t.Helper()
 	s, err := StartStandalone(args...)
-	if errors.Is(err, ErrNotInstalled) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
+	requireStarted(t, "redis-server", err)
 	t.Cleanup(s.Close)
 	return s
 }
@@ -79,12 +71,7 @@ type TLS struct {
 func StandaloneTLS(t testing.TB, tlsFiles TLS, args ...string) *Server {
 	t.Helper()
 	s, err := StartStandaloneTLS(tlsFiles, args...)
-	if errors.Is(err, ErrNotInstalled) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatalf("start redis-server with TLS: %v", err)
-	}
+	requireStarted(t, "redis-server with TLS", err)
 	t.Cleanup(s.Close)
 	return s
 }
@@ -164,22 +151,14 @@ func (s *Server) Client() *redis.Client {
 		WriteTimeout:             5 * time.Second,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
-	s.mu.Lock()
-	s.clients = append(s.clients, c)
-	s.mu.Unlock()
+	s.clients.add(c)
 	return c
 }
 
 // Close closes the clients handed out, stops the server by PID and removes
 // its files. It is safe to call more than once.
 func (s *Server) Close() {
-	s.mu.Lock()
-	clients := s.clients
-	s.clients = nil
-	s.mu.Unlock()
-	for _, c := range clients {
-		_ = c.Close()
-	}
+	s.clients.closeAll()
 	s.proc.stop()
 	_ = os.RemoveAll(s.root)
 }
