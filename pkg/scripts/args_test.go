@@ -39,7 +39,7 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			rules: []limit.Rule{{Unit: limit.Minute, Multiplier: 5, Limit: 3}},
 			cost:  limit.Cost{N: 1},
 			head:  []string{"", "1", "0"},
-			want:  []string{"1", "3", "3", "300000000"},
+			want:  []string{"1", "3", "3", "300000000", "fw.5mi"},
 		},
 		{
 			name:  "meter with burst, refund, fixed clock",
@@ -47,7 +47,7 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			cost:  limit.Cost{N: 7, Refund: true},
 			clock: Time{Fixed: true, At: 42},
 			head:  []string{"42", "7", "1"},
-			want:  []string{"4", "10", "30", "1000000"},
+			want:  []string{"4", "10", "30", "1000000", "tb.1se"},
 		},
 		{
 			name: "sliding log and sliding window",
@@ -57,21 +57,21 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			},
 			cost: limit.Cost{},
 			head: []string{"", "0", "0"},
-			want: []string{"2", "100", "100", "3600000000", "3", "1000", "1000", "86400000000"},
+			want: []string{"2", "100", "100", "3600000000", "sl.1ho", "3", "1000", "1000", "86400000000", "sw.1da"},
 		},
 		{
 			name:  "unknown unit admits only peeks and refunds",
 			rules: []limit.Rule{{Unit: limit.UnitUnknown, Limit: 5}},
 			cost:  limit.Cost{N: 1},
 			head:  []string{"", "1", "0"},
-			want:  []string{"0", "5", "5", "0"},
+			want:  []string{"0", "5", "5", "0", "fw.1un"},
 		},
 		{
 			name:  "huge cost and limit are clamped below 2^53",
 			rules: []limit.Rule{{Unit: limit.Second, Limit: 1 << 60}},
 			cost:  limit.Cost{N: 1 << 62},
 			head:  []string{"", "9007199254740992", "0"},
-			want:  []string{"1", "9007199254740991", "9007199254740991", "1000000"},
+			want:  []string{"1", "9007199254740991", "9007199254740991", "1000000", "fw.1se"},
 		},
 		{
 			name:  "calendar day in a zone",
@@ -81,7 +81,7 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			head:  []string{"", "1", "0"},
 			want: func() []string {
 				_, s := calendarSegments(limit.Rule{Unit: limit.Day, Location: shanghai}, at)
-				return []string{"5", "9", "9", "86400000000", "0",
+				return []string{"5", "9", "9", "86400000000", "fw.1da.Asia/Shanghai", "0",
 					fmt.Sprint(s[0]), fmt.Sprint(s[1]), fmt.Sprint(s[2]), fmt.Sprint(s[3])}
 			}(),
 		},

@@ -8,20 +8,30 @@ backend returns; the contract suite (pkg/backend/backendtest) and the
 differential tests in pkg/scripts hold it to that. The comments name the Go
 function each part mirrors.
 
-KEYS (one per rule, in rule order; the Go side builds them)
-  KEYS[i] = <prefix>{<descriptor identity>}:<rule id>
+KEYS (the Go side builds them)
+  KEYS[1]   = <prefix>{<descriptor identity>}   the descriptor's counters
+  KEYS[1+j] = <prefix>{<descriptor identity>}:<rule id>   the j-th sliding
+              log rule's sorted set, in rule order
   All keys of one call share the hash tag {<identity>}, so they live in one
   cluster slot and one script may touch them all. Rules with the same id
-  share one key and one state, as they share one State in pkg/limit.
-  State per algorithm (absent key = zero state; the window is stored in the
-  value, not in the key name, so KEYS names every key the script touches).
-  Counters are one string of decimal fields separated by spaces, read for
-  all rules with one MGET and written with one SET ... PX each:
+  share one state, as they share one State in pkg/limit.
+  The counters of every other rule of the descriptor live in KEYS[1], one
+  string read with one GET and written with one SET ... PX (whatever the
+  number of rules: a second rule costs no command): records separated by
+  '|', each "<rule id> <e> <fields>", where e is the ms instant until which
+  the record's state counts (its Expiry rounded up) and the fields are
+  decimals separated by spaces (an absent record = zero state; the window
+  is stored in the record, not in the key name, so KEYS names every key
+  the script touches):
     fixed_window                  "<w> <c>"      w = window start us,
                                                  c = count
     sliding_window                "<w> <c> <p>"  p = previous window's count
     meters (token/leaky bucket,   "<l> <t>"      l = level (float, %.17g),
             gcra)                                t = us of that level
+  e.g. "fw.1se 1763900001000 1763900000000000 7|tb.1ho 1763903600000 3.5 1763900000123456".
+  Records of rule ids this call does not name (a request that overrides a
+  limit with another unit, or rules of an older configuration) are kept as
+  they are until their e passes; the key expires with its latest record.
     sliding_log                   sorted set, one member per admitted unit
                                   of cost, score = instant in us, member
                                   "<us>:<n>" with n a per-instant index
@@ -35,8 +45,8 @@ ARGV (all decimal strings)
   [2] N     cost, whole units, 0 <= N <= 2^53 (0 = peek); the Go side clamps
             larger costs to 2^53, where every decision is already the same
   [3] refund "1" gives N back (is_negative_hits), "0" takes it
-  then, for each rule in KEYS order, 4 slots, and 5 more for a calendar
-  fixed window (alg 5):
+  then, for each rule, 5 slots, and 5 more for a calendar fixed window
+  (alg 5):
   [+1] alg  0 = none (unknown unit: admits only peeks and refunds, no key
             touched), 1 = fixed_window (epoch-aligned), 2 = sliding_log,
             3 = sliding_window, 4 = meter (token_bucket, leaky_bucket, gcra),
@@ -45,12 +55,13 @@ ARGV (all decimal strings)
             limits to 2^53-1, below every clamped cost)
   [+3] C    capacity (burst, or L), same range
   [+4] P    period in us (unit_multiplier x unit, at most 100 years)
+  [+5] id   the rule's id (limit.Rule.ID: no space, no '|')
   alg 5 only:
-  [+5] w    0 when the windows are the segments below (day, week, month,
+  [+6] w    0 when the windows are the segments below (day, week, month,
             year units), else the width in us of the windows inside each
             segment (second/minute/hour units, whose segments are local
             days)
-  [+6..9] s0 s1 s2 s3  three
+  [+7..10] s0 s1 s2 s3  three
             contiguous segments [s0,s1) [s1,s2) [s2,s3) in us, computed by
             the Go side around ITS clock (previous, current, next). Lua has
             no time-zone database, so the script only picks the segment that
@@ -65,16 +76,18 @@ Returns a flat array of integers:
   as pkg/limit does; Redis would otherwise truncate).
 
 Writes: only when every rule admitted a nonzero cost (a refund always
-applies). Every written key expires at its Expiry (limit.Rule.Expiry)
+applies). Every written state expires at its Expiry (limit.Rule.Expiry)
 rounded UP to the millisecond -- deleting it earlier would forget state that
-still counts, and it is idle after that. Counters may live up to 2 ms
-longer: they are written with SET ... PX (SET ... PXAT needs Redis 6.2),
+still counts, and it is idle after that: a sliding log's key, a counter's
+record (e), and the counter key with its latest record. The counter key may
+live up to 2 ms longer: it is written with SET ... PX (SET ... PXAT needs Redis 6.2),
 which counts from Redis's clock when SET runs -- on Redis 7.2+ the
 script's start, up to a millisecond before the TIME read here, hence 1 ms
 added; on older versions the moment SET runs, which can be a millisecond
 boundary after TIME. Living a little longer is harmless: the window or
 instant is in the value, so a stale counter reads as empty. A state that
-becomes equivalent to empty is deleted. Sliding logs drop expired members on every
+becomes equivalent to empty is deleted (a record dropped, a key deleted
+when nothing is left in it). Sliding logs drop expired members on every
 call (that changes no decision). Nothing is written on a denial or a peek.
 
 Why a script and not MULTI: every rule must be read before any is written
@@ -83,10 +96,12 @@ separate commands, and the write is conditional on what was read. A script
 does read-decide-write atomically in one round trip.
 
 Why this shape: inside Redis, each redis.call costs about as much as the
-Lua around it (~1.5-2 us), so the script makes as few as it can: TIME, one
-MGET for every counter, one SET per written counter (SET ... PX sets value
-and expiry in one command, where a hash needs HSET and PEXPIREAT), and
-nothing for a peek or a denial. See docs/decisions/0012.
+Lua around it (~1.5-3 us), so the script makes as few as it can: TIME, one
+GET for all counters, one SET for all counters (SET ... PX sets value and
+expiry in one command, where a hash needs HSET and PEXPIREAT), and nothing
+for a peek or a denial. Numbers passed to redis.call go as strings: Redis
+formats a Lua number argument with %.17g, which costs more than the
+command. See docs/decisions/0012 and 0013.
 
 Why TIME comes from Redis: service instances' clocks drift; every instance
 sharing this Redis agrees on Redis's clock, so windows and buckets do not
@@ -179,35 +194,43 @@ end
 
 -- rules --------------------------------------------------------------------
 
-local nrules = #KEYS
+local nrules = 0
 local rules = {}
 -- Which algorithms this call needs: only their functions are defined below
 -- (each closure a script defines costs Redis CPU on every call).
 local has_fw, has_sl, has_sw, has_mt = false, false, false, false
+local nargv = #ARGV
+local nkeys = 1 -- KEYS cursor: the last key given to a rule
 local b = 3 -- ARGV cursor: the slot before this rule's first
-for i = 1, nrules do
+while b < nargv do
+  local i = nrules + 1
   -- Every field a rule gets is named here, so the table is sized once.
   local r = {
     alg = tonumber(ARGV[b + 1]),
     L = tonumber(ARGV[b + 2]),
     C = tonumber(ARGV[b + 3]),
     P = tonumber(ARGV[b + 4]),
-    key = KEYS[i],
+    id = ARGV[b + 5],
+    key = false, -- sliding log: its sorted set
     start = false, wend = false, -- fixed window: the window holding now
     wl = false, wat = false, -- meter: level after apply, its whole_at
   }
-  if r.alg == nil or r.L == nil or r.C == nil or r.P == nil then
+  if r.alg == nil or r.L == nil or r.C == nil or r.P == nil or r.id == nil then
     return redis.error_reply('sluice decide: bad ARGV for rule ' .. i)
   end
   if r.P <= 0 then r.alg = 0 end
+  if r.alg == 2 then
+    nkeys = nkeys + 1
+    r.key = KEYS[nkeys]
+  end
   -- The fixed window holding now (window.go, Rule.Window).
   if r.alg == 1 then
     r.start = now - floormod(now, r.P)
     r.wend = r.start + r.P
   elseif r.alg == 5 then
     r.alg = 1
-    local w = tonumber(ARGV[b + 5])
-    local s = { tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7]), tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9]) }
+    local w = tonumber(ARGV[b + 6])
+    local s = { tonumber(ARGV[b + 7]), tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9]), tonumber(ARGV[b + 10]) }
     if w == nil or s[1] == nil or s[2] == nil or s[3] == nil or s[4] == nil then
       return redis.error_reply('sluice decide: bad calendar ARGV for rule ' .. i)
     end
@@ -230,7 +253,8 @@ for i = 1, nrules do
         now, s[1], s[4], i))
     end
   end
-  b = b + 4
+  b = b + 5
+  nrules = i
   rules[i] = r
   if r.alg == 1 then has_fw = true
   elseif r.alg == 2 then has_sl = true
@@ -238,46 +262,59 @@ for i = 1, nrules do
   elseif r.alg == 4 then has_mt = true
   end
 end
-if b ~= #ARGV then
-  return redis.error_reply('sluice decide: ' .. #ARGV .. ' ARGV for ' .. nrules .. ' keys')
+if b ~= nargv or nkeys ~= #KEYS then
+  return redis.error_reply('sluice decide: ' .. nargv .. ' ARGV and ' .. #KEYS .. ' KEYS for ' .. nrules .. ' rules')
 end
 
 -- state --------------------------------------------------------------------
 
--- Counter states are loaded once per key, all with one MGET, and shared by
--- rules with the same key, as pkg/limit shares one State between them. A
--- key holding anything but a counter string (nil from MGET) reads as empty.
+-- States are loaded once per rule id and shared by rules with the same
+-- id, as pkg/limit shares one State between them. Counter states come from
+-- the records of KEYS[1], read with one MGET (which, unlike GET, reads a
+-- key of another type as nil: anything but a counter string reads as
+-- empty). others keeps the records of ids this call does not name.
 local states = {}
-local mkeys, mrules = {}, {}
+local owner = {} -- rule id -> the first rule with that id
+local ncounters = 0
 for i = 1, nrules do
   local r = rules[i]
-  if r.alg ~= 0 and states[r.key] == nil then
+  if r.alg ~= 0 and states[r.id] == nil then
+    owner[r.id] = r
     if r.alg == 2 then
       -- The sorted set is the state (false: loaded). Drop entries with
       -- t + P <= now: they no longer count.
-      states[r.key] = false
-      call('ZREMRANGEBYSCORE', r.key, '-inf', now - r.P)
+      states[r.id] = false
+      call('ZREMRANGEBYSCORE', r.key, '-inf', format('%d', now - r.P))
     else
-      states[r.key] = { found = false, w = 0, c = 0, p = 0, l = 0, t = 0 }
-      mkeys[#mkeys + 1] = r.key
-      mrules[#mrules + 1] = r
+      states[r.id] = { w = 0, c = 0, p = 0, l = 0, t = 0 }
+      ncounters = ncounters + 1
     end
   end
 end
-if #mkeys > 0 then
-  local vals = call('MGET', unpack(mkeys))
-  for j = 1, #mkeys do
-    local r, v = mrules[j], vals[j]
-    local st = states[r.key]
-    local x, y, z
-    if v then
-      st.found = true
-      x, y, z = string.match(v, '^(%S+) (%S+) ?(%S*)$')
-    end
-    if r.alg == 4 then
-      st.l, st.t = tonumber(x) or 0, tonumber(y) or 0
-    else
-      st.w, st.c, st.p = tonumber(x) or 0, tonumber(y) or 0, tonumber(z) or 0
+local found = false -- KEYS[1] held a counter string
+local others, others_at = {}, 0 -- kept records, and the latest of their e (us)
+if ncounters > 0 then
+  local v = call('MGET', KEYS[1])[1]
+  if v then
+    found = true
+    -- (gmatch costs a closure: a lone record is matched directly)
+    local single = not string.find(v, '|', 1, true)
+    for rec in single and function() local r = v; v = nil; return r end or string.gmatch(v, '[^|]+') do
+      local id, e, x, y, z = string.match(rec, '^(%S+) (%d+) (%S+) (%S+) ?(%S*)$')
+      local st = states[id]
+      if st then
+        if owner[id].alg == 4 then
+          st.l, st.t = tonumber(x) or 0, tonumber(y) or 0
+        else
+          st.w, st.c, st.p = tonumber(x) or 0, tonumber(y) or 0, tonumber(z) or 0
+        end
+      elseif id and st == nil then
+        local at = tonumber(e) * 1000
+        if at > now then
+          others[#others + 1] = rec
+          if at > others_at then others_at = at end
+        end
+      end
     end
   end
 end
@@ -490,13 +527,14 @@ if has_sl then
       if m > 0 then call('ZREMRANGEBYRANK', r.key, -m, -1) end
       return
     end
-    local stamp = format('%d', now) .. ':'
-    local k = call('ZCOUNT', r.key, now, now)
+    local nows = format('%d', now)
+    local stamp = nows .. ':'
+    local k = call('ZCOUNT', r.key, nows, nows)
     local args = {}
     local j = 0
     while j < n do
       local digits = format('%d', k + j)
-      args[#args + 1] = now
+      args[#args + 1] = nows
       args[#args + 1] = stamp .. string.char(96 + #digits) .. digits
       j = j + 1
       if #args >= 1000 or j >= n then
@@ -518,10 +556,10 @@ end
 -- decision.go: Check every rule, Bind, Apply if allowed ------------------
 
 local function check(r, n, ref)
-  if r.alg == 1 then return fw_check(r, states[r.key], n, ref) end
+  if r.alg == 1 then return fw_check(r, states[r.id], n, ref) end
   if r.alg == 2 then return sl_check(r, n, ref) end
-  if r.alg == 3 then return sw_check(r, states[r.key], n, ref) end
-  if r.alg == 4 then return mt_check(r, states[r.key], n, ref) end
+  if r.alg == 3 then return sw_check(r, states[r.id], n, ref) end
+  if r.alg == 4 then return mt_check(r, states[r.id], n, ref) end
   return n == 0 or ref, 0, 0 -- unknown unit
 end
 
@@ -559,9 +597,9 @@ end
 -- expire sets a sliding log's expiry to at (us), rounded up to the ms.
 local function expire(key, at)
   if testmode then
-    call('PEXPIRE', key, ceil((at - now) / 1000) + TEST_TTL_SLACK_MS)
+    call('PEXPIRE', key, format('%d', ceil((at - now) / 1000) + TEST_TTL_SLACK_MS))
   else
-    call('PEXPIREAT', key, ceil(at / 1000))
+    call('PEXPIREAT', key, format('%d', ceil(at / 1000)))
   end
 end
 
@@ -569,44 +607,55 @@ if allowed then
   if N ~= 0 then
     for i = 1, nrules do
       local r = rules[i]
-      if r.alg == 1 then fw_apply(r, states[r.key], N, refund)
+      if r.alg == 1 then fw_apply(r, states[r.id], N, refund)
       elseif r.alg == 2 then sl_apply(r, N, refund)
-      elseif r.alg == 3 then sw_apply(r, states[r.key], N, refund)
-      elseif r.alg == 4 then mt_apply(r, states[r.key], N, refund)
+      elseif r.alg == 3 then sw_apply(r, states[r.id], N, refund)
+      elseif r.alg == 4 then mt_apply(r, states[r.id], N, refund)
       end
     end
-    -- Store each key once; rules sharing a key keep it until the latest
+    -- Store each state once; rules sharing an id keep it until the latest
     -- of their expiries.
-    local expiry, owner = {}, {}
+    local expiry = {}
     for i = 1, nrules do
       local r = rules[i]
       if r.alg ~= 0 then
         local at
-        if r.alg == 1 then at = fw_expiry(r, states[r.key])
+        if r.alg == 1 then at = fw_expiry(r, states[r.id])
         elseif r.alg == 2 then at = sl_expiry(r)
-        elseif r.alg == 3 then at = sw_expiry(r, states[r.key])
-        else at = mt_expiry(r, states[r.key])
+        elseif r.alg == 3 then at = sw_expiry(r, states[r.id])
+        else at = mt_expiry(r, states[r.id])
         end
-        if expiry[r.key] == nil or at > expiry[r.key] then expiry[r.key] = at end
-        if owner[r.key] == nil then owner[r.key] = r end
+        if expiry[r.id] == nil or at > expiry[r.id] then expiry[r.id] = at end
       end
     end
-    for key, r in pairs(owner) do
-      local at, st = expiry[key], states[key]
-      if at == 0 then
-        if r.alg == 2 or st.found then call('DEL', key) end
+    -- Counters: this call's records, then the others kept, in one SET.
+    local recs, latest = {}, others_at
+    for i = 1, nrules do
+      local r = rules[i]
+      local id = r.id
+      local at, st = expiry[id], states[id]
+      if r.alg == 0 or owner[id] ~= r then
+        -- an unknown unit (no state), or an id stored with its first rule
       elseif r.alg == 2 then
-        expire(key, at)
-      else
-        local v
+        if at == 0 then call('DEL', r.key) else expire(r.key, at) end
+      elseif at > 0 then
+        local e = ceil(at / 1000)
         if r.alg == 1 then
-          v = format('%d %d', st.w, st.c)
+          recs[#recs + 1] = format('%s %d %d %d', id, e, st.w, st.c)
         elseif r.alg == 3 then
-          v = format('%d %d %d', st.w, st.c, st.p)
+          recs[#recs + 1] = format('%s %d %d %d %d', id, e, st.w, st.c, st.p)
         else
-          v = format('%.17g %d', st.l, st.t)
+          recs[#recs + 1] = format('%s %d %.17g %d', id, e, st.l, st.t)
         end
-        call('SET', key, v, 'PX', pxttl(at))
+        if at > latest then latest = at end
+      end
+    end
+    if ncounters > 0 then
+      for j = 1, #others do recs[#recs + 1] = others[j] end
+      if #recs > 0 then
+        call('SET', KEYS[1], table.concat(recs, '|'), 'PX', format('%d', pxttl(latest)))
+      elseif found then
+        call('DEL', KEYS[1])
       end
     end
   end

@@ -21,27 +21,39 @@ import (
 // keeps, beside it, the states pkg/limit's Decide works on, so every step
 // can be compared.
 type harness struct {
-	t      *testing.T
-	ctx    context.Context
-	c      *redis.Client
-	prefix string
-	rules  []limit.Rule
-	keys   []string
-	states []*limit.State // shared by rules with the same ID, as in a store
+	t       *testing.T
+	ctx     context.Context
+	c       *redis.Client
+	counter string // the descriptor's counter key, KEYS[1]
+	rules   []limit.Rule
+	keys    []string       // KEYS: the counter key, then one per sliding log
+	logKey  []string       // each rule's sliding log key, "" for others
+	states  []*limit.State // shared by rules with the same ID, as in a store
 }
 
 func newHarness(t *testing.T, c *redis.Client, name string, rules []limit.Rule) *harness {
-	h := &harness{t: t, ctx: context.Background(), c: c, prefix: "d:{" + name + "}:", rules: rules}
+	h := &harness{t: t, ctx: context.Background(), c: c, counter: "d:{" + name + "}", rules: rules}
+	h.keys = append(h.keys, h.counter)
 	byID := map[string]*limit.State{}
 	for _, r := range rules {
 		id := r.ID()
 		if byID[id] == nil {
 			byID[id] = &limit.State{}
 		}
-		h.keys = append(h.keys, h.prefix+id)
+		key := ""
+		if isLog(r) {
+			key = h.counter + ":" + id
+			h.keys = append(h.keys, key)
+		}
+		h.logKey = append(h.logKey, key)
 		h.states = append(h.states, byID[id])
 	}
 	return h
+}
+
+// isLog reports whether r keeps its state in a sorted set of its own.
+func isLog(r limit.Rule) bool {
+	return r.Algorithm == limit.SlidingLog && r.PeriodMicros() > 0
 }
 
 // run decides cost at now on both sides and fails on any difference.
@@ -72,96 +84,156 @@ func (h *harness) run(step string, now limit.Micros, cost limit.Cost) limit.Deci
 	return got
 }
 
-// compareState checks that what Redis stores is what pkg/limit holds, and
-// that every key expires no later than its Expiry (plus the test slack).
+// compareState checks that what Redis stores is what pkg/limit holds: each
+// sliding log's sorted set, and each counter's record in the counter key,
+// whose e is the state's Expiry; and that every key expires no later than
+// the latest Expiry it holds (plus the test slack).
 func (h *harness) compareState(step string, now limit.Micros) {
 	h.t.Helper()
+	expiry := map[string]limit.Micros{} // by rule id: rules sharing an id keep it until the latest expiry
+	for i, r := range h.rules {
+		if r.PeriodMicros() > 0 {
+			id := r.ID()
+			expiry[id] = max(expiry[id], r.Expiry(h.states[i], now))
+		}
+	}
+	records := h.records(step)
+	var latest limit.Micros // of the counter records
 	seen := map[string]bool{}
 	for i, r := range h.rules {
-		key, s := h.keys[i], h.states[i]
-		if seen[key] || r.PeriodMicros() <= 0 {
+		id, s := r.ID(), h.states[i]
+		if seen[id] || r.PeriodMicros() <= 0 {
 			continue
 		}
-		seen[key] = true
-		exp := r.Expiry(s, now)
-		for j, o := range h.rules { // rules sharing the key keep it until the latest expiry
-			if h.keys[j] == key {
-				exp = max(exp, o.Expiry(h.states[j], now))
+		seen[id] = true
+		exp := expiry[id]
+		if !isLog(r) {
+			f, ok := records[id]
+			delete(records, id)
+			if exp == 0 {
+				if ok {
+					h.t.Fatalf("%s: record %q stored, but its state is empty (Expiry 0)", step, f)
+				}
+				continue
 			}
+			if !ok {
+				h.t.Fatalf("%s: no record for %s, Expiry %d", step, id, exp)
+			}
+			latest = max(latest, exp)
+			if e := strconv.FormatInt((exp+999)/1000, 10); f[0] != e {
+				h.t.Fatalf("%s: record %s %q has e %s, want %s (Expiry %d)", step, id, f, f[0], e, exp)
+			}
+			h.compareCounter(step, r, s, f[1:])
+			continue
 		}
-		n, err := h.c.Exists(h.ctx, key).Result()
-		if err != nil {
-			h.t.Fatal(err)
-		}
+		key := h.logKey[i]
 		if exp == 0 {
-			if n != 0 {
+			if n := h.exists(key); n != 0 {
 				h.t.Fatalf("%s: %s exists, but its state is empty (Expiry 0)", step, key)
 			}
 			continue
 		}
-		if n == 0 {
-			h.t.Fatalf("%s: %s missing, Expiry %d", step, key, exp)
-		}
-		pttl, err := h.c.PTTL(h.ctx, key).Result()
+		h.checkTTL(step, key, exp, now)
+		scores, err := h.c.ZRangeWithScores(h.ctx, key, 0, -1).Result()
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		maxTTL := time.Duration((exp-now+999)/1000)*time.Millisecond + 600*time.Second
-		if pttl <= 0 || pttl > maxTTL || pttl < maxTTL-30*time.Second {
-			h.t.Fatalf("%s: %s PTTL %v, want about %v (Expiry %d, now %d)", step, key, pttl, maxTTL, exp, now)
+		var got []limit.Micros
+		for _, z := range scores {
+			got = append(got, limit.Micros(z.Score))
 		}
-		switch {
-		case r.Algorithm == limit.SlidingLog:
-			scores, err := h.c.ZRangeWithScores(h.ctx, key, 0, -1).Result()
-			if err != nil {
-				h.t.Fatal(err)
-			}
-			var got []limit.Micros
-			for _, z := range scores {
-				got = append(got, limit.Micros(z.Score))
-			}
-			if !slices.Equal(got, s.Log) {
-				h.t.Fatalf("%s: %s log %v, go %v", step, key, got, s.Log)
-			}
-			if uint64(len(got)) > r.Limit && !hasSharedKey(h, i) {
-				h.t.Fatalf("%s: %s holds %d members, limit %d", step, key, len(got), r.Limit)
-			}
-		case r.Algorithm.IsMeter():
-			f := h.counter(step, key, 2)
-			l, _ := strconv.ParseFloat(f[0], 64)
-			at, _ := strconv.ParseInt(f[1], 10, 64)
-			if math.Float64bits(l) != math.Float64bits(s.Level) || at != s.At {
-				h.t.Fatalf("%s: %s stores %q, go Level %v At %d", step, key, f, s.Level, s.At)
-			}
-		default:
-			want := []string{strconv.FormatInt(s.Window, 10), strconv.FormatUint(s.Count, 10)}
-			if r.Algorithm == limit.SlidingWindow {
-				want = append(want, strconv.FormatUint(s.Prev, 10))
-			}
-			if f := h.counter(step, key, len(want)); !slices.Equal(f, want) {
-				h.t.Fatalf("%s: %s stores %q, go %q", step, key, f, want)
-			}
+		if !slices.Equal(got, s.Log) {
+			h.t.Fatalf("%s: %s log %v, go %v", step, key, got, s.Log)
+		}
+		if uint64(len(got)) > r.Limit && !hasSharedKey(h, i) {
+			h.t.Fatalf("%s: %s holds %d members, limit %d", step, key, len(got), r.Limit)
 		}
 	}
+	if len(records) > 0 {
+		h.t.Fatalf("%s: records of no rule stored: %q", step, records)
+	}
+	if latest == 0 {
+		if n := h.exists(h.counter); n != 0 {
+			h.t.Fatalf("%s: %s exists, but every counter is empty", step, h.counter)
+		}
+		return
+	}
+	h.checkTTL(step, h.counter, latest, now)
 }
 
-// counter reads a counter key: a string of n space-separated fields.
-func (h *harness) counter(step, key string, n int) []string {
+// compareCounter checks a counter record's fields against pkg/limit's state.
+func (h *harness) compareCounter(step string, r limit.Rule, s *limit.State, f []string) {
 	h.t.Helper()
-	v, err := h.c.Get(h.ctx, key).Result()
-	if err != nil {
-		h.t.Fatalf("%s: GET %s: %v", step, key, err)
+	if r.Algorithm.IsMeter() {
+		if len(f) != 2 {
+			h.t.Fatalf("%s: %s stores %q, want 2 fields", step, r.ID(), f)
+		}
+		l, _ := strconv.ParseFloat(f[0], 64)
+		at, _ := strconv.ParseInt(f[1], 10, 64)
+		if math.Float64bits(l) != math.Float64bits(s.Level) || at != s.At {
+			h.t.Fatalf("%s: %s stores %q, go Level %v At %d", step, r.ID(), f, s.Level, s.At)
+		}
+		return
 	}
-	f := strings.Split(v, " ")
-	if len(f) != n {
-		h.t.Fatalf("%s: %s stores %q, want %d fields", step, key, v, n)
+	want := []string{strconv.FormatInt(s.Window, 10), strconv.FormatUint(s.Count, 10)}
+	if r.Algorithm == limit.SlidingWindow {
+		want = append(want, strconv.FormatUint(s.Prev, 10))
 	}
-	return f
+	if !slices.Equal(f, want) {
+		h.t.Fatalf("%s: %s stores %q, go %q", step, r.ID(), f, want)
+	}
 }
 
+// records reads the counter key: rule id -> the record's other fields (e,
+// then the state's). An absent key has no records.
+func (h *harness) records(step string) map[string][]string {
+	h.t.Helper()
+	v, err := h.c.Get(h.ctx, h.counter).Result()
+	if err == redis.Nil {
+		return map[string][]string{}
+	}
+	if err != nil {
+		h.t.Fatalf("%s: GET %s: %v", step, h.counter, err)
+	}
+	m := map[string][]string{}
+	for _, rec := range strings.Split(v, "|") {
+		f := strings.Split(rec, " ")
+		if len(f) < 4 || m[f[0]] != nil {
+			h.t.Fatalf("%s: %s stores %q: bad or repeated record %q", step, h.counter, v, rec)
+		}
+		m[f[0]] = f[1:]
+	}
+	return m
+}
+
+func (h *harness) exists(key string) int64 {
+	h.t.Helper()
+	n, err := h.c.Exists(h.ctx, key).Result()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// checkTTL checks that key exists and expires at exp (us), rounded up to
+// the ms, plus the test slack.
+func (h *harness) checkTTL(step, key string, exp, now limit.Micros) {
+	h.t.Helper()
+	pttl, err := h.c.PTTL(h.ctx, key).Result()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	maxTTL := time.Duration((exp-now+999)/1000)*time.Millisecond + 600*time.Second
+	if pttl <= 0 || pttl > maxTTL || pttl < maxTTL-30*time.Second {
+		h.t.Fatalf("%s: %s PTTL %v, want about %v (Expiry %d, now %d)", step, key, pttl, maxTTL, exp, now)
+	}
+}
+
+// hasSharedKey reports whether sliding log rule i shares its key with
+// another rule.
 func hasSharedKey(h *harness, i int) bool {
 	for j := range h.rules {
-		if j != i && h.keys[j] == h.keys[i] {
+		if j != i && h.logKey[j] == h.logKey[i] {
 			return true
 		}
 	}
@@ -461,7 +533,7 @@ func TestDecideCalendarSkew(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			keys := []string{fmt.Sprintf("k:{cal%d}:a", i), fmt.Sprintf("k:{cal%d}:b", i)}
+			keys := []string{fmt.Sprintf("k:{cal%d}", i)} // the counter key: no sliding log
 			local := redisNow + tt.skew.Microseconds()
 			args, err := AppendDecideArgs(nil, rules, limit.Cost{N: 1}, Time{At: local})
 			if err != nil {
@@ -532,6 +604,92 @@ func TestDecideForeignCounterReadsEmpty(t *testing.T) {
 					t.Fatalf("first call on a foreign key: %+v, want admitted with 4 left", d)
 				}
 			})
+		}
+	}
+}
+
+// TestDecideKeepsOtherRecords: the counter key holds the records of rules
+// a call does not name (a request overriding a limit with another unit, an
+// older configuration's rules) until each record's e passes, and lives as
+// long as its latest record.
+func TestDecideKeepsOtherRecords(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := srv.Client()
+	ctx := context.Background()
+	key := "o:{keep}"
+	minute := []limit.Rule{{Unit: limit.Minute, Limit: 5}}
+	hour := []limit.Rule{{Algorithm: limit.TokenBucket, Unit: limit.Hour, Limit: 100}}
+	now := limit.Micros(1_800_000_000_000_000) // a minute boundary
+	decide := func(rules []limit.Rule, at limit.Micros) limit.Decision {
+		t.Helper()
+		args, err := AppendDecideArgs(nil, rules, limit.Cost{N: 1}, Time{Fixed: true, At: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply, err := c.Eval(ctx, Decide().Source, []string{key}, args...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := ParseDecideReply(reply, len(rules))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	ids := func() []string {
+		t.Helper()
+		v, err := c.Get(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, rec := range strings.Split(v, "|") {
+			out = append(out, strings.SplitN(rec, " ", 2)[0])
+		}
+		return out
+	}
+	pttl := func() time.Duration {
+		t.Helper()
+		return c.PTTL(ctx, key).Val() - 600*time.Second // the test slack
+	}
+
+	for i := range 3 {
+		decide(minute, now+limit.Micros(i))
+	}
+	if d := decide(hour, now+10); !d.Allowed || d.Outcomes[0].Remaining != 99 {
+		t.Fatalf("hour rule after minute calls: %+v", d)
+	}
+	if got := ids(); !slices.Equal(got, []string{"tb.1ho", "fw.1mi"}) {
+		t.Fatalf("records %q, want the hour's then the kept minute's", got)
+	}
+	if got := pttl(); got < 59*time.Second || got > 61*time.Second {
+		t.Fatalf("PTTL %v over the slack, want the kept minute record's ~60 s (the latest record)", got)
+	}
+	// The minute rule still counts what it counted: 3 before, this is the 4th.
+	if d := decide(minute, now+20); d.Outcomes[0].Remaining != 1 {
+		t.Fatalf("minute rule after the hour's write: %+v, want 1 left (its record kept)", d)
+	}
+	// Past the minute window's end, the hour's write drops the minute's
+	// record, and the key lives as long as the hour's: ~36 s to refill the
+	// token it takes (the one taken a minute before has refilled).
+	later := now + 61_000_000
+	decide(hour, later)
+	if got := ids(); !slices.Equal(got, []string{"tb.1ho"}) {
+		t.Fatalf("records %q after the minute record's e passed, want only the hour's", got)
+	}
+	if got := pttl(); got < 35*time.Second || got > 37*time.Second {
+		t.Fatalf("PTTL %v over the slack, want the meter's ~36 s", got)
+	}
+}
+
+// TestPrepareRuleRejectsSeparators: a rule id names its record in the
+// counter key, so an id holding a record or field separator is refused
+// rather than corrupting the records next to it.
+func TestPrepareRuleRejectsSeparators(t *testing.T) {
+	for _, name := range []string{"Mars/Olympus Mons", "a|b"} {
+		r := limit.Rule{Unit: limit.Day, Limit: 1, Location: time.FixedZone(name, 3600)}
+		if _, err := PrepareRule(r); err == nil || !strings.Contains(err.Error(), "space or '|'") {
+			t.Errorf("zone %q: err %v, want the separator error", name, err)
 		}
 	}
 }

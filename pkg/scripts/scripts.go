@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -62,7 +63,7 @@ const MaxExact uint64 = 1 << 53
 // and calendarSlots more for a calendar-aligned fixed window.
 const (
 	decideHead    = 3
-	ruleSlots     = 4
+	ruleSlots     = 5
 	calendarSlots = 5
 )
 
@@ -95,10 +96,11 @@ type Time struct {
 func ArgCount(n int) int { return decideHead + (ruleSlots+calendarSlots)*n }
 
 // AppendDecideArgs appends the ARGV of one decide call to dst: the clock,
-// the cost, then four slots per rule (nine for a calendar-aligned fixed
-// window), in the order of rules (KEYS must name
-// one key per rule in the same order). It fails for a rule no backend can
-// store: an algorithm or unit outside the known ones.
+// the cost, then five slots per rule (ten for a calendar-aligned fixed
+// window), in the order of rules. KEYS must name the descriptor's counter
+// key, then the key of each rule whose RuleArgs.OwnKey is true, in the same
+// order. It fails for a rule no backend can store: an algorithm or unit
+// outside the known ones.
 //
 // It is AppendHead followed by PrepareRule and RuleArgs.Append for each
 // rule; a caller deciding the same rules often keeps the RuleArgs instead.
@@ -131,11 +133,11 @@ func AppendHead(dst []any, cost limit.Cost, clock Time) []any {
 }
 
 // RuleArgs holds the ARGV slots of one rule that depend on the rule alone
-// (alg, L, C, P), formatted and boxed once, so that deciding the same rule
-// again appends them without formatting or allocating. It is immutable and
-// safe for concurrent use. Build it with PrepareRule.
+// (alg, L, C, P, id), formatted and boxed once, so that deciding the same
+// rule again appends them without formatting or allocating. It is immutable
+// and safe for concurrent use. Build it with PrepareRule.
 type RuleArgs struct {
-	alg, limit, capacity, period any
+	alg, limit, capacity, period, id any
 	// calendar is set for a calendar-aligned fixed window, whose five
 	// window slots depend on the clock and are computed on every Append.
 	calendar bool
@@ -143,13 +145,19 @@ type RuleArgs struct {
 }
 
 // PrepareRule returns the RuleArgs of r. It fails for an algorithm or unit
-// outside the known ones.
+// outside the known ones, and for a rule whose id (limit.Rule.ID, which
+// names a time zone) holds a space or a '|', which separate the counter
+// key's records.
 func PrepareRule(r limit.Rule) (*RuleArgs, error) {
 	if r.Algorithm < limit.FixedWindow || r.Algorithm > limit.GCRA {
 		return nil, fmt.Errorf("unknown algorithm %d", int(r.Algorithm))
 	}
 	if r.Unit < limit.UnitUnknown || r.Unit > limit.Year {
 		return nil, fmt.Errorf("unknown unit %d", int(r.Unit))
+	}
+	id := r.ID()
+	if strings.ContainsAny(id, " |") {
+		return nil, fmt.Errorf("rule id %q holds a space or '|'", id)
 	}
 	p := r.PeriodMicros()
 	alg := algCode(r.Algorithm)
@@ -165,16 +173,22 @@ func PrepareRule(r limit.Rule) (*RuleArgs, error) {
 		limit:    formatCount(r.Limit),
 		capacity: formatCount(r.Capacity()),
 		period:   strconv.FormatInt(p, 10),
+		id:       id,
 		calendar: calendar,
 		rule:     r,
 	}, nil
 }
 
-// Append appends the rule's ARGV slots to dst: four, and five more for a
+// OwnKey reports whether the rule keeps its state in a key of its own
+// (a sliding log's sorted set) instead of a record of the descriptor's
+// counter key.
+func (a *RuleArgs) OwnKey() bool { return a.alg == algLog }
+
+// Append appends the rule's ARGV slots to dst: five, and five more for a
 // calendar-aligned fixed window, which alone allocates (its window slots,
 // computed around clock.At).
 func (a *RuleArgs) Append(dst []any, clock Time) []any {
-	dst = append(dst, a.alg, a.limit, a.capacity, a.period)
+	dst = append(dst, a.alg, a.limit, a.capacity, a.period, a.id)
 	if !a.calendar {
 		return dst
 	}

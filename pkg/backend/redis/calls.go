@@ -103,6 +103,7 @@ type job struct {
 	keys     []string
 	rules    []*ruleArgs
 	outcomes []limit.Outcome
+	nout     int        // outcomes given to calls so far
 	ptrs     []*call    // calls grouped by node
 	addrs    []string   // node of each call (a cluster)
 	groups   []group    // the calls of each node, parts of ptrs
@@ -146,12 +147,13 @@ func getJob(checks []backend.Check) *job {
 	nargs, nrules := 0, 0
 	for _, c := range checks {
 		nrules += len(c.Rules)
-		nargs += 3 + len(c.Rules) + scripts.ArgCount(len(c.Rules))
+		nargs += 3 + 1 + len(c.Rules) + scripts.ArgCount(len(c.Rules))
 	}
 	j.calls = grow(j.calls[:0], len(checks))
 	j.argv = grow(j.argv[:0], nargs)
-	j.keys = grow(j.keys[:0], nrules)
+	j.keys = grow(j.keys[:0], len(checks)+nrules)
 	j.outcomes = make([]limit.Outcome, nrules) // handed to the caller: never reused
+	j.nout = 0
 	return j
 }
 
@@ -181,44 +183,57 @@ func grow[T any](s []T, n int) []T {
 	return s[:0]
 }
 
-// add builds the call for check c (result index i): its keys
-// <prefix>{<identity>}:<rule id>, one string holding them all, and its
-// argv, carved from the job's slices (sized by getJob, so they never move
-// and the pointers boxed into argv stay valid).
+// add builds the call for check c (result index i): its keys (the
+// descriptor's counter key <prefix>{<identity>}, then
+// <prefix>{<identity>}:<rule id> for each sliding log), one string holding
+// them all, and its argv, carved from the job's slices (sized by getJob, so
+// they never move and the pointers boxed into argv stay valid).
 func (b *Backend) add(j *job, i int, c backend.Check, clock scripts.Time) error {
 	if err := checkIdentity(c.Identity); err != nil {
 		return err
 	}
 	j.rules = j.rules[:0]
-	size := 0
+	tag := len(b.opts.KeyPrefix) + len(c.Identity) + 2 // <prefix>{<identity>}
+	size := tag
 	for n, r := range c.Rules {
 		ra, err := b.rules.get(r)
 		if err != nil {
 			return fmt.Errorf("rule %d: %w", n, err)
 		}
 		j.rules = append(j.rules, ra)
-		size += len(b.opts.KeyPrefix) + len(c.Identity) + 3 + len(ra.id)
+		if ra.argv.OwnKey() {
+			size += tag + 1 + len(ra.id)
+		}
 	}
 	var sb strings.Builder
 	sb.Grow(size)
+	sb.WriteString(b.opts.KeyPrefix)
+	sb.WriteByte('{')
+	sb.WriteString(c.Identity)
+	sb.WriteByte('}')
 	for _, ra := range j.rules {
-		sb.WriteString(b.opts.KeyPrefix)
-		sb.WriteByte('{')
-		sb.WriteString(c.Identity)
-		sb.WriteString("}:")
-		sb.WriteString(ra.id)
+		if ra.argv.OwnKey() {
+			sb.WriteString(b.opts.KeyPrefix)
+			sb.WriteByte('{')
+			sb.WriteString(c.Identity)
+			sb.WriteString("}:")
+			sb.WriteString(ra.id)
+		}
 	}
 	all := sb.String()
 	k0 := len(j.keys)
-	off := 0
+	j.keys = append(j.keys, all[:tag])
+	off := tag
 	for _, ra := range j.rules {
-		n := len(b.opts.KeyPrefix) + len(c.Identity) + 3 + len(ra.id)
-		j.keys = append(j.keys, all[off:off+n])
-		off += n
+		if ra.argv.OwnKey() {
+			n := tag + 1 + len(ra.id)
+			j.keys = append(j.keys, all[off:off+n])
+			off += n
+		}
 	}
 	a0 := len(j.argv)
 	// "evalsha" and the SHA are constants of the backend, boxed once.
-	j.argv = append(j.argv, b.evalsha, b.sha, len(c.Rules))
+	j.argv = append(j.argv, b.evalsha, b.sha, len(j.keys)-k0)
 	for k := k0; k < len(j.keys); k++ {
 		j.argv = append(j.argv, &j.keys[k]) // a *string boxes without allocating
 	}
@@ -227,6 +242,7 @@ func (b *Backend) add(j *job, i int, c backend.Check, clock scripts.Time) error 
 		j.argv = ra.argv.Append(j.argv, clock)
 	}
 	argv := j.argv[a0:len(j.argv):len(j.argv)]
-	j.calls = append(j.calls, call{result: i, out: k0, rules: len(c.Rules), argv: argv, cmd: newDecideCmd(argv)})
+	j.calls = append(j.calls, call{result: i, out: j.nout, rules: len(c.Rules), argv: argv, cmd: newDecideCmd(argv)})
+	j.nout += len(c.Rules)
 	return nil
 }
