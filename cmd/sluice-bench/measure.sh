@@ -8,7 +8,8 @@
 #   cmd/sluice-bench/measure.sh OUTDIR
 #
 # Environment: ROUNDS (3), DURATION (10s), WARMUP (2s), C (64), KEYS (10000),
-# TARGETS ("noop memory redis1 redis3 attack"), SLUICE_ENV (extra KEY=VALUE
+# TARGETS ("noop memory redis1 redis3 attack"; also redis3fw: three fixed
+# windows, the incumbent's only algorithm, where redis3 mixes three), SLUICE_ENV (extra KEY=VALUE
 # settings for every sluice run, e.g. SLUICE_LOCAL_CACHE=false), NICE (run
 # redis-server, the servers and the load generator at this niceness, e.g.
 # -10, to shield them from other work on a shared machine; needs root),
@@ -25,7 +26,7 @@ keys=${KEYS:-10000}
 targets=${TARGETS:-noop memory redis1 redis3 attack}
 prio=(nice -n "${NICE:-0}")
 root=$(cd "$(dirname "$0")/../.." && pwd)
-mkdir -p "$out/bin" "$out/conf1" "$out/conf3"
+mkdir -p "$out/bin" "$out/conf1" "$out/conf3" "$out/conf3fw"
 
 redis_port=16379 noop_port=19081 grpc_port=19181 http_port=19180
 for p in $redis_port $noop_port $grpc_port $http_port; do
@@ -52,6 +53,15 @@ descriptors:
       - {name: per_second, unit: second, requests_per_unit: 50}
       - {name: per_minute, algorithm: sliding_window, unit: minute, requests_per_unit: 1000}
       - {name: per_hour, algorithm: token_bucket, unit: hour, requests_per_unit: 20000, burst: 2000}
+EOF
+cat >"$out/conf3fw/bench.yaml" <<'EOF'
+domain: bench
+descriptors:
+  - key: remote_address
+    rate_limits:
+      - {name: per_second, unit: second, requests_per_unit: 50}
+      - {name: per_minute, unit: minute, requests_per_unit: 1000}
+      - {name: per_hour, unit: hour, requests_per_unit: 20000}
 EOF
 
 
@@ -151,6 +161,7 @@ for round in $(seq "$rounds"); do
 		memory) run memory "$round" memory conf1 --descriptor 'remote_address={ip}' ;;
 		redis1) run redis1 "$round" redis conf1 --descriptor 'remote_address={ip}' ;;
 		redis3) run redis3 "$round" redis conf3 --descriptor 'remote_address={ip}' ;;
+		redis3fw) run redis3fw "$round" redis conf3fw --descriptor 'remote_address={ip}' ;;
 		attack) run attack "$round" redis conf1 --descriptor 'remote_address={ip}' --attack-keys 4 --attack-share 0.3 ;;
 		esac
 	done

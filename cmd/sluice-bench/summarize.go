@@ -151,7 +151,7 @@ func readRuns(dir string) (map[string][]sample, []string, error) {
 // sortTargets orders target names as measure.sh runs them, others after
 // them by name.
 func sortTargets(order []string) {
-	rank := map[string]int{"noop": 0, "memory": 1, "redis1": 2, "redis3": 3, "attack": 4}
+	rank := map[string]int{"noop": 0, "memory": 1, "redis1": 2, "redis3": 3, "redis3fw": 4, "attack": 5}
 	slices.SortStableFunc(order, func(a, b string) int {
 		ra, oka := rank[a]
 		rb, okb := rank[b]
