@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -105,10 +106,7 @@ func TestServerSpanContinuesTrace(t *testing.T) {
 	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.ForceFlush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	spans := exp.GetSpans()
+	spans := flushSpans(t, tr, exp, 2)
 	if len(spans) != 2 {
 		t.Fatalf("%d spans, want the server span and the backend span: %v", len(spans), names(spans))
 	}
@@ -295,9 +293,26 @@ func TestSamplingRatio(t *testing.T) {
 	ctx := metadata.AppendToOutgoingContext(context.Background(),
 		"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	client.ShouldRateLimit(ctx, request())
-	tr.ForceFlush(context.Background())
-	if spans := exp.GetSpans(); len(spans) != 2 {
+	if spans := flushSpans(t, tr, exp, 2); len(spans) != 2 {
 		t.Fatalf("%d spans (%v), want only the sampled caller's server and backend spans", len(spans), names(spans))
+	}
+}
+
+// flushSpans flushes tr until exp holds at least n spans, or 10 s passed,
+// and returns them. The server span ends after the client has its answer
+// (otelgrpc ends it once the status is written), so one flush right after
+// the call may come before it.
+func flushSpans(t *testing.T, tr *Tracing, exp *tracetest.InMemoryExporter, n int) tracetest.SpanStubs {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := tr.ForceFlush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if spans := exp.GetSpans(); len(spans) >= n || time.Now().After(deadline) {
+			return spans
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
