@@ -300,7 +300,10 @@ if ncounters > 0 then
     -- (gmatch costs a closure: a lone record is matched directly)
     local single = not string.find(v, '|', 1, true)
     for rec in single and function() local r = v; v = nil; return r end or string.gmatch(v, '[^|]+') do
-      local id, e, x, y, z = string.match(rec, '^(%S+) (%d+) (%S+) (%S+) ?(%S*)$')
+      -- Fields are decimals (a meter's level may have '.', 'e' and signs):
+      -- a record holding anything else, such as "nan" or "inf" that
+      -- tonumber would take, does not match and reads as empty.
+      local id, e, x, y, z = string.match(rec, '^(%S+) (%d+) ([-+.%de]+) ([-+.%de]+) ?([-+.%de]*)$')
       local st = states[id]
       if st then
         if owner[id].alg == 4 then

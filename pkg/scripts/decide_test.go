@@ -568,11 +568,13 @@ func TestDecideCalendarSkew(t *testing.T) {
 	}
 }
 
-// TestDecideForeignCounterReadsEmpty: a counter key holding anything but a
-// counter string -- a hash written by sluice before decision 0012, a string
-// that does not parse, a list -- decides like an empty state and is
-// overwritten by the first admitted call, instead of failing every call on
-// that descriptor until the key expires.
+// TestDecideForeignCounterReadsEmpty: a counter key holding anything but
+// counter records -- a hash written by sluice before decision 0012, a string
+// that does not parse, a list, a record whose numbers are nan or inf (which
+// Lua's tonumber would take, and which would deny until the key expires) --
+// decides like an empty state and is overwritten by the first admitted
+// call, instead of failing every call on that descriptor until the key
+// expires.
 func TestDecideForeignCounterReadsEmpty(t *testing.T) {
 	srv := redistest.Standalone(t)
 	c := srv.Client()
@@ -583,18 +585,28 @@ func TestDecideForeignCounterReadsEmpty(t *testing.T) {
 		"sliding_window": {Algorithm: limit.SlidingWindow, Unit: limit.Minute, Limit: 5},
 		"token_bucket":   {Algorithm: limit.TokenBucket, Unit: limit.Minute, Limit: 5},
 	}
-	plant := map[string]func(key string) error{
-		"old hash": func(key string) error {
+	record := func(fields string) func(key, id string) error {
+		return func(key, id string) error {
+			e := now/1000 + 60_000 // a minute after now: the record still counts
+			return c.Set(ctx, key, fmt.Sprintf("%s %d %s", id, e, fields), 0).Err()
+		}
+	}
+	window := fmt.Sprint(now - now%60_000_000) // the minute holding now
+	plant := map[string]func(key, id string) error{
+		"old hash": func(key, _ string) error {
 			return c.HSet(ctx, key, "w", int64(now), "c", 4, "l", 4, "t", int64(now)).Err()
 		},
-		"garbage string": func(key string) error { return c.Set(ctx, key, "4 x", 0).Err() },
-		"list":           func(key string) error { return c.RPush(ctx, key, "4").Err() },
+		"garbage string": func(key, _ string) error { return c.Set(ctx, key, "4 x", 0).Err() },
+		"list":           func(key, _ string) error { return c.RPush(ctx, key, "4").Err() },
+		"nan record":     record(window + " nan nan"),
+		"inf record":     record("inf " + fmt.Sprint(now)),
+		"-inf record":    record(window + " -inf 0"),
 	}
 	for alg, r := range rules {
 		for what, put := range plant {
 			t.Run(alg+"/"+what, func(t *testing.T) {
 				h := newHarness(t, c, "foreign-"+alg+"-"+strings.ReplaceAll(what, " ", "-"), []limit.Rule{r})
-				if err := put(h.keys[0]); err != nil {
+				if err := put(h.keys[0], r.ID()); err != nil {
 					t.Fatal(err)
 				}
 				// run compares with pkg/limit from an empty state, and the
