@@ -61,6 +61,19 @@ func measureCases() []measureCase {
 			"{name: daily, algorithm: fixed_window, unit: day, requests_per_unit: 10000, time_zone: Asia/Shanghai}]",
 		hits: 1,
 	})
+	// The incumbent's shape: several fixed windows on one descriptor.
+	out = append(out, measureCase{
+		name: "3 fixed windows (minute, hour, day), 1 hit",
+		rules: "[{name: m, unit: minute, requests_per_unit: 100}, {name: h, unit: hour, requests_per_unit: 1000}, " +
+			"{name: d, unit: day, requests_per_unit: 10000}]",
+		hits: 1,
+	})
+	// Two rules of which one is a sliding log: a counter key and a sorted set.
+	out = append(out, measureCase{
+		name:  "fixed_window + sliding_log L=10, 1 hit",
+		rules: "[{unit: hour, requests_per_unit: 100}, {algorithm: sliding_log, unit: hour, requests_per_unit: 10}]",
+		hits:  1,
+	})
 	return out
 }
 
@@ -103,7 +116,7 @@ func TestMeasureMemory(t *testing.T) {
 		table.WriteString(row + "\n")
 		t.Log(row)
 	}
-	out := fmt.Sprintf("Redis %s, key names like `{m|user=u-0000042}:fw.1h` (25 bytes), no CACHE_KEY_PREFIX.\n\n%s", version, table.String())
+	out := fmt.Sprintf("Redis %s, counter keys like `{m|user=u-0000042}` (18 bytes), sliding logs `{m|user=u-0000042}:sl.1ho` (25), no CACHE_KEY_PREFIX.\n\n%s", version, table.String())
 	t.Logf("\n%s", out)
 	if path := os.Getenv("SLUICE_MEASURE_OUT"); path != "" {
 		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
@@ -163,7 +176,7 @@ func measureOne(t *testing.T, mc measureCase, keys int) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sample, err := rc.Keys(ctx, "{m|user="+value(42, mc.pad)+"}:*").Result()
+		sample, err := rc.Keys(ctx, "{m|user="+value(42, mc.pad)+"}*").Result() // the counter key, and a sliding log's
 		if err != nil || len(sample) == 0 {
 			t.Fatalf("no key for descriptor 42: %v %v", sample, err)
 		}
