@@ -15,7 +15,7 @@ variants=(base nocoalesce workers nocache)
 for r in $(seq 1 "$rounds"); do
 	for v in "${variants[@]}"; do
 		case $v in
-		base) env="" targets="noop memory redis1 redis3 attack" ;;
+		base) env="" targets="noop memory redis1 redis3 redis3fw attack" ;;
 		nocoalesce) env="SLUICE_REDIS_COALESCE=false" targets="redis1 redis3" ;;
 		workers) env="SLUICE_GRPC_STREAM_WORKERS=256" targets="memory redis1" ;;
 		nocache) env="SLUICE_LOCAL_CACHE=false" targets="attack" ;;
