@@ -11,6 +11,9 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go test -race -count=1 -timeout 30m ./...
+# The release build's tags (Dockerfile): the codec's vtproto marshaler.
+go vet -tags timetzdata,vtprotobuf ./...
+go test -race -count=1 -tags timetzdata,vtprotobuf ./pkg/server/ ./cmd/sluice/
 
 # Fuzz targets, briefly each (seed corpora run in the normal tests above).
 fuzztime=${FUZZTIME:-15s}

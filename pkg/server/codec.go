@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -14,9 +13,12 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// codec is the gRPC server's codec: grpc-go's proto codec, except that a
-// RateLimitRequest whose strings are not valid UTF-8 is still decoded,
-// byte for byte, instead of failing.
+// codec is the gRPC server's codec: grpc-go's proto codec, except on the
+// hot path. A RateLimitRequest is decoded by decodeRequest, straight from
+// the wire (no reflection; tested against proto.Unmarshal), and its strings
+// byte for byte, valid UTF-8 or not. A response is encoded by the
+// generated vtproto marshaler when the binary has it (go build -tags
+// vtprotobuf: go-control-plane ships those files behind that tag).
 //
 // Envoy fills descriptor values from request headers, paths and the like,
 // which may hold any byte (obs-text), and its C++ protobuf sends such
@@ -31,26 +33,57 @@ type codec struct{ encoding.CodecV2 }
 // newCodec returns the codec wrapping grpc-go's registered proto codec.
 func newCodec() codec { return codec{encoding.GetCodecV2(protocodec.Name)} }
 
-// Unmarshal decodes data into v with the proto codec, and decodes a
-// RateLimitRequest rejected only for invalid UTF-8 with decodeRequest.
+// Unmarshal decodes data into v: a RateLimitRequest with decodeRequest,
+// anything else with the proto codec.
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
-	err := c.CodecV2.Unmarshal(data, v)
 	req, ok := v.(*rlsv3.RateLimitRequest)
-	if err == nil || !ok || !isInvalidUTF8(err) {
-		return err
+	if !ok {
+		return c.CodecV2.Unmarshal(data, v)
 	}
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
-	defer buf.Free()
-	if lerr := decodeRequest(buf.ReadOnlyData(), req); lerr != nil {
-		return fmt.Errorf("%w (and decoding it byte for byte: %w)", err, lerr)
+	var err error
+	if len(data) == 1 { // the usual case: no copy
+		err = decodeRequest(data[0].ReadOnlyData(), req)
+	} else {
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+		err = decodeRequest(buf.ReadOnlyData(), req)
+		buf.Free()
+	}
+	if err != nil {
+		return fmt.Errorf("decoding a RateLimitRequest: %w", err)
 	}
 	return nil
 }
 
-// isInvalidUTF8 reports whether err is protobuf's invalid-UTF-8 error.
-func isInvalidUTF8(err error) bool {
-	var u interface{ InvalidUTF8() bool }
-	return errors.As(err, &u) && u.InvalidUTF8()
+// vtMarshaler is the generated vtproto marshaler of a message, present
+// when the binary is built with -tags vtprotobuf.
+type vtMarshaler interface {
+	SizeVT() int
+	MarshalToSizedBufferVTStrict(dAtA []byte) (int, error)
+}
+
+// Marshal encodes v with its vtproto marshaler if it has one, else with
+// the proto codec. Like the proto codec, it takes the buffer from gRPC's
+// pool unless the message is small.
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	m, ok := v.(vtMarshaler)
+	if !ok {
+		return c.CodecV2.Marshal(v)
+	}
+	size := m.SizeVT()
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		buf := make([]byte, size)
+		if _, err := m.MarshalToSizedBufferVTStrict(buf); err != nil {
+			return nil, fmt.Errorf("encoding %T: %w", v, err)
+		}
+		return mem.BufferSlice{mem.SliceBuffer(buf)}, nil
+	}
+	pool := mem.DefaultBufferPool()
+	buf := pool.Get(size)
+	if _, err := m.MarshalToSizedBufferVTStrict((*buf)[:size]); err != nil {
+		pool.Put(buf)
+		return nil, fmt.Errorf("encoding %T: %w", v, err)
+	}
+	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
 
 // decodeRequest decodes the wire form of a RateLimitRequest into r (reset
@@ -153,6 +186,9 @@ func wireFields(b []byte, f func(num protowire.Number, typ protowire.Type, n uin
 		num, typ, l := protowire.ConsumeTag(b)
 		if l < 0 {
 			return protowire.ParseError(l)
+		}
+		if num > protowire.MaxValidNumber { // ConsumeTag checks only the lower bound
+			return fmt.Errorf("field number %d out of range", num)
 		}
 		b = b[l:]
 		var n uint64

@@ -3,15 +3,23 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
+	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	protocodec "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -137,9 +145,11 @@ func TestDecodeRequest(t *testing.T) {
 	}
 }
 
-// FuzzDecodeRequest: whatever the bytes, decodeRequest never panics, and
-// wherever proto.Unmarshal succeeds it decodes the same request (but for
-// unknown fields, which it skips).
+// FuzzDecodeRequest: whatever the bytes, decodeRequest (the server's
+// decoder of every request) never panics; wherever proto.Unmarshal
+// succeeds it decodes the same request (but for unknown fields, which it
+// skips); and it accepts nothing proto.Unmarshal refuses but strings that
+// are not UTF-8.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, req := range []*rlsv3.RateLimitRequest{
 		{Domain: "d", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}}}},
@@ -163,5 +173,110 @@ func FuzzDecodeRequest(f *testing.F) {
 		if serr == nil && (lerr != nil || !proto.Equal(&lenient, &strict)) {
 			t.Fatalf("proto.Unmarshal gives %v; decodeRequest (%v, %v)", &strict, &lenient, lerr)
 		}
+		if serr != nil && lerr == nil && !isInvalidUTF8(serr) {
+			t.Fatalf("proto.Unmarshal refuses it (%v); decodeRequest accepts %v", serr, &lenient)
+		}
 	})
+}
+
+// isInvalidUTF8 reports whether err is protobuf's invalid-UTF-8 error.
+func isInvalidUTF8(err error) bool {
+	var u interface{ InvalidUTF8() bool }
+	return errors.As(err, &u) && u.InvalidUTF8()
+}
+
+// benchRequest and benchResponse are what one Envoy call of the load
+// benchmark carries: one descriptor of one entry, and its answer.
+func benchRequest() *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*rlv3.RateLimitDescriptor{{
+		Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.42.7"}},
+	}}}
+}
+
+func benchResponse() *rlsv3.RateLimitResponse {
+	return &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{
+			Code:               rlsv3.RateLimitResponse_OK,
+			CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: 50, Unit: rlsv3.RateLimitResponse_RateLimit_SECOND},
+			LimitRemaining:     49,
+			DurationUntilReset: durationpb.New(730 * time.Millisecond),
+		}},
+	}
+}
+
+// TestCodecRoundTrip: what the codec encodes, proto.Unmarshal reads back
+// equal, and what proto.Marshal encodes, the codec reads back equal --
+// with the vtproto marshaler when built with -tags vtprotobuf, and with
+// the proto codec otherwise.
+func TestCodecRoundTrip(t *testing.T) {
+	c := newCodec()
+	full := benchResponse()
+	full.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	full.ResponseHeadersToAdd = []*corev3.HeaderValue{{Key: "x-ratelimit-limit", Value: "50, 50;w=1"}}
+	full.RequestHeadersToAdd = []*corev3.HeaderValue{{Key: "x-a", Value: "b"}}
+	full.DynamicMetadata, _ = structpb.NewStruct(map[string]any{"sluice": map[string]any{"rule": "per_second", "n": 1.5}})
+	full.Statuses = append(full.Statuses, &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OVER_LIMIT})
+	for _, resp := range []*rlsv3.RateLimitResponse{benchResponse(), full, {}} {
+		data, err := c.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := new(rlsv3.RateLimitResponse)
+		if err := proto.Unmarshal(data.Materialize(), got); err != nil || !proto.Equal(got, resp) {
+			t.Fatalf("codec encoded %v, proto decodes %v (%v)", resp, got, err)
+		}
+	}
+	_, vt := any(full).(vtMarshaler)
+	t.Logf("vtproto marshaler: %v", vt)
+
+	wire, err := proto.Marshal(benchRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, data := range []mem.BufferSlice{
+		{mem.SliceBuffer(wire)},
+		{mem.SliceBuffer(wire[:5]), mem.SliceBuffer(wire[5:])}, // split over two buffers
+	} {
+		got := new(rlsv3.RateLimitRequest)
+		if err := c.Unmarshal(data, got); err != nil || !proto.Equal(got, benchRequest()) {
+			t.Fatalf("codec decodes %v (%v), want %v", got, err, benchRequest())
+		}
+	}
+}
+
+// BenchmarkCodec compares, side by side, grpc-go's proto codec with the
+// server's codec on one request and one response of the load benchmark.
+// Run it with and without -tags vtprotobuf to see the vtproto marshaler.
+func BenchmarkCodec(b *testing.B) {
+	std := encoding.GetCodecV2(protocodec.Name)
+	wire, err := std.Marshal(benchRequest())
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp := benchResponse()
+	for _, c := range []struct {
+		name  string
+		codec encoding.CodecV2
+	}{{"proto", std}, {"sluice", newCodec()}} {
+		b.Run("unmarshal/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var req rlsv3.RateLimitRequest
+				if err := c.codec.Unmarshal(wire, &req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("marshal/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				data, err := c.codec.Marshal(resp)
+				if err != nil {
+					b.Fatal(err)
+				}
+				data.Free()
+			}
+		})
+	}
 }
