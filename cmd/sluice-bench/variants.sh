@@ -11,13 +11,13 @@ rounds=${ROUNDS:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 mkdir -p "$out"
-variants=(base nocoalesce workers nocache)
+variants=(base nocoalesce noworkers nocache)
 for r in $(seq 1 "$rounds"); do
 	for v in "${variants[@]}"; do
 		case $v in
 		base) env="" targets="noop memory redis1 redis3 redis3fw attack" ;;
 		nocoalesce) env="SLUICE_REDIS_COALESCE=false" targets="redis1 redis3" ;;
-		workers) env="SLUICE_GRPC_STREAM_WORKERS=256" targets="memory redis1" ;;
+		noworkers) env="SLUICE_GRPC_STREAM_WORKERS=0" targets="memory redis1" ;;
 		nocache) env="SLUICE_LOCAL_CACHE=false" targets="attack" ;;
 		esac
 		echo "round $r, variant $v" >&2

@@ -18,6 +18,13 @@ import (
 	"github.com/sluice-rl/sluice/pkg/tracing"
 )
 
+// defaultStreamWorkers is how many goroutines serve gRPC calls for good
+// (grpc.NumStreamWorkers). A goroutine per call grows its stack on every
+// call (runtime.copystack was 16% of sluice's CPU under load, 3.5% with
+// workers); 256 covers the calls in flight of a busy instance, and calls
+// beyond it still get a goroutine each. docs/benchmarks.md, session 3.
+const defaultStreamWorkers = 256
+
 // settings are everything `sluice serve` reads from flags and environment.
 type settings struct {
 	GRPCHost string
@@ -217,7 +224,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	duration(&s.HealthInterval, "health-interval", "SLUICE_HEALTH_INTERVAL", 5*time.Second, "how often to ping the backend for health")
 	boolean(&s.LocalCache, "local-cache", "SLUICE_LOCAL_CACHE", true, "answer known Redis denials in process until they end (no round trip)")
 	integer(&s.LocalCacheSize, "local-cache-size", "SLUICE_LOCAL_CACHE_SIZE", 10000, "most descriptors the local denial cache holds")
-	integer(&s.StreamWorkers, "grpc-stream-workers", "SLUICE_GRPC_STREAM_WORKERS", 0, "gRPC calls served by a pool of this many long-lived goroutines instead of one new goroutine each (saves stack growth); 0 = gRPC's default")
+	integer(&s.StreamWorkers, "grpc-stream-workers", "SLUICE_GRPC_STREAM_WORKERS", defaultStreamWorkers, "gRPC calls served by a pool of this many long-lived goroutines instead of one new goroutine each (saves stack growth; calls beyond it get their own goroutine); 0 = a new goroutine for every call")
 	str(&s.DebugAddr, "debug-addr", "SLUICE_DEBUG_ADDR", "", "serve pprof at /debug/pprof/ on this address (off when empty; use loopback, e.g. 127.0.0.1:6070)")
 	duration(&s.DrainDelay, "drain-delay", "SLUICE_DRAIN_DELAY", 0, "at shutdown, fail health this long before closing listeners")
 	duration(&s.ShutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", 10*time.Second, "at shutdown, wait this long for in-flight calls")

@@ -44,7 +44,7 @@ func TestStreamWorkersSetting(t *testing.T) {
 		env     string
 		want    int
 		wantErr bool
-	}{{"", 0, false}, {"256", 256, false}, {"-1", 0, true}, {"70000", 0, true}} {
+	}{{"", 256, false}, {"0", 0, false}, {"64", 64, false}, {"-1", 0, true}, {"70000", 0, true}} {
 		var env []string
 		if tc.env != "" {
 			env = []string{"SLUICE_GRPC_STREAM_WORKERS=" + tc.env}
