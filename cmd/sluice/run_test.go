@@ -84,6 +84,9 @@ func TestValidate(t *testing.T) {
 	bad := t.TempDir()
 	badFile := writeConfig(t, bad, "a.yaml", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n  - value: x\n")
 
+	bigLog := t.TempDir()
+	bigLogFile := writeConfig(t, bigLog, "a.yaml", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: sliding_log, unit: hour, requests_per_unit: 100000}\n")
+
 	split := t.TempDir()
 	writeConfig(t, split, "a1.yaml", "domain: a\ndescriptors:\n  - key: k1\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
 	writeConfig(t, split, "a2.yaml", "domain: a\ndescriptors:\n  - key: k2\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
@@ -99,6 +102,7 @@ func TestValidate(t *testing.T) {
 		{"one file", nil, []string{filepath.Join(good, "a.yaml")}, 0, []string{"1 domain OK: a"}},
 		{"example config", nil, []string{"../../examples/config"}, 0, []string{"1 domain OK: api"}},
 		{"every error with file and line", nil, []string{bad}, 1, []string{badFile + ":4: ", badFile + ":5: "}},
+		{"a warning does not fail", nil, []string{bigLog}, 0, []string{"warning: " + bigLogFile + ":3: a.k: sliding_log 100000/1 hour keeps one entry per admitted request", "1 domain OK: a"}},
 		{"duplicate domain", nil, []string{split}, 1, []string{filepath.Join(split, "a2.yaml") + ":1: duplicate domain 'a'"}},
 		{"merge by flag", nil, []string{"--merge-domain-config", split}, 0, []string{"1 domain OK: a"}},
 		{"merge by env", []string{"MERGE_DOMAIN_CONFIG=true"}, []string{split}, 0, []string{"1 domain OK: a"}},

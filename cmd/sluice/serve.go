@@ -86,7 +86,12 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		Load: obs.load(func() (*descriptor.Config, error) {
 			return descriptor.Load(descriptor.LoadOptions{MergeDomains: s.MergeDomains}, paths...)
 		}),
-		Apply:  obs.apply(svc.SetConfig),
+		Apply: obs.apply(func(c *descriptor.Config) {
+			for _, w := range c.Warnings() {
+				log.Warn("config: " + w)
+			}
+			svc.SetConfig(c)
+		}),
 		Logger: log,
 	})
 	if err != nil {

@@ -263,3 +263,22 @@ func TestServeStartErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestServeWarnsOfLargeSlidingLog: a config that loads but is costly (a
+// sliding log of 100,000 entries per descriptor) is served, and the log
+// says what it costs.
+func TestServeWarnsOfLargeSlidingLog(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "api.yaml", "domain: api\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: sliding_log, unit: hour, requests_per_unit: 100000}\n")
+	s := startServe(t, []string{"SLUICE_CONFIG=" + dir})
+	if out := s.check(t, "--domain", "api", "--descriptor", "k=v"); !strings.HasPrefix(out, "overall: OK") {
+		t.Errorf("check: %s", out)
+	}
+	want := "api.k: sliding_log 100000/1 hour keeps one entry per admitted request: up to 100000 per descriptor, about 11 MiB"
+	if log := s.stderr.String(); !strings.Contains(log, want) {
+		t.Errorf("no warning %q in the log:\n%s", want, log)
+	}
+	if code := s.stop(t); code != 0 {
+		t.Errorf("serve exit %d after cancel, want 0", code)
+	}
+}

@@ -44,6 +44,9 @@ func validate(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice validate: %d %s\n", n, plural(n, "error", "errors"))
 		return exitError
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stdout, "warning: "+w)
+	}
 	names := cfg.Domains()
 	fmt.Fprintf(stdout, "%d %s OK", len(names), plural(len(names), "domain", "domains"))
 	if len(names) > 0 {
