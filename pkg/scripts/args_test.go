@@ -108,6 +108,9 @@ func TestAppendDecideArgsWire(t *testing.T) {
 					t.Fatal(err)
 				}
 				prepared = a.Append(prepared, tt.clock)
+				if a.OwnKey() != OwnsKey(r) {
+					t.Fatalf("%v: RuleArgs.OwnKey %v, OwnsKey %v", r, a.OwnKey(), OwnsKey(r))
+				}
 			}
 			if p := wire(prepared); !slices.Equal(p, want) {
 				t.Fatalf("prepared ARGV\n got %q\nwant %q", p, want)

@@ -41,7 +41,7 @@ func newHarness(t *testing.T, c *redis.Client, name string, rules []limit.Rule) 
 			byID[id] = &limit.State{}
 		}
 		key := ""
-		if isLog(r) {
+		if OwnsKey(r) {
 			key = h.counter + ":" + id
 			h.keys = append(h.keys, key)
 		}
@@ -49,11 +49,6 @@ func newHarness(t *testing.T, c *redis.Client, name string, rules []limit.Rule) 
 		h.states = append(h.states, byID[id])
 	}
 	return h
-}
-
-// isLog reports whether r keeps its state in a sorted set of its own.
-func isLog(r limit.Rule) bool {
-	return r.Algorithm == limit.SlidingLog && r.PeriodMicros() > 0
 }
 
 // run decides cost at now on both sides and fails on any difference.
@@ -107,7 +102,7 @@ func (h *harness) compareState(step string, now limit.Micros) {
 		}
 		seen[id] = true
 		exp := expiry[id]
-		if !isLog(r) {
+		if !OwnsKey(r) {
 			f, ok := records[id]
 			delete(records, id)
 			if exp == 0 {

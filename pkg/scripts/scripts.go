@@ -179,9 +179,14 @@ func PrepareRule(r limit.Rule) (*RuleArgs, error) {
 	}, nil
 }
 
-// OwnKey reports whether the rule keeps its state in a key of its own
-// (a sliding log's sorted set) instead of a record of the descriptor's
-// counter key.
+// OwnsKey reports whether r keeps its state in a key of its own (a sliding
+// log's sorted set) instead of a record of the descriptor's counter key.
+// A rule without a period keeps no state at all.
+func OwnsKey(r limit.Rule) bool {
+	return r.Algorithm == limit.SlidingLog && r.PeriodMicros() > 0
+}
+
+// OwnKey reports OwnsKey of the prepared rule.
 func (a *RuleArgs) OwnKey() bool { return a.alg == algLog }
 
 // Append appends the rule's ARGV slots to dst: five, and five more for a

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // fuzzZones are time zones a config may name (the parser accepts only what
@@ -120,8 +121,7 @@ func FuzzKey(f *testing.F) {
 		for i := 0; sameDescriptor && i < len(e1); i++ {
 			sameDescriptor = e1[i] == e2[i]
 		}
-		ownKey := func(r limit.Rule) bool { return r.Algorithm == limit.SlidingLog && r.PeriodMicros() > 0 }
-		if k1 == k2 && (!sameDescriptor || (ownKey(r1) || ownKey(r2)) && r1.ID() != r2.ID()) {
+		if k1 == k2 && (!sameDescriptor || (scripts.OwnsKey(r1) || scripts.OwnsKey(r2)) && r1.ID() != r2.ID()) {
 			t.Fatalf("(%q, %q, %s) and (%q, %q, %s) share the key %q", d1, e1, r1.ID(), d2, e2, r2.ID(), k1)
 		}
 	})

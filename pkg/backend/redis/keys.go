@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // Key returns the Redis key holding one rule's state for one descriptor:
@@ -25,7 +26,7 @@ import (
 // stored in the value, not the key name, so the script's KEYS name every key
 // it touches (docs/decisions/0004-redis-key-schema.md).
 func Key(prefix, identity string, r limit.Rule) string {
-	if r.Algorithm != limit.SlidingLog || r.PeriodMicros() <= 0 {
+	if !scripts.OwnsKey(r) {
 		return CounterKey(prefix, identity)
 	}
 	id := r.ID()
