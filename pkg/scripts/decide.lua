@@ -293,31 +293,38 @@ for i = 1, nrules do
 end
 local found = false -- KEYS[1] held a counter string
 local others, others_at = {}, 0 -- kept records, and the latest of their e (us)
+
+-- read_record loads one record of KEYS[1] into its rule's state, or keeps
+-- it in others when this call names no rule of its id. Fields are decimals
+-- (a meter's level may have '.', 'e' and signs): a record holding anything
+-- else, such as "nan" or "inf" that tonumber would take, does not match
+-- and reads as empty.
+local function read_record(rec)
+  local id, e, x, y, z = string.match(rec, '^(%S+) (%d+) ([-+.%de]+) ([-+.%de]+) ?([-+.%de]*)$')
+  local st = states[id]
+  if st then
+    if owner[id].alg == 4 then
+      st.l, st.t = tonumber(x) or 0, tonumber(y) or 0
+    else
+      st.w, st.c, st.p = tonumber(x) or 0, tonumber(y) or 0, tonumber(z) or 0
+    end
+  elseif id and st == nil then
+    local at = tonumber(e) * 1000
+    if at > now then
+      others[#others + 1] = rec
+      if at > others_at then others_at = at end
+    end
+  end
+end
+
 if ncounters > 0 then
   local v = call('MGET', KEYS[1])[1]
   if v then
     found = true
-    -- (gmatch costs a closure: a lone record is matched directly)
-    local single = not string.find(v, '|', 1, true)
-    for rec in single and function() local r = v; v = nil; return r end or string.gmatch(v, '[^|]+') do
-      -- Fields are decimals (a meter's level may have '.', 'e' and signs):
-      -- a record holding anything else, such as "nan" or "inf" that
-      -- tonumber would take, does not match and reads as empty.
-      local id, e, x, y, z = string.match(rec, '^(%S+) (%d+) ([-+.%de]+) ([-+.%de]+) ?([-+.%de]*)$')
-      local st = states[id]
-      if st then
-        if owner[id].alg == 4 then
-          st.l, st.t = tonumber(x) or 0, tonumber(y) or 0
-        else
-          st.w, st.c, st.p = tonumber(x) or 0, tonumber(y) or 0, tonumber(z) or 0
-        end
-      elseif id and st == nil then
-        local at = tonumber(e) * 1000
-        if at > now then
-          others[#others + 1] = rec
-          if at > others_at then others_at = at end
-        end
-      end
+    if string.find(v, '|', 1, true) then
+      for rec in string.gmatch(v, '[^|]+') do read_record(rec) end
+    else
+      read_record(v) -- the usual case, one record: no iterator
     end
   end
 end
