@@ -10,7 +10,7 @@
 //
 // A typical test:
 //
-//	clock := stacktest.NewClock(t0)
+//	clock := fakeclock.New(t0)
 //	svc := service.New(service.Options{
 //		Backend: stacktest.Memory(t, memory.Options{Now: clock.Now}),
 //		Logger:  stacktest.QuietLogger(),

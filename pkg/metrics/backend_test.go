@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 )
@@ -25,7 +26,7 @@ func (netTimeout) Temporary() bool { return true }
 // for a decision) and advances a clock by took on every Decide.
 type scripted struct {
 	errs   []error
-	clock  *stacktest.Clock
+	clock  *fakeclock.Clock
 	took   time.Duration
 	pinged bool
 	closed bool
@@ -64,7 +65,7 @@ func TestInstrumentBackend(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			clock := stacktest.NewClock(t0)
+			clock := fakeclock.New(t0)
 			m, err := New(reg, Options{Now: clock.Now})
 			if err != nil {
 				t.Fatal(err)
@@ -107,7 +108,7 @@ func TestInstrumentBackend(t *testing.T) {
 
 func TestConfigMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	clock := stacktest.NewClock(t0)
+	clock := fakeclock.New(t0)
 	m, err := New(reg, Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)

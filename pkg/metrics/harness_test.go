@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
@@ -34,14 +35,14 @@ type harness struct {
 	reg   *prometheus.Registry
 	m     *Metrics
 	svc   *service.Service
-	clock *stacktest.Clock
+	clock *fakeclock.Clock
 }
 
 // newHarness parses yaml into the config and builds the service.
 // opts.Backend defaults to the memory backend, instrumented.
 func newHarness(t *testing.T, mo Options, so service.Options, yaml string) *harness {
 	t.Helper()
-	h := &harness{reg: prometheus.NewRegistry(), clock: stacktest.NewClock(t0)}
+	h := &harness{reg: prometheus.NewRegistry(), clock: fakeclock.New(t0)}
 	if mo.Now == nil {
 		mo.Now = h.clock.Now
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
@@ -136,7 +137,7 @@ descriptors:
     rate_limit: {name: r, unit: minute, requests_per_unit: 1}
 `)
 	}
-	clock := stacktest.NewClock(t0)
+	clock := fakeclock.New(t0)
 	local := memory.New(memory.Options{Now: clock.Now, SweepInterval: -1})
 	t.Cleanup(func() { local.Close() })
 	h := newHarness(t, Options{}, service.Options{Backend: stacktest.FailingBackend{Err: stacktest.ErrRedisDown}, Local: local}, yaml.String())

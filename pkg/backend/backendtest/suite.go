@@ -31,10 +31,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -71,28 +71,10 @@ type suite struct {
 	run     string // random, once per Run: keeps identities unique across runs
 }
 
-// clock is a fake clock that only moves forward.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // env is one subtest's backend, clock, namespace and model.
 type env struct {
 	t     *testing.T
-	clock *clock
+	clock *fakeclock.Clock // only moves forward
 	b     backend.Backend
 	ns    string
 	model model
@@ -104,7 +86,7 @@ var base = time.Date(2030, 5, 1, 12, 0, 20, 0, time.UTC)
 
 func (s *suite) env(t *testing.T, start time.Time) *env {
 	t.Helper()
-	c := &clock{now: start}
+	c := fakeclock.New(start)
 	b := s.factory(t, c.Now)
 	if b == nil {
 		t.Fatal("factory returned a nil backend")
@@ -125,7 +107,7 @@ func (e *env) wait(d time.Duration) {
 	if d < 0 {
 		e.t.Fatalf("the clock only moves forward (wait %v)", d)
 	}
-	e.clock.advance(d)
+	e.clock.Advance(d)
 }
 
 // id returns an identity unique to this subtest and name.

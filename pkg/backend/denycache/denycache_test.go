@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/backendtest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
@@ -38,24 +39,6 @@ func TestContract(t *testing.T) {
 	t.Logf("cache hits during the contract suite: %d", hits)
 }
 
-// clock is a settable fake clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // counting passes everything to a real backend and counts the checks that
 // reach it.
 type counting struct {
@@ -73,14 +56,14 @@ var start = time.Date(2030, 5, 1, 12, 0, 20, 0, time.UTC)
 
 type fixture struct {
 	t     *testing.T
-	clock *clock
+	clock *fakeclock.Clock
 	inner *counting
 	b     *Backend
 }
 
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
-	c := &clock{now: start}
+	c := fakeclock.New(start)
 	inner := &counting{Backend: memory.New(memory.Options{Now: c.Now, SweepInterval: -1})}
 	opts.Now = c.Now
 	f := &fixture{t: t, clock: c, inner: inner, b: New(inner, opts)}
@@ -248,7 +231,7 @@ func TestCache(t *testing.T) {
 			model := memory.New(memory.Options{Now: f.clock.Now, SweepInterval: -1})
 			defer model.Close()
 			for i, st := range tt.steps {
-				f.clock.advance(st.wait)
+				f.clock.Advance(st.wait)
 				rules, id := tt.rules, "id"
 				if st.rules != nil {
 					rules = st.rules
@@ -310,7 +293,7 @@ func TestDifferential(t *testing.T) {
 	for seed := uint64(1); seed <= *seeds; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0xdec1de))
-			c := &clock{now: start.Add(time.Duration(rng.Int64N(int64(time.Hour))))}
+			c := fakeclock.New(start.Add(time.Duration(rng.Int64N(int64(time.Hour)))))
 			model := memory.New(memory.Options{Now: c.Now, SweepInterval: -1})
 			defer model.Close()
 			b := New(memory.New(memory.Options{Now: c.Now, SweepInterval: -1}), Options{Now: c.Now, Size: 4, Shards: 1})
@@ -318,7 +301,7 @@ func TestDifferential(t *testing.T) {
 			ids := []string{"a", "b", "c", "d", "e", "f"}
 			var denied []backend.Check // recent denials, asked again like an abusive client would
 			for step := range 3000 {
-				c.advance(waits[rng.IntN(len(waits))])
+				c.Advance(waits[rng.IntN(len(waits))])
 				checks := make([]backend.Check, 1+rng.IntN(3))
 				for i := range checks {
 					if len(denied) > 0 && rng.IntN(2) == 0 {
@@ -387,7 +370,7 @@ func TestEviction(t *testing.T) {
 	}
 	// Expired entries are dropped on access and their slot reused without
 	// an eviction.
-	f.clock.advance(time.Minute)
+	f.clock.Advance(time.Minute)
 	for _, id := range []string{"a", "b", "c"} {
 		if cached(id) {
 			t.Fatalf("%s: an expired denial answered", id)

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/backendtest"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -20,26 +20,8 @@ func TestContract(t *testing.T) {
 	})
 }
 
-// fakeClock is a settable clock, safe for the sweeper goroutine to read.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func newClock() *fakeClock {
-	return &fakeClock{now: time.Date(2030, 5, 1, 12, 0, 0, 250_000_000, time.UTC)}
+func newClock() *fakeclock.Clock {
+	return fakeclock.New(time.Date(2030, 5, 1, 12, 0, 0, 250_000_000, time.UTC))
 }
 
 func decide(t *testing.T, b *Backend, checks ...backend.Check) []backend.Result {

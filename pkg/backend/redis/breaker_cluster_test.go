@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -64,12 +65,12 @@ func TestBreakerPerNode(t *testing.T) {
 			type run struct {
 				name  string
 				b     *Backend
-				clock *fakeClock
+				clock *fakeclock.Clock
 				load  *load
 			}
 			var runs []*run
 			for _, coalesce := range []bool{true, false} {
-				clock := &fakeClock{now: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}
+				clock := fakeclock.New(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 				opts := clusterOptions(c)
 				opts.KeyPrefix = "pn:"
 				opts.Timeout = 300 * time.Millisecond
@@ -157,12 +158,12 @@ func TestBreakerPerNode(t *testing.T) {
 				if res := decideOne(r.b, ids[dead]); !errors.Is(res.Err, backend.ErrCircuitOpen) {
 					t.Errorf("%s: before the open period passed: %v, want ErrCircuitOpen", r.name, res.Err)
 				}
-				r.clock.advance(time.Minute)
+				r.clock.Advance(time.Minute)
 				waitUntil(t, 20*time.Second, r.name+": the dead master's checks decided again", func() bool {
 					if res := decideOne(r.b, ids[dead]); res.Err == nil {
 						return true
 					}
-					r.clock.advance(time.Minute) // a failed probe opened it again
+					r.clock.Advance(time.Minute) // a failed probe opened it again
 					return false
 				})
 				if r.b.breakers.isOpen(dead) {
@@ -240,7 +241,7 @@ func TestBreakerNoSlotMap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clock := &fakeClock{now: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := fakeclock.New(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := newBackend(t, Options{Type: TypeCluster, URL: strings.Join(masters, ","), KeyPrefix: "nomap:",
 		Timeout: 300 * time.Millisecond, Clock: clock.Now, Breaker: BreakerOptions{Failures: 3, OpenFor: time.Minute}})
 	for i := range 3 {
@@ -271,7 +272,7 @@ func TestBreakerNoSlotMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 20*time.Second, "decisions once the cluster is back", func() bool {
-		clock.advance(time.Minute) // each try is a probe
+		clock.Advance(time.Minute) // each try is a probe
 		return decideOne(b, "nomap|a").Err == nil
 	})
 	if !b.mapped.Load() {

@@ -12,28 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
-
-// fakeClock is a settable clock for the breaker's open period.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 var oneRule = []limit.Rule{{Unit: limit.Hour, Limit: 1 << 40}}
 
@@ -246,7 +229,7 @@ func TestScriptFlushCluster(t *testing.T) {
 // The open period runs on a fake clock.
 func TestBreaker(t *testing.T) {
 	srv := redistest.Standalone(t)
-	clock := &fakeClock{now: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := fakeclock.New(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := newBackend(t, Options{URL: srv.Addr(), Timeout: 300 * time.Millisecond, Clock: clock.Now,
 		Breaker: BreakerOptions{Failures: 3, OpenFor: 10 * time.Second}})
 	if r := decideOne(b, "brk|a"); r.Err != nil {
@@ -272,7 +255,7 @@ func TestBreaker(t *testing.T) {
 
 	// The open period passes with Redis still down: one probe goes through
 	// and fails, and the breaker opens again.
-	clock.advance(10 * time.Second)
+	clock.Advance(10 * time.Second)
 	if r := decideOne(b, "brk|a"); circuitOpen(r) || !errors.Is(r.Err, backend.ErrUnavailable) {
 		t.Fatalf("probe: %v, want Redis's own failure", r.Err)
 	}
@@ -287,7 +270,7 @@ func TestBreaker(t *testing.T) {
 	if r := decideOne(b, "brk|a"); !circuitOpen(r) {
 		t.Fatalf("before the open period passed: %v, want circuit open", r.Err)
 	}
-	clock.advance(10 * time.Second)
+	clock.Advance(10 * time.Second)
 	if r := decideOne(b, "brk|a"); r.Err != nil {
 		t.Fatalf("probe with Redis back: %v", r.Err)
 	}
@@ -305,7 +288,7 @@ func TestBreaker(t *testing.T) {
 // connections.
 func TestPausedRedis(t *testing.T) {
 	srv := redistest.Standalone(t)
-	clock := &fakeClock{now: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := fakeclock.New(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 	const timeout = 200 * time.Millisecond
 	b := newBackend(t, Options{URL: srv.Addr(), Timeout: timeout, PoolSize: 4, Clock: clock.Now,
 		Breaker: BreakerOptions{Failures: 5, OpenFor: time.Minute}})
@@ -341,7 +324,7 @@ func TestPausedRedis(t *testing.T) {
 		t.Fatalf("with the breaker open: %v", r.Err)
 	}
 	srv.Resume()
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	waitUntil(t, 10*time.Second, "decisions after resume", func() bool { return decideOne(b, "pause|a").Err == nil })
 }
 
