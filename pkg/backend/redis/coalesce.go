@@ -115,13 +115,13 @@ func newCoalescer(ctx context.Context, b *Backend) *coalescer {
 	return c
 }
 
-// node returns the queue of the node at addr, creating it on first use.
+// node returns the queue of the node at addr, creating it on first use,
+// and records its use at now (the caller's clock reading: no second one).
 // It returns nil once the coalescer is closed.
-func (c *coalescer) node(addr string) *node {
+func (c *coalescer) node(addr string, now time.Time) *node {
 	if c.single != nil {
 		return c.single
 	}
-	now := time.Now()
 	c.mu.RLock()
 	n, closed := c.nodes[addr], c.closed
 	c.mu.RUnlock()
@@ -421,7 +421,7 @@ func (b *Backend) coalesced(ctx context.Context, j *job) (abandoned bool, why er
 	// others are queued.
 	var leader *node
 	for i, r := range j.reqs {
-		n := b.co.node(r.addr)
+		n := b.co.node(r.addr, now)
 		if n == nil {
 			r.fail(errClosed)
 			continue

@@ -370,7 +370,7 @@ func TestCoalescerPrunesIdleNodes(t *testing.T) {
 	c := &coalescer{nodes: map[string]*node{}}
 	old := time.Now().Add(-2 * idleNodeTTL).UnixNano()
 	for _, addr := range []string{"gone:1", "busy:1", "recent:1"} {
-		if c.node(addr) == nil {
+		if c.node(addr, time.Now()) == nil {
 			t.Fatalf("node(%q) = nil on an open coalescer", addr)
 		}
 	}
@@ -387,7 +387,7 @@ func TestCoalescerPrunesIdleNodes(t *testing.T) {
 		{"new:1", []string{"busy:1", "new:1", "recent:1"}},
 	}
 	for _, tt := range tests {
-		if n := c.node(tt.addr); n == nil || n.addr != tt.addr {
+		if n := c.node(tt.addr, time.Now()); n == nil || n.addr != tt.addr {
 			t.Fatalf("node(%q) = %+v", tt.addr, n)
 		}
 		var got []string
@@ -400,7 +400,7 @@ func TestCoalescerPrunesIdleNodes(t *testing.T) {
 		}
 	}
 	// The pruned address comes back as a fresh queue when used again.
-	if n := c.node("gone:1"); n == nil || len(c.nodes) != 4 {
+	if n := c.node("gone:1", time.Now()); n == nil || len(c.nodes) != 4 {
 		t.Errorf("node(gone:1) again: %v, %d queues, want a new one beside 3", n, len(c.nodes))
 	}
 }
