@@ -17,7 +17,7 @@ ARG VERSION=dev
 # Static (no cgo), reproducible paths, symbols stripped; timetzdata embeds
 # the time-zone database, so time_zone rules work on any base image;
 # vtprotobuf compiles go-control-plane's generated marshalers, which the
-# gRPC codec uses for responses (pkg/server/codec.go).
+# gRPC codec uses for responses (internal/server/codec.go).
 RUN CGO_ENABLED=0 go build -trimpath -tags timetzdata,vtprotobuf \
       -ldflags "-s -w -X main.version=${VERSION}" \
       -o /out/sluice ./cmd/sluice

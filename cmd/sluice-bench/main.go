@@ -12,7 +12,7 @@
 // the ceiling to compare a real server with. `summarize` turns the output
 // directory of measure.sh (beside this file; it runs the measurements of
 // docs/benchmarks.md) into a markdown table of medians. The engine is
-// pkg/loadgen.
+// internal/loadgen.
 package main
 
 import (
@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-rl/sluice/pkg/loadgen"
+	"github.com/sluice-rl/sluice/internal/loadgen"
 )
 
 func main() {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/pkg/loadgen"
+	"github.com/sluice-rl/sluice/internal/loadgen"
 )
 
 func TestRunAgainstNoop(t *testing.T) {

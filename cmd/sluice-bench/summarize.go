@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluice-rl/sluice/pkg/loadgen"
+	"github.com/sluice-rl/sluice/internal/loadgen"
 )
 
 // sample is one run of measure.sh: the load generator's report and the CPU

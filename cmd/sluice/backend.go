@@ -7,8 +7,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/sluice-rl/sluice/internal/denycache"
 	"github.com/sluice-rl/sluice/pkg/backend"
-	"github.com/sluice-rl/sluice/pkg/backend/denycache"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 )
 
@@ -48,7 +48,7 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBa
 	b := &backends{main: main, local: memory.New(memory.Options{})}
 	if s.LocalCache {
 		// Known denials are answered in process until Redis said they end,
-		// so an abusive client costs no round trip (pkg/backend/denycache).
+		// so an abusive client costs no round trip (internal/denycache).
 		b.cache = denycache.New(main, denycache.Options{Size: s.LocalCacheSize})
 		b.main = b.cache
 	}

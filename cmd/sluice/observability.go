@@ -11,13 +11,13 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
+	"github.com/sluice-rl/sluice/internal/denycache"
+	"github.com/sluice-rl/sluice/internal/metrics"
+	"github.com/sluice-rl/sluice/internal/server"
+	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/internal/tracing"
 	"github.com/sluice-rl/sluice/pkg/backend"
-	"github.com/sluice-rl/sluice/pkg/backend/denycache"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
-	"github.com/sluice-rl/sluice/pkg/metrics"
-	"github.com/sluice-rl/sluice/pkg/server"
-	"github.com/sluice-rl/sluice/pkg/service"
-	"github.com/sluice-rl/sluice/pkg/tracing"
 )
 
 // tracingShutdownTimeout bounds the flush of buffered spans at exit.

@@ -14,10 +14,10 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
+	"github.com/sluice-rl/sluice/internal/reload"
+	"github.com/sluice-rl/sluice/internal/server"
+	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
-	"github.com/sluice-rl/sluice/pkg/reload"
-	"github.com/sluice-rl/sluice/pkg/server"
-	"github.com/sluice-rl/sluice/pkg/service"
 )
 
 // serve runs the service until ctx is done. It exits 2 on bad settings,

@@ -13,9 +13,9 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/sluice-rl/sluice/internal/metrics"
+	"github.com/sluice-rl/sluice/internal/tracing"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
-	"github.com/sluice-rl/sluice/pkg/metrics"
-	"github.com/sluice-rl/sluice/pkg/tracing"
 )
 
 // defaultStreamWorkers is how many goroutines serve gRPC calls for good

@@ -3,8 +3,8 @@
 // that fails every check), the requests to send, and a server.Server on
 // 127.0.0.1 ports with a gRPC client connected to it.
 //
-// It does not import pkg/service, so that the service package's own
-// (internal) tests can use it as well as the tests of pkg/metrics and
+// It does not import internal/service, so that the service package's own
+// (internal) tests can use it as well as the tests of internal/metrics and
 // test/reliability; callers build the Service themselves and hand it to
 // Serve.
 //

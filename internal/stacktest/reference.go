@@ -2,7 +2,7 @@ package stacktest
 
 // ReferenceBasicYAML and ReferenceAnotherYAML are the configs of
 // envoyproxy/ratelimit's own integration tests (basic.yaml and
-// another.yaml), unchanged: the unit tests of pkg/service and the
+// another.yaml), unchanged: the unit tests of internal/service and the
 // black-box tests of test/integration replay its scenario on them.
 const (
 	ReferenceBasicYAML = `domain: basic

@@ -16,7 +16,7 @@ const (
 )
 
 // referenceConfig is the config of envoyproxy/ratelimit's own integration
-// tests (basic.yaml and another.yaml), unchanged; pkg/service's unit tests
+// tests (basic.yaml and another.yaml), unchanged; internal/service's unit tests
 // replay the same scenario on it in-process.
 var referenceConfig = map[string]string{
 	"basic.yaml":   stacktest.ReferenceBasicYAML,

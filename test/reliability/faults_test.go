@@ -17,13 +17,13 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/reload"
+	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
-	"github.com/sluice-rl/sluice/pkg/reload"
-	"github.com/sluice-rl/sluice/pkg/service"
 )
 
 // faultLimit is every fault test's limit: faultLimit per hour per user, a

@@ -18,9 +18,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
-	"github.com/sluice-rl/sluice/pkg/service"
 )
 
 // hostileYAML limits every user to 5 per hour, and gives a key made of

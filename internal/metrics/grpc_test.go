@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluice-rl/sluice/pkg/service"
+	"github.com/sluice-rl/sluice/internal/service"
 )
 
 // TestUnaryServerInterceptor serves the Service over real gRPC on

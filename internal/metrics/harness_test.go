@@ -19,10 +19,10 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/sluice-rl/sluice/internal/fakeclock"
+	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
-	"github.com/sluice-rl/sluice/pkg/service"
 )
 
 // t0 is the fake clock's start: the beginning of an hour, so that

@@ -112,7 +112,7 @@ func Setup(ctx context.Context, opts Options) (*Tracing, error) {
 	tp := sdktrace.NewTracerProvider(tpOpts...)
 	return &Tracing{
 		provider:   tp,
-		tracer:     tp.Tracer("github.com/sluice-rl/sluice/pkg/tracing"),
+		tracer:     tp.Tracer("github.com/sluice-rl/sluice/internal/tracing"),
 		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 	}, nil
 }
@@ -163,7 +163,7 @@ func (t *Tracing) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
 		otelgrpc.WithTracerProvider(t.provider),
 		otelgrpc.WithPropagators(t.propagator),
-		// Metrics come from pkg/metrics; no OTel meter is wanted here.
+		// Metrics come from internal/metrics; no OTel meter is wanted here.
 		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()),
 		otelgrpc.WithFilter(filters.Not(filters.HealthCheck())),
 	))}
