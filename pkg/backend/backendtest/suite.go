@@ -64,6 +64,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Concurrency", s.testConcurrency)
 	t.Run("Model", s.testModel)
 	t.Run("Ping", s.testPing)
+	t.Run("Reset", s.testReset)
 }
 
 type suite struct {
