@@ -22,7 +22,7 @@ import (
 // (grpc.NumStreamWorkers). A goroutine per call grows its stack on every
 // call (runtime.copystack was 16% of sluice's CPU under load, 3.5% with
 // workers); 256 covers the calls in flight of a busy instance, and calls
-// beyond it still get a goroutine each. docs/benchmarks.md, session 3.
+// beyond it still get a goroutine each (docs/benchmarks.md).
 const defaultStreamWorkers = 256
 
 // settings are everything `sluice serve` reads from flags and environment.
