@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,7 +50,11 @@ type settings struct {
 	LocalInstances                            int
 
 	BackendType string // "", "memory" or "redis"
-	Redis       redisSettings
+	// Redis is the Redis backend's options: the REDIS_* flags write into
+	// its fields directly, with the meaning the fields document (0 is the
+	// field's default), and are validated by pkg/backend/redis's Check
+	// functions. Wiring fills the rest (logger, batch observer).
+	Redis redis.Options
 
 	GRPCUseTLS                              bool
 	GRPCTLSCert, GRPCTLSKey                 string
@@ -73,6 +78,9 @@ type settings struct {
 	TracingProtocol     string
 	TracingSamplingRate float64
 
+	// checks validate fields with the rule of the package that owns them,
+	// each naming its flag (see check in serveFlags).
+	checks []fieldCheck
 	// source maps a flag name to where its value came from ("--grpc-port"
 	// or "GRPC_PORT"), so errors name what the operator wrote.
 	source map[string]string
@@ -84,20 +92,10 @@ type settings struct {
 	notes []string
 }
 
-// redisSettings are the REDIS_* settings.
-type redisSettings struct {
-	URL, Type, SocketType, Auth, SentinelAuth string
-	TLS                                       bool
-	TLSCACert, TLSClientCert, TLSClientKey    string
-	TLSSkipHostnameVerification               bool
-	PoolSize                                  int
-	Timeout                                   time.Duration
-	KeyPrefix                                 string
-	Coalesce                                  bool
-	PipelineWindow                            time.Duration
-	PipelineLimit                             int
-	BreakerFailures                           int           // 0 disables the breakers
-	BreakerOpen                               time.Duration // > 0
+// fieldCheck is one field's validator, bound to the flag that sets it.
+type fieldCheck struct {
+	flag  string
+	check func() error
 }
 
 // configPaths are the paths the configuration is loaded from: --config if
@@ -144,6 +142,9 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	float := func(p *float64, name, env string, def float64, usage string) {
 		fs.Float64Var(p, name, def, usage+bind(name, env))
 	}
+	// check makes f, the owning package's validator, judge the flag's
+	// final value (default, environment or flag).
+	check := func(name string, f func() error) { s.checks = append(s.checks, fieldCheck{name, f}) }
 	choice := func(p *string, name, env, def string, allowed []string, usage string) {
 		*p = def
 		fs.Var(&choiceValue{p: p, allowed: allowed}, name, usage+" ("+strings.Join(allowed, "|")+")"+bind(name, env))
@@ -184,32 +185,44 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 
 	choice(&s.BackendType, "backend", "BACKEND_TYPE", "", []string{"memory", "redis"},
 		"backend; default redis when REDIS_URL is set, memory otherwise")
-	str(&s.Redis.URL, "redis-url", "REDIS_URL", "", "single: host:port or socket path; sentinel: master,host:port,...; cluster: host:port,...")
-	choice(&s.Redis.Type, "redis-type", "REDIS_TYPE", "single", []string{"single", "sentinel", "cluster"}, "Redis deployment")
-	choice(&s.Redis.SocketType, "redis-socket-type", "REDIS_SOCKET_TYPE", "", []string{"tcp", "unix"},
-		"Redis socket; default inferred from REDIS_URL (a path is a unix socket)")
-	str(&s.Redis.Auth, "redis-auth", "REDIS_AUTH", "", "Redis password, or user:password")
-	str(&s.Redis.SentinelAuth, "redis-sentinel-auth", "REDIS_SENTINEL_AUTH", "", "Sentinel password, or user:password")
-	boolean(&s.Redis.TLS, "redis-tls", "REDIS_TLS", false, "connect to Redis over TLS")
-	str(&s.Redis.TLSCACert, "redis-tls-cacert", "REDIS_TLS_CACERT", "", "CA certificate file for Redis TLS")
-	str(&s.Redis.TLSClientCert, "redis-tls-client-cert", "REDIS_TLS_CLIENT_CERT", "", "client certificate file for Redis TLS")
-	str(&s.Redis.TLSClientKey, "redis-tls-client-key", "REDIS_TLS_CLIENT_KEY", "", "client key file for Redis TLS")
-	boolean(&s.Redis.TLSSkipHostnameVerification, "redis-tls-skip-hostname-verification", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false,
+	r := &s.Redis
+	str(&r.URL, "redis-url", "REDIS_URL", "", "single: host:port or socket path; sentinel: master,host:port,...; cluster: host:port,...")
+	str(&r.Type, "redis-type", "REDIS_TYPE", redis.TypeSingle, "Redis deployment: single, sentinel or cluster")
+	check("redis-type", func() error { return redis.CheckType(r.Type) })
+	str(&r.SocketType, "redis-socket-type", "REDIS_SOCKET_TYPE", "",
+		"Redis socket, tcp or unix; default inferred from REDIS_URL (a path is a unix socket)")
+	check("redis-socket-type", func() error { return redis.CheckSocketType(r.SocketType) })
+	str(&r.Auth, "redis-auth", "REDIS_AUTH", "", "Redis password, or user:password")
+	str(&r.SentinelAuth, "redis-sentinel-auth", "REDIS_SENTINEL_AUTH", "", "Sentinel password, or user:password")
+	boolean(&r.TLS, "redis-tls", "REDIS_TLS", false, "connect to Redis over TLS")
+	str(&r.TLSCACert, "redis-tls-cacert", "REDIS_TLS_CACERT", "", "CA certificate file for Redis TLS")
+	str(&r.TLSClientCert, "redis-tls-client-cert", "REDIS_TLS_CLIENT_CERT", "", "client certificate file for Redis TLS")
+	str(&r.TLSClientKey, "redis-tls-client-key", "REDIS_TLS_CLIENT_KEY", "", "client key file for Redis TLS")
+	check("redis-tls-client-cert", func() error { return redis.CheckTLSClientPair(r.TLSClientCert, r.TLSClientKey) })
+	boolean(&r.TLSSkipHostnameVerification, "redis-tls-skip-hostname-verification", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false,
 		"verify the Redis certificate chain but not its host name")
-	integer(&s.Redis.PoolSize, "redis-pool-size", "REDIS_POOL_SIZE", 10, "Redis connections per node")
-	duration(&s.Redis.Timeout, "redis-timeout", "REDIS_TIMEOUT", redis.DefaultTimeout,
-		"bound on every Redis round trip (the reference's default is 10s; see pkg/backend/redis)")
-	str(&s.Redis.KeyPrefix, "cache-key-prefix", "CACHE_KEY_PREFIX", "", "prefix of every Redis key")
-	boolean(&s.Redis.Coalesce, "redis-coalesce", "SLUICE_REDIS_COALESCE", true,
-		"let concurrent requests bound for one Redis node share pipelines")
-	duration(&s.Redis.PipelineWindow, "redis-pipeline-window", "REDIS_PIPELINE_WINDOW", 0,
+	integer(&r.PoolSize, "redis-pool-size", "REDIS_POOL_SIZE", 10, "Redis connections per node; 0 means go-redis's default, 10 per CPU")
+	check("redis-pool-size", func() error { return redis.CheckPoolSize(r.PoolSize) })
+	duration(&r.Timeout, "redis-timeout", "REDIS_TIMEOUT", redis.DefaultTimeout,
+		fmt.Sprintf("bound on every Redis round trip; 0 means %v (the reference's default is 10s; see pkg/backend/redis)", redis.DefaultTimeout))
+	check("redis-timeout", func() error { return redis.CheckTimeout(r.Timeout) })
+	str(&r.KeyPrefix, "cache-key-prefix", "CACHE_KEY_PREFIX", "", "prefix of every Redis key")
+	check("cache-key-prefix", func() error { return redis.CheckKeyPrefix(r.KeyPrefix) })
+	fs.Var(invertedBool{&r.DisableCoalescing}, "redis-coalesce",
+		"let concurrent requests bound for one Redis node share pipelines (default true)"+bind("redis-coalesce", "SLUICE_REDIS_COALESCE"))
+	duration(&r.PipelineWindow, "redis-pipeline-window", "REDIS_PIPELINE_WINDOW", 0,
 		"how long a coalesced pipeline waits for more calls; 0 sends at once and batches what arrives meanwhile")
-	integer(&s.Redis.PipelineLimit, "redis-pipeline-limit", "REDIS_PIPELINE_LIMIT", 0,
+	check("redis-pipeline-window", func() error { return redis.CheckPipelineWindow(r.PipelineWindow) })
+	integer(&r.PipelineLimit, "redis-pipeline-limit", "REDIS_PIPELINE_LIMIT", redis.DefaultPipelineLimit,
 		fmt.Sprintf("most commands per coalesced pipeline; 0 means %d", redis.DefaultPipelineLimit))
-	integer(&s.Redis.BreakerFailures, "redis-breaker-failures", "SLUICE_REDIS_BREAKER_FAILURES", redis.DefaultBreakerFailures,
-		"consecutive failed round trips to a Redis node that open its circuit breaker; 0 disables the breakers")
-	duration(&s.Redis.BreakerOpen, "redis-breaker-open", "SLUICE_REDIS_BREAKER_OPEN", redis.DefaultBreakerOpenFor,
-		"how long an open breaker fails its node's calls at once before one probe tries the node again")
+	check("redis-pipeline-limit", func() error { return redis.CheckPipelineLimit(r.PipelineLimit) })
+	integer(&r.Breaker.Failures, "redis-breaker-failures", "SLUICE_REDIS_BREAKER_FAILURES", redis.DefaultBreakerFailures,
+		fmt.Sprintf("consecutive failed round trips to a Redis node that open its circuit breaker; 0 means %d, a negative count disables the breakers",
+			redis.DefaultBreakerFailures))
+	duration(&r.Breaker.OpenFor, "redis-breaker-open", "SLUICE_REDIS_BREAKER_OPEN", redis.DefaultBreakerOpenFor,
+		fmt.Sprintf("how long an open breaker fails its node's calls at once before one probe tries the node again; 0 means %v",
+			redis.DefaultBreakerOpenFor))
+	check("redis-breaker-open", func() error { return redis.CheckBreakerOpenFor(r.Breaker.OpenFor) })
 
 	boolean(&s.GRPCUseTLS, "grpc-tls", "GRPC_SERVER_USE_TLS", false, "serve gRPC over TLS")
 	str(&s.GRPCTLSCert, "grpc-tls-cert", "GRPC_SERVER_TLS_CERT", "", "gRPC server certificate file (re-read when it changes)")
@@ -316,7 +329,7 @@ func (s *settings) validate(env map[string]string) error {
 		v    time.Duration
 	}{
 		{"grpc-max-connection-age", s.MaxConnectionAge}, {"grpc-max-connection-age-grace", s.MaxConnectionAgeGrace},
-		{"redis-timeout", s.Redis.Timeout}, {"drain-delay", s.DrainDelay}, {"redis-pipeline-window", s.Redis.PipelineWindow},
+		{"drain-delay", s.DrainDelay},
 	} {
 		if d.v < 0 {
 			bad(d.flag, "negative duration %v", d.v)
@@ -333,9 +346,6 @@ func (s *settings) validate(env map[string]string) error {
 	if s.LocalInstances < 1 {
 		bad("local-instances", "%d: must be at least 1", s.LocalInstances)
 	}
-	if s.Redis.PoolSize < 1 {
-		bad("redis-pool-size", "%d: must be at least 1", s.Redis.PoolSize)
-	}
 	if s.NearLimitRatio <= 0 || s.NearLimitRatio > 1 {
 		bad("near-limit-ratio", "%v: must be above 0 and at most 1", s.NearLimitRatio)
 	}
@@ -348,14 +358,10 @@ func (s *settings) validate(env map[string]string) error {
 	if s.LocalCacheSize < 1 {
 		bad("local-cache-size", "%d: must be at least 1", s.LocalCacheSize)
 	}
-	if s.Redis.PipelineLimit < 0 {
-		bad("redis-pipeline-limit", "%d: must not be negative", s.Redis.PipelineLimit)
-	}
-	if s.Redis.BreakerFailures < 0 {
-		bad("redis-breaker-failures", "%d: must not be negative (0 disables the breakers)", s.Redis.BreakerFailures)
-	}
-	if s.Redis.BreakerOpen <= 0 {
-		bad("redis-breaker-open", "duration %v must be positive", s.Redis.BreakerOpen)
+	for _, c := range s.checks {
+		if err := c.check(); err != nil {
+			bad(c.flag, "%v", err)
+		}
 	}
 	if s.MaxRequestBytes < 1024 {
 		bad("max-request-bytes", "%d: must be at least 1024", s.MaxRequestBytes)
@@ -463,6 +469,28 @@ func (c *choiceValue) Set(v string) error {
 		return fmt.Errorf("want one of %s", strings.Join(c.allowed, ", "))
 	}
 	*c.p = l
+	return nil
+}
+
+// invertedBool is a boolean flag stored negated: --redis-coalesce=true
+// sets Options.DisableCoalescing false.
+type invertedBool struct{ p *bool }
+
+func (b invertedBool) IsBoolFlag() bool { return true }
+
+func (b invertedBool) String() string {
+	if b.p == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*b.p)
+}
+
+func (b invertedBool) Set(v string) error {
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	*b.p = !on
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/pkg/backend/redis"
 )
 
 // The Redis pipeline settings: coalescing on by default, the reference's
@@ -20,16 +22,16 @@ func TestParseServePipeline(t *testing.T) {
 		wantErr      string
 		ignoredEmpty bool
 	}{
-		{name: "defaults", coalesce: true},
+		{name: "defaults", coalesce: true, limit: redis.DefaultPipelineLimit},
 		{
 			name:     "reference variables",
 			env:      []string{"REDIS_PIPELINE_WINDOW=150us", "REDIS_PIPELINE_LIMIT=32"},
 			coalesce: true, window: 150 * time.Microsecond, limit: 32, ignoredEmpty: true,
 		},
-		{name: "coalescing off by environment", env: []string{"SLUICE_REDIS_COALESCE=false"}},
-		{name: "coalescing off by flag", args: []string{"--redis-coalesce=false"}, env: []string{"SLUICE_REDIS_COALESCE=true"}},
-		{name: "negative window", env: []string{"REDIS_PIPELINE_WINDOW=-1ms"}, wantErr: "REDIS_PIPELINE_WINDOW: negative"},
-		{name: "negative limit", args: []string{"--redis-pipeline-limit=-2"}, wantErr: "--redis-pipeline-limit: -2"},
+		{name: "coalescing off by environment", env: []string{"SLUICE_REDIS_COALESCE=false"}, limit: redis.DefaultPipelineLimit},
+		{name: "coalescing off by flag", args: []string{"--redis-coalesce=false"}, env: []string{"SLUICE_REDIS_COALESCE=true"}, limit: redis.DefaultPipelineLimit},
+		{name: "negative window", env: []string{"REDIS_PIPELINE_WINDOW=-1ms"}, wantErr: "REDIS_PIPELINE_WINDOW: redis pipeline window -1ms is negative"},
+		{name: "negative limit", args: []string{"--redis-pipeline-limit=-2"}, wantErr: "--redis-pipeline-limit: redis pipeline limit -2 is negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,9 +45,9 @@ func TestParseServePipeline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.Redis.Coalesce != tt.coalesce || s.Redis.PipelineWindow != tt.window || s.Redis.PipelineLimit != tt.limit {
+			if !s.Redis.DisableCoalescing != tt.coalesce || s.Redis.PipelineWindow != tt.window || s.Redis.PipelineLimit != tt.limit {
 				t.Errorf("coalesce %v window %v limit %d, want %v %v %d",
-					s.Redis.Coalesce, s.Redis.PipelineWindow, s.Redis.PipelineLimit, tt.coalesce, tt.window, tt.limit)
+					!s.Redis.DisableCoalescing, s.Redis.PipelineWindow, s.Redis.PipelineLimit, tt.coalesce, tt.window, tt.limit)
 			}
 			if tt.ignoredEmpty && len(s.ignored) > 0 {
 				t.Errorf("ignored %v: the pipeline variables are implemented", s.ignored)

@@ -43,7 +43,7 @@ func TestParseServe(t *testing.T) {
 				"CACHE_KEY_PREFIX=p:", "SLUICE_RELOAD_INTERVAL=3s", "SLUICE_LOCAL_INSTANCES=4"},
 			check: func(t *testing.T, s *settings) {
 				want := []any{"127.0.0.1", 9000, "127.0.0.2", 9001, true, true, logrus.WarnLevel, "json", true, "X-Limit", true,
-					time.Minute, "redis:6379", "cluster", 250 * time.Millisecond, "p:", 3 * time.Second, 4, "redis"}
+					time.Minute, "redis:6379", "CLUSTER", 250 * time.Millisecond, "p:", 3 * time.Second, 4, "redis"}
 				got := []any{s.GRPCHost, s.GRPCPort, s.HTTPHost, s.HTTPPort, s.ShadowMode, s.QuotaMode, s.LogLevel, s.LogFormat,
 					s.HeadersEnabled, s.LimitHeader, s.IETFHeaders, s.MaxConnectionAge, s.Redis.URL, s.Redis.Type, s.Redis.Timeout,
 					s.Redis.KeyPrefix, s.ReloadInterval, s.LocalInstances, s.backend()}
@@ -149,9 +149,14 @@ func TestParseServeErrors(t *testing.T) {
 		{"log level", nil, []string{"LOG_LEVEL=loud"}, `LOG_LEVEL="loud"`},
 		{"log format", nil, []string{"LOG_FORMAT=xml"}, `LOG_FORMAT="xml"`},
 		{"memcache backend", nil, []string{"BACKEND_TYPE=memcache"}, `BACKEND_TYPE="memcache"`},
-		{"redis type", nil, []string{"REDIS_URL=r:1", "REDIS_TYPE=ring"}, `REDIS_TYPE="ring"`},
+		{"redis type", nil, []string{"REDIS_URL=r:1", "REDIS_TYPE=ring"}, `REDIS_TYPE: redis type "ring"`},
+		{"redis socket type", nil, []string{"REDIS_SOCKET_TYPE=udp"}, `REDIS_SOCKET_TYPE: redis socket type "udp"`},
+		{"key prefix", []string{"--cache-key-prefix={x}"}, nil, `--cache-key-prefix: key prefix "{x}"`},
+		{"client cert without key", nil, []string{"REDIS_TLS_CLIENT_CERT=/c.pem"}, "REDIS_TLS_CLIENT_CERT: redis TLS client certificate and key"},
+		{"coalesce", nil, []string{"SLUICE_REDIS_COALESCE=perhaps"}, `SLUICE_REDIS_COALESCE="perhaps"`},
 		{"redis without URL", nil, []string{"BACKEND_TYPE=redis"}, "BACKEND_TYPE: redis needs REDIS_URL"},
-		{"pool size", nil, []string{"REDIS_POOL_SIZE=0"}, "REDIS_POOL_SIZE"},
+		{"pool size", nil, []string{"REDIS_POOL_SIZE=-1"}, "REDIS_POOL_SIZE: redis pool size -1 is negative"},
+		{"negative redis timeout", nil, []string{"REDIS_TIMEOUT=-1s"}, "REDIS_TIMEOUT: redis timeout -1s is negative"},
 		{"local instances", nil, []string{"SLUICE_LOCAL_INSTANCES=0"}, "SLUICE_LOCAL_INSTANCES"},
 		{"TLS without files", nil, []string{"GRPC_SERVER_USE_TLS=true"}, "GRPC_SERVER_USE_TLS: TLS needs"},
 		{"client CA without TLS", nil, []string{"GRPC_CLIENT_TLS_CACERT=/ca.pem"}, "GRPC_CLIENT_TLS_CACERT"},
@@ -178,7 +183,7 @@ func TestServeHelp(t *testing.T) {
 	if code != 0 {
 		t.Errorf("serve --help: exit %d", code)
 	}
-	for _, want := range []string{"(env LOG_LEVEL) (default info)", "(env GRPC_PORT) (default 8081)", "(env REDIS_TYPE) (default single)"} {
+	for _, want := range []string{"(env LOG_LEVEL) (default info)", "(env GRPC_PORT) (default 8081)", `(env REDIS_TYPE) (default "single")`} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("serve --help lacks %q", want)
 		}

@@ -178,41 +178,37 @@ const (
 // normalize returns opts with defaults filled in, or an error for settings
 // that cannot work.
 func (o Options) normalize() (Options, error) {
+	if err := CheckType(o.Type); err != nil {
+		return o, err
+	}
 	o.Type = strings.ToLower(strings.TrimSpace(o.Type))
 	if o.Type == "" {
 		o.Type = TypeSingle
 	}
-	switch o.Type {
-	case TypeSingle, TypeSentinel, TypeCluster:
-	default:
-		return o, fmt.Errorf("redis type %q: want single, sentinel or cluster", o.Type)
+	if err := CheckSocketType(o.SocketType); err != nil {
+		return o, err
 	}
 	o.SocketType = strings.ToLower(strings.TrimSpace(o.SocketType))
-	switch o.SocketType {
-	case "", "tcp", "unix":
-	default:
-		return o, fmt.Errorf("redis socket type %q: want tcp or unix", o.SocketType)
-	}
 	if o.SocketType == "unix" && o.Type != TypeSingle {
 		return o, fmt.Errorf("redis socket type unix works only with type single, not %s", o.Type)
 	}
 	if strings.TrimSpace(o.URL) == "" {
 		return o, errors.New("redis URL is empty")
 	}
-	if strings.ContainsAny(o.KeyPrefix, "{}") {
-		return o, fmt.Errorf("key prefix %q contains '{' or '}', which would break the cluster hash tag", o.KeyPrefix)
+	if err := CheckKeyPrefix(o.KeyPrefix); err != nil {
+		return o, err
 	}
-	if o.Timeout < 0 {
-		return o, fmt.Errorf("redis timeout %v is negative", o.Timeout)
+	if err := CheckTimeout(o.Timeout); err != nil {
+		return o, err
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
-	if o.PipelineWindow < 0 {
-		return o, fmt.Errorf("redis pipeline window %v is negative", o.PipelineWindow)
+	if err := CheckPipelineWindow(o.PipelineWindow); err != nil {
+		return o, err
 	}
-	if o.PipelineLimit < 0 {
-		return o, fmt.Errorf("redis pipeline limit %d is negative", o.PipelineLimit)
+	if err := CheckPipelineLimit(o.PipelineLimit); err != nil {
+		return o, err
 	}
 	if o.PipelineLimit == 0 {
 		o.PipelineLimit = DefaultPipelineLimit
@@ -220,20 +216,20 @@ func (o Options) normalize() (Options, error) {
 	if o.pipelineLanes <= 0 {
 		o.pipelineLanes = defaultPipelineLanes
 	}
-	if o.PoolSize < 0 {
-		return o, fmt.Errorf("redis pool size %d is negative", o.PoolSize)
+	if err := CheckPoolSize(o.PoolSize); err != nil {
+		return o, err
 	}
 	if o.Breaker.Failures == 0 {
 		o.Breaker.Failures = DefaultBreakerFailures
 	}
-	if o.Breaker.OpenFor < 0 {
-		return o, fmt.Errorf("breaker open period %v is negative", o.Breaker.OpenFor)
+	if err := CheckBreakerOpenFor(o.Breaker.OpenFor); err != nil {
+		return o, err
 	}
 	if o.Breaker.OpenFor == 0 {
 		o.Breaker.OpenFor = DefaultBreakerOpenFor
 	}
-	if (o.TLSClientCert == "") != (o.TLSClientKey == "") {
-		return o, errors.New("redis TLS client certificate and key must be given together")
+	if err := CheckTLSClientPair(o.TLSClientCert, o.TLSClientKey); err != nil {
+		return o, err
 	}
 	if o.Logger == nil {
 		o.Logger = logrus.StandardLogger()
