@@ -3,6 +3,24 @@
 // every error, compiles it into a match tree, and matches request descriptors
 // against it.
 //
+// # Stages
+//
+// A config goes through two stages, so that it can come from something
+// other than YAML:
+//
+//  1. A source produces DomainSpecs: plain structs saying what it wrote,
+//     with a Pos (file and line, or resource and field path) per value.
+//     ReadYAML is the YAML source (yamlread.go walks the document,
+//     yamlrules.go reads rate-limit maps, metadata.go converts metadata,
+//     yamlerror.go puts syntax errors on their line, yamlnode.go holds the
+//     typed reads and the alias guard). Another source (an xDS resource)
+//     fills DomainSpecs itself.
+//  2. Compile validates one DomainSpec and builds its match tree
+//     (compile.go). It is the only place a config's meaning is checked.
+//
+// Parse is both stages for one YAML file; Load reads files and directories
+// and joins their domains into a Config; NewConfig joins compiled domains.
+//
 // It knows nothing of backends, Redis or gRPC: it hands out Nodes carrying
 // limit.Rules, and the service decides what to do with them.
 //

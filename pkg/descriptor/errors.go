@@ -13,14 +13,22 @@ type Error struct {
 	// error has no line (an unreadable file, a cross-file conflict reported
 	// on the file as a whole).
 	Line int
+	// Path names the value at fault inside File when the source has no
+	// lines (a config resource rather than a file), e.g.
+	// "descriptors[2].rate_limit.unit"; "" otherwise.
+	Path string
 	// Reason says what is wrong, in words an operator can act on.
 	Reason string
 }
 
-// Error returns "file:line: reason", or "file: reason" when Line is 0.
+// Error returns "file:line: reason", "file: path: reason" for a source
+// without lines, or "file: reason".
 func (e *Error) Error() string {
-	if e.Line > 0 {
+	switch {
+	case e.Line > 0:
 		return e.File + ":" + strconv.Itoa(e.Line) + ": " + e.Reason
+	case e.Path != "":
+		return e.File + ": " + e.Path + ": " + e.Reason
 	}
 	return e.File + ": " + e.Reason
 }

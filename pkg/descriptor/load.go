@@ -121,12 +121,11 @@ func merge(dst, src *Domain) ErrorList {
 		}
 	}
 	switch {
-	case src.failureModeLine == 0:
-	case dst.failureModeLine == 0:
-		dst.FailureMode, dst.failureModeLine = src.FailureMode, src.failureModeLine
+	case !src.failureModeSet:
+	case !dst.failureModeSet:
+		dst.FailureMode, dst.failureModeSet, dst.failureModeAt = src.FailureMode, true, src.failureModeAt
 	case src.FailureMode != dst.FailureMode:
-		errs = append(errs, &Error{File: src.File, Line: src.failureModeLine,
-			Reason: fmt.Sprintf("failure_mode %s of domain '%s' conflicts with failure_mode %s set in %s", src.FailureMode, src.Name, dst.FailureMode, dst.File)})
+		errs = append(errs, src.failureModeAt.error(fmt.Sprintf("failure_mode %s of domain '%s' conflicts with failure_mode %s set in %s", src.FailureMode, src.Name, dst.FailureMode, dst.failureModeAt.Source)))
 	}
 	return errs
 }

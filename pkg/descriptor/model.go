@@ -96,8 +96,10 @@ type Node struct {
 	children level
 	// pattern is Value compiled for matching, when Wildcard.
 	pattern pattern
-	// path caches Path for nodes built by Parse.
+	// path caches Path for nodes built by Compile.
 	path string
+	// at is where the node is written, for errors naming it.
+	at Pos
 }
 
 // Path is the node's stats path, as the reference builds it:
@@ -140,9 +142,10 @@ type Domain struct {
 	root level
 	// line is where the domain's document starts in File.
 	line int
-	// failureModeLine is the line of failure_mode in File, 0 when the
-	// domain does not set it (so merging can tell "unset" from "error").
-	failureModeLine int
+	// failureModeSet says the domain sets failure_mode, at failureModeAt
+	// (so merging can tell "unset" from "error").
+	failureModeSet bool
+	failureModeAt  Pos
 }
 
 // Config is a set of compiled domains. It is immutable once built and safe

@@ -2,6 +2,7 @@ package descriptor
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -10,14 +11,13 @@ import (
 
 // This file holds the YAML plumbing: typed reads of yaml.Node values that
 // report every mistake with its line, merge keys, aliases, and the guard
-// against alias bombs and cycles. The config schema itself is in parse.go.
+// against alias bombs and cycles. The config schema itself is in yamlread.go
+// and yamlrules.go.
 
 // parser collects the errors of one file.
 type parser struct {
 	file string
 	errs ErrorList
-	// zones caches time.LoadLocation per name within the file.
-	zones map[string]zoneResult
 }
 
 // errorf records an error at n's line (0 when n is nil).
@@ -280,4 +280,15 @@ func (p *parser) checkAliases(root *yaml.Node) bool {
 		ok = false
 	}
 	return ok
+}
+
+// pos returns the Pos of n in the file.
+func (p *parser) pos(n *yaml.Node) Pos {
+	return Pos{Source: p.file, Line: n.Line}
+}
+
+// compactErrors drops repeated errors of a sorted list (an anchored map
+// used through several aliases reports its errors once).
+func compactErrors(l ErrorList) ErrorList {
+	return slices.CompactFunc(l, func(a, b *Error) bool { return *a == *b })
 }

@@ -1,0 +1,120 @@
+package descriptor
+
+// This file holds the source-neutral model of a configuration: what a
+// source (a YAML file, an xDS resource, a test) says about one domain,
+// before anything is checked. ReadYAML produces it; Compile is the one path
+// that validates it and builds the match tree.
+
+// Pos locates a value of a DomainSpec in its source, for errors and
+// warnings. The zero Pos means "not given": Compile then names the value by
+// its parent's Pos and the field's path below it (e.g. "descriptors[2].key").
+type Pos struct {
+	// Source names where the config came from: a file name, or a resource
+	// such as "RateLimitConfig api-limits".
+	Source string
+	// Line is the 1-based line in Source; 0 when the source has no lines.
+	Line int
+	// Path names the value inside Source when Line cannot, e.g.
+	// "descriptors[2].rate_limit.unit". Errors show it only when Line is 0.
+	Path string
+}
+
+// IsZero reports whether p gives no position.
+func (p Pos) IsZero() bool { return p == Pos{} }
+
+// below returns the Pos of the field named path under p: p itself with
+// path appended to its Path.
+func (p Pos) below(path string) Pos {
+	if p.Path != "" {
+		path = p.Path + "." + path
+	}
+	return Pos{Source: p.Source, Line: p.Line, Path: path}
+}
+
+// or returns p, or def when p is zero.
+func (p Pos) or(def Pos) Pos {
+	if p.IsZero() {
+		return def
+	}
+	return p
+}
+
+// DomainSpec is one domain's descriptors as a source wrote them: plain
+// values, not yet validated. Fields mirror the YAML format (and the
+// reference's RateLimitConfig); the *At fields say where each value was
+// written and may be left zero.
+//
+// A DomainSpec holds no state of its own and is safe to build by hand:
+// Compile checks everything and reports every mistake with its Pos.
+type DomainSpec struct {
+	// Name is the domain; it must not be empty.
+	Name string
+	// FailureMode is the failure_mode text ("" means not set: error).
+	FailureMode string
+	// Descriptors are the top-level descriptors, in source order.
+	Descriptors []DescriptorSpec
+
+	// At is where the domain starts (its document, or its resource).
+	At Pos
+	// NameAt and FailureModeAt are where Name and FailureMode are written.
+	NameAt, FailureModeAt Pos
+}
+
+// DescriptorSpec is one descriptor of a DomainSpec.
+type DescriptorSpec struct {
+	// Key is required. Value is optional: "" is the key-only default, and
+	// a value holding '*' is a wildcard pattern.
+	Key, Value string
+	// RateLimits are the descriptor's rules: one for the reference's
+	// rate_limit, several for sluice's rate_limits, none for a descriptor
+	// that only groups children.
+	RateLimits []RuleSpec
+	// Descriptors are the children, matched against the next entry.
+	Descriptors []DescriptorSpec
+
+	ShadowMode, QuotaMode, DetailedMetric, ValueToMetric bool
+	// ShareThreshold makes every value matching a wildcard share one
+	// counter; it is an error on a value without '*'.
+	ShareThreshold bool
+	// Metadata is returned in dynamic metadata; values are the plain Go
+	// values of encoding/json (maps with string keys, []any, strings,
+	// bools, int64, uint64, float64, nil).
+	Metadata map[string]any
+
+	// At is where the descriptor starts; KeyAt and ShareThresholdAt are
+	// where those fields are written.
+	At, KeyAt, ShareThresholdAt Pos
+}
+
+// RuleSpec is one rate limit of a descriptor.
+type RuleSpec struct {
+	// Name names the rule for `replaces` and metrics; optional.
+	Name string
+	// Unit is second, minute, hour, day, week, month or year; "" means
+	// not set, which only an Unlimited rule may be.
+	Unit string
+	// RequestsPerUnit is the limit per period.
+	RequestsPerUnit uint32
+	// Unlimited makes the descriptor always OK; it must be its
+	// descriptor's only rule and set no unit or sluice extension.
+	Unlimited bool
+	// Replaces names rules of other descriptors this rule replaces.
+	Replaces []ReplaceSpec
+
+	// Algorithm is a limit.Algorithm name; "" means fixed_window.
+	Algorithm string
+	// Burst, UnitMultiplier and TimeZone are sluice's extensions; nil
+	// means not set.
+	Burst, UnitMultiplier *uint32
+	TimeZone              *string
+
+	// At is where the rule starts; the other *At fields are where each
+	// field is written.
+	At, UnitAt, AlgorithmAt, BurstAt, UnitMultiplierAt, TimeZoneAt Pos
+}
+
+// ReplaceSpec is one `replaces` item: the name of a rule to replace.
+type ReplaceSpec struct {
+	Name string
+	At   Pos
+}

@@ -1,0 +1,171 @@
+package descriptor
+
+import (
+	"bytes"
+	"errors"
+	"io"
+
+	"gopkg.in/yaml.v3"
+)
+
+// This file holds the document walk: it reads a YAML config file into
+// DomainSpecs, checking only what is YAML's business (shapes, types, known
+// keys). What the values mean is checked by Compile.
+
+// ReadYAML reads one config file into the specs of its domains, without
+// checking what they mean: pass each to Compile. A file holds one YAML
+// document per domain ("---" between them). name is used in errors only.
+//
+// On error ReadYAML returns an ErrorList of every YAML-level mistake
+// (syntax, unknown keys, wrong types), each with its line, along with the
+// specs it could read.
+func ReadYAML(name string, data []byte) ([]DomainSpec, error) {
+	p := &parser{file: name}
+	var specs []DomainSpec
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		err := decodeSafely(dec, &doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			p.yamlError(err, data)
+			break
+		}
+		if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+			continue // an empty document, e.g. after a trailing "---"
+		}
+		if !p.checkAliases(&doc) {
+			continue
+		}
+		if s, ok := p.domain(doc.Content[0]); ok {
+			specs = append(specs, s)
+		}
+	}
+	if len(specs) == 0 && len(p.errs) == 0 {
+		p.errs = append(p.errs, &Error{File: name, Reason: "config file cannot have empty domain: it holds no YAML document"})
+	}
+	sortErrors(p.errs)
+	p.errs = compactErrors(p.errs)
+	return specs, p.errs.err()
+}
+
+// The keys each map of the format accepts. Any other key is an error, even
+// with a null value.
+var (
+	rootKeys       = keySet("domain", "descriptors", "failure_mode")
+	descriptorKeys = keySet("key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode",
+		"quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata")
+)
+
+func keySet(keys ...string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
+// domain reads a file's root map.
+func (p *parser) domain(root *yaml.Node) (DomainSpec, bool) {
+	s := DomainSpec{At: p.pos(root), NameAt: p.pos(root)}
+	fields, ok := p.mapping(root, "the config file root")
+	if !ok {
+		return s, false
+	}
+	for _, f := range fields {
+		if !rootKeys[f.name] {
+			p.unknown(f)
+			continue
+		}
+		if isNull(f.val) {
+			continue
+		}
+		switch f.name {
+		case "domain":
+			s.Name, _ = p.str(f.val, "domain")
+			s.NameAt = p.pos(f.val)
+		case "descriptors":
+			s.Descriptors = p.descriptors(f.val)
+		case "failure_mode":
+			if m, ok := p.str(f.val, "failure_mode"); ok {
+				s.FailureMode, s.FailureModeAt = m, p.pos(f.val)
+			}
+		}
+	}
+	return s, true
+}
+
+// descriptors reads a `descriptors` list.
+func (p *parser) descriptors(list *yaml.Node) []DescriptorSpec {
+	if list.Kind != yaml.SequenceNode {
+		p.errorf(list, "descriptors must be a list, got %s", describe(list))
+		return nil
+	}
+	var out []DescriptorSpec
+	for _, item := range list.Content {
+		item = resolve(item)
+		if item.Kind != yaml.MappingNode {
+			p.errorf(item, "descriptors must be a list of maps, got an item that is %s", describe(item))
+			continue
+		}
+		out = append(out, p.descriptor(item))
+	}
+	return out
+}
+
+// descriptor reads one descriptor map.
+func (p *parser) descriptor(m *yaml.Node) DescriptorSpec {
+	fields, _ := p.mapping(m, "a descriptor")
+	s := DescriptorSpec{At: p.pos(m), KeyAt: p.pos(m)}
+	var rateLimit, rateLimits *field
+	for i, f := range fields {
+		if !descriptorKeys[f.name] {
+			p.unknown(f)
+			continue
+		}
+		if isNull(f.val) {
+			continue
+		}
+		switch f.name {
+		case "key":
+			s.Key, _ = p.str(f.val, "key")
+			s.KeyAt = p.pos(f.val)
+		case "value":
+			s.Value, _ = p.str(f.val, "value")
+		case "rate_limit":
+			rateLimit = &fields[i]
+		case "rate_limits":
+			rateLimits = &fields[i]
+		case "descriptors":
+			s.Descriptors = p.descriptors(f.val)
+		case "shadow_mode":
+			s.ShadowMode, _ = p.boolean(f.val, "shadow_mode")
+		case "quota_mode":
+			s.QuotaMode, _ = p.boolean(f.val, "quota_mode")
+		case "detailed_metric":
+			s.DetailedMetric, _ = p.boolean(f.val, "detailed_metric")
+		case "value_to_metric":
+			s.ValueToMetric, _ = p.boolean(f.val, "value_to_metric")
+		case "share_threshold":
+			s.ShareThreshold, _ = p.boolean(f.val, "share_threshold")
+			s.ShareThresholdAt = p.pos(f.val)
+		case "metadata":
+			s.Metadata = p.metadata(f.val)
+		}
+	}
+	switch {
+	case rateLimit != nil && rateLimits != nil:
+		p.errorf(rateLimits.key, "rate_limit (line %d) and rate_limits cannot both be set: put every rule in rate_limits", rateLimit.key.Line)
+	case rateLimit != nil:
+		s.RateLimits = p.rules([]*yaml.Node{rateLimit.val})
+	case rateLimits != nil:
+		if rateLimits.val.Kind != yaml.SequenceNode {
+			p.errorf(rateLimits.val, "rate_limits must be a list, got %s", describe(rateLimits.val))
+			break
+		}
+		s.RateLimits = p.rules(rateLimits.val.Content)
+	}
+	return s
+}
