@@ -121,6 +121,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	}
 	srv, err := server.New(server.Options{
 		GRPCAddr:              net.JoinHostPort(s.GRPCHost, strconv.Itoa(s.GRPCPort)),
+		GRPCUnixSocket:        s.GRPCUDS,
 		HTTPAddr:              net.JoinHostPort(s.HTTPHost, strconv.Itoa(s.HTTPPort)),
 		Service:               svc,
 		ConfigText:            func() string { return svc.Config().Dump() },

@@ -30,6 +30,7 @@ const defaultStreamWorkers = 256
 type settings struct {
 	GRPCHost string
 	GRPCPort int
+	GRPCUDS  string
 	HTTPHost string
 	HTTPPort int
 
@@ -152,6 +153,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 
 	str(&s.GRPCHost, "grpc-host", "GRPC_HOST", "0.0.0.0", "gRPC listen host")
 	integer(&s.GRPCPort, "grpc-port", "GRPC_PORT", 8081, "gRPC listen port")
+	str(&s.GRPCUDS, "grpc-uds", "GRPC_UDS", "", "unix socket path gRPC listens on instead of GRPC_HOST:GRPC_PORT")
 	str(&s.HTTPHost, "host", "HOST", "0.0.0.0", "HTTP listen host (/healthcheck, /json, /rlconfig)")
 	integer(&s.HTTPPort, "port", "PORT", 8080, "HTTP listen port")
 
@@ -304,6 +306,9 @@ func parseServe(args, environ []string, stderr io.Writer) (*settings, error) {
 		return nil, err
 	}
 	s.ignored = ignoredReferenceVars(env)
+	if s.GRPCUDS != "" {
+		s.notes = append(s.notes, s.source["grpc-uds"]+" is set: gRPC listens on the unix socket "+s.GRPCUDS+" only, not on GRPC_HOST:GRPC_PORT")
+	}
 	if _, ok := env["RUNTIME_IGNOREDOTFILES"]; ok || given["runtime-ignoredotfiles"] {
 		s.notes = append(s.notes, s.source["runtime-ignoredotfiles"]+" is accepted but moot: sluice always skips dot files and directories")
 	}
@@ -395,7 +400,7 @@ func (s *settings) validate(env map[string]string) error {
 // implement; a name ending in '_' stands for every variable with that
 // prefix. Setting one logs a warning; it changes nothing.
 var referenceOnly = []string{
-	"GRPC_UDS", "DEBUG_HOST", "DEBUG_PORT", "FORCE_START_WITHOUT_INITIAL_CONFIG",
+	"DEBUG_HOST", "DEBUG_PORT", "FORCE_START_WITHOUT_INITIAL_CONFIG",
 	"CONFIG_GRPC_XDS_", "XDS_CLIENT_",
 	"REDIS_PERSECOND", "REDIS_PERSECOND_",
 	"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",

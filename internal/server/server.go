@@ -32,11 +32,21 @@ const (
 // also reported by the health service.
 const RateLimitServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 
+// HealthServiceNames are the service names the gRPC health service answers
+// for, all with the same status: "" (the server), "ratelimit" (the name
+// envoyproxy/ratelimit reports, which probes written for it ask) and
+// RateLimitServiceName.
+var HealthServiceNames = []string{"", "ratelimit", RateLimitServiceName}
+
 // Options configure a Server. Service is required.
 type Options struct {
 	// GRPCAddr and HTTPAddr are the listen addresses, "host:port". Port 0
 	// picks a free port (see Server.GRPCAddr and Server.HTTPAddr).
 	GRPCAddr, HTTPAddr string
+	// GRPCUnixSocket, when not empty, is a unix socket path gRPC listens on
+	// instead of GRPCAddr (GRPC_UDS). A stale socket file that nothing
+	// listens on is replaced; any other existing file is an error.
+	GRPCUnixSocket string
 	// Service answers ShouldRateLimit, over gRPC and over /json.
 	Service rlsv3.RateLimitServiceServer
 	// ConfigText returns the text served at /rlconfig: a dump of the
@@ -118,8 +128,8 @@ func New(o Options) (*Server, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
-	if s.grpcLn, err = net.Listen("tcp", o.GRPCAddr); err != nil {
-		return nil, fmt.Errorf("server: listen for gRPC on %s: %w", o.GRPCAddr, err)
+	if s.grpcLn, err = listenGRPC(o); err != nil {
+		return nil, err
 	}
 	if s.httpLn, err = net.Listen("tcp", o.HTTPAddr); err != nil {
 		s.grpcLn.Close()
@@ -171,8 +181,9 @@ func (s *Server) setHealth() {
 	if s.serving {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
-	s.health.SetServingStatus("", st)
-	s.health.SetServingStatus(RateLimitServiceName, st)
+	for _, name := range HealthServiceNames {
+		s.health.SetServingStatus(name, st)
+	}
 }
 
 // Serve runs both servers until ctx is done, then shuts them down

@@ -57,7 +57,11 @@ func TestGRPCRequestSizeBound(t *testing.T) {
 	}
 }
 
+// TestGRPCHealth asks a real gRPC health client about every name a probe
+// may use: the server (""), envoyproxy/ratelimit's "ratelimit" and the
+// full service name; all follow SetServing.
 func TestGRPCHealth(t *testing.T) {
+	names := []string{"", "ratelimit", "envoy.service.ratelimit.v3.RateLimitService"}
 	st := newStack(t, testConfig, Options{}, nil)
 	hc := healthpb.NewHealthClient(st.conn(t))
 	check := func(service string) healthpb.HealthCheckResponse_ServingStatus {
@@ -68,13 +72,13 @@ func TestGRPCHealth(t *testing.T) {
 		}
 		return resp.Status
 	}
-	for _, svc := range []string{"", RateLimitServiceName} {
+	for _, svc := range names {
 		if got := check(svc); got != healthpb.HealthCheckResponse_SERVING {
 			t.Errorf("health %q: %v, want SERVING", svc, got)
 		}
 	}
 	st.srv.SetServing(false)
-	for _, svc := range []string{"", RateLimitServiceName} {
+	for _, svc := range names {
 		if got := check(svc); got != healthpb.HealthCheckResponse_NOT_SERVING {
 			t.Errorf("health %q after SetServing(false): %v, want NOT_SERVING", svc, got)
 		}
@@ -83,8 +87,10 @@ func TestGRPCHealth(t *testing.T) {
 		t.Errorf("/healthcheck after SetServing(false): %d, want 500", code)
 	}
 	st.srv.SetServing(true)
-	if got := check(RateLimitServiceName); got != healthpb.HealthCheckResponse_SERVING {
-		t.Errorf("health after SetServing(true): %v, want SERVING", got)
+	for _, svc := range names {
+		if got := check(svc); got != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health %q after SetServing(true): %v, want SERVING", svc, got)
+		}
 	}
 	if code, body := st.do(t, "GET", "/healthcheck", ""); code != 200 || body != "OK" {
 		t.Errorf("/healthcheck: %d %q, want 200 OK", code, body)
