@@ -59,7 +59,7 @@ type item struct {
 type work struct {
 	items    []item
 	entries  []descriptor.Entry
-	ids      []identity.Entry
+	ids      []descriptor.Entry // entries with share_threshold values replaced
 	rules    []limit.Rule
 	replaces []string
 	checks   []backend.Check
@@ -210,10 +210,14 @@ func (w *work) replaced(name string) bool {
 // value of every level whose matched node has share_threshold replaced by
 // the node's pattern, so that all matching values share one counter.
 func (w *work) identity(domain string, it *item) string {
-	w.ids = w.ids[:0]
-	for _, e := range it.entries {
-		w.ids = append(w.ids, identity.Entry{Key: e.Key, Value: e.Value})
+	shared := false
+	for x := it.node; x != nil; x = x.Parent {
+		shared = shared || x.ShareThreshold
 	}
+	if !shared {
+		return identity.Encode(domain, it.entries)
+	}
+	w.ids = append(w.ids[:0], it.entries...)
 	for x := it.node; x != nil; x = x.Parent {
 		if x.ShareThreshold && x.Depth >= 1 && x.Depth <= len(w.ids) {
 			w.ids[x.Depth-1].Value = x.Value

@@ -67,7 +67,7 @@ descriptors:
 			t.Errorf("%s at %s:%d, want the resource without a line", path, g.File, g.Line)
 		}
 	}
-	if n := d.Match([]Entry{{"user", "x"}, {"path", "/abc"}}); n == nil || !n.Unlimited {
+	if n := d.Match([]Entry{{Key: "user", Value: "x"}, {Key: "path", Value: "/abc"}}); n == nil || !n.Unlimited {
 		t.Errorf("Match = %v, want the unlimited wildcard node", n)
 	}
 	if r := got["user"].Rules[0]; r.Algorithm != limit.TokenBucket || r.Burst != 30 {

@@ -69,7 +69,7 @@ func FuzzParse(f *testing.F) {
 					if x.Wildcard || x.Value == "" {
 						return
 					}
-					entries = append([]Entry{{x.Key, x.Value}}, entries...)
+					entries = append([]Entry{{Key: x.Key, Value: x.Value}}, entries...)
 				}
 				if got := d.Match(entries); got != n {
 					t.Fatalf("Match(%q) = %v, want the node at line %d", entries, got, n.Line)

@@ -8,7 +8,7 @@ import (
 func e(kv ...string) []Entry {
 	var out []Entry
 	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, Entry{kv[i], kv[i+1]})
+		out = append(out, Entry{Key: kv[i], Value: kv[i+1]})
 	}
 	return out
 }

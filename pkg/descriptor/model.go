@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
@@ -48,10 +49,10 @@ func ParseFailureMode(s string) (FailureMode, error) {
 	return 0, fmt.Errorf("unknown failure_mode %q (want error, allow, deny or local)", s)
 }
 
-// Entry is one key/value pair of a request descriptor.
-type Entry struct {
-	Key, Value string
-}
+// Entry is one key/value pair of a request descriptor. It is the same
+// type as identity.Entry, so a request's entries are matched and encoded
+// without a conversion.
+type Entry = identity.Entry
 
 // Node is one descriptor of the config tree: a key, an optional value (exact,
 // wildcard pattern, or empty for the key-only default), and what applies

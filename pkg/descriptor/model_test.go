@@ -1,6 +1,11 @@
 package descriptor
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+
+	"github.com/sluice-rl/sluice/pkg/identity"
+)
 
 func TestFailureMode(t *testing.T) {
 	tests := []struct {
@@ -26,5 +31,17 @@ func TestFailureMode(t *testing.T) {
 	}
 	if s := FailureMode(9).String(); s != "failure_mode(9)" {
 		t.Errorf("String() of an invalid mode = %q", s)
+	}
+}
+
+// TestEntryIsIdentityEntry: a request's entries are matched and encoded as
+// one type, so the service converts them once, not twice.
+func TestEntryIsIdentityEntry(t *testing.T) {
+	entries := []Entry{{Key: "user", Value: "alice"}}
+	if got, want := identity.Encode("api", entries), "api|user=alice"; got != want {
+		t.Errorf("identity.Encode(descriptor entries) = %q, want %q", got, want)
+	}
+	if reflect.TypeFor[Entry]() != reflect.TypeFor[identity.Entry]() {
+		t.Error("descriptor.Entry and identity.Entry are different types")
 	}
 }

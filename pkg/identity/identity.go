@@ -20,7 +20,8 @@ import (
 // SHA-256, so every identity is at most MaxLen bytes.
 const MaxLen = 200
 
-// Entry is one key/value pair of a descriptor.
+// Entry is one key/value pair of a descriptor. descriptor.Entry is the
+// same type.
 type Entry struct {
 	Key, Value string
 }
