@@ -1,11 +1,35 @@
 #!/usr/bin/env bash
-# The project's test command (README "Run the tests"): formatting, vet, the
-# whole suite under the race detector (Redis tests start their own
-# redis-server processes), then a short run of every fuzz target.
+# The project's test command (README "Run the tests"): installs what the
+# tests need when it is missing, then formatting, vet, the whole suite under
+# the race detector, the release build's tags, and a short run of every fuzz
+# target.
+#
+# Needs: Go; gcc and libc6-dev (the race detector needs cgo); redis-server
+# and redis-cli (tests start their own servers on free loopback ports);
+# docker-compose (validates docker-compose.yml, no engine needed); chromium
+# (the live page's headless test). As root, missing Debian packages are
+# installed with apt-get; as another user the exact command is printed and
+# nothing runs.
+#
+# SLUICE_TEST_REDIS=off runs without Redis: redis-server is not installed
+# and the tests that need it are skipped. Without it, a missing redis-server
+# fails those tests. FUZZTIME (default 15s) is each fuzz target's time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
 
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+. scripts/prereq.sh
+prereq_go
+mapfile -t need < <(prereq_base)
+need+=(gcc:gcc libc6-dev:/usr/include/stdlib.h docker-compose:docker-compose chromium:chromium)
+if [ "${SLUICE_TEST_REDIS:-}" != off ]; then
+  need+=(redis-server:redis-server redis-tools:redis-cli)
+fi
+prereq_install "${need[@]}"
+export CGO_ENABLED=1 # the race detector needs cgo
+go version
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
@@ -23,3 +47,4 @@ go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do
     go test -run '^$' -fuzz "^$f\$" -fuzztime "$fuzztime" "$pkg"
   done
 done
+echo "all tests passed in $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s"

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 func TestParseRSS(t *testing.T) {
@@ -119,6 +121,9 @@ func TestSoakShort(t *testing.T) {
 	}
 	backends := "memory,redis"
 	if _, err := exec.LookPath("redis-server"); err != nil {
+		if !redistest.OptedOut() {
+			t.Fatalf("redis-server: %v: %s", err, redistest.InstallHint)
+		}
 		backends = "memory"
 	}
 	var out, stderr bytes.Buffer

@@ -3,16 +3,18 @@ package main
 import (
 	"bufio"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // redisServer is a redis-server process this test started on a loopback
-// port. (pkg/internal/redistest cannot be imported from cmd/.)
+// port, run by hand to control its lifetime exactly (kill, restart on the
+// same port).
 type redisServer struct {
 	t    *testing.T
 	port int
@@ -22,9 +24,7 @@ type redisServer struct {
 
 func startRedis(t *testing.T) *redisServer {
 	t.Helper()
-	if _, err := os.Stat("/usr/bin/redis-server"); err != nil {
-		t.Skip("redis-server not installed")
-	}
+	redistest.Require(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 // startClusterNode starts a cluster-enabled redis-server on 127.0.0.1:port
@@ -65,13 +67,14 @@ func TestRedisClusterInitScript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("forms a real Redis Cluster")
 	}
+	redistest.Require(t)
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Skip("redis-server not installed")
+		t.Fatal(err)
 	}
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
-		t.Skip("redis-cli not installed")
+		t.Fatal(err)
 	}
 	for _, tool := range []string{"sh", "getent"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -10,7 +10,10 @@
 // a deadline; nothing sleeps blindly.
 //
 // The testing.TB constructors (Standalone, Cluster, Sentinel) register the
-// stop with t.Cleanup and skip the test when redis-server is not installed.
+// stop with t.Cleanup. When redis-server is not installed they fail the test
+// with the command that installs it: a run without Redis must be asked for
+// (SLUICE_TEST_REDIS=off skips the tests that need a missing redis-server),
+// never happen by accident.
 // The Start* functions return an error instead, for a TestMain that shares
 // one cluster across a package; Shared wraps that pattern.
 //

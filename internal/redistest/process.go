@@ -18,8 +18,35 @@ import (
 )
 
 // ErrNotInstalled is returned by the Start* functions when redis-server
-// cannot be found; the testing.TB constructors skip the test instead.
+// (or, for a cluster, redis-cli) cannot be found; the testing.TB
+// constructors fail the test instead, unless Redis tests are switched off
+// (see Require).
 var ErrNotInstalled = errors.New("redis-server is not installed")
+
+// OptOutEnv names the environment variable that allows a run without
+// Redis: with SLUICE_TEST_REDIS=off a test that needs a missing
+// redis-server is skipped. Without it a missing redis-server fails the
+// test, so a machine without Redis never passes the suite by skipping every
+// Redis test.
+const OptOutEnv = "SLUICE_TEST_REDIS"
+
+// InstallHint says how to get what the Redis tests need on Debian.
+const InstallHint = "install it (Debian: apt-get install redis-server redis-tools; scripts/test.sh does it when run as root), or set " + OptOutEnv + "=off to run without the Redis tests"
+
+// OptedOut reports whether the caller asked for a run without Redis.
+func OptedOut() bool { return os.Getenv(OptOutEnv) == "off" }
+
+// Require fails t when redis-server or redis-cli is not installed (or skips
+// it, with SLUICE_TEST_REDIS=off). Tests that run redis-server by other
+// means than this package call it first.
+func Require(t testing.TB) {
+	t.Helper()
+	_, err := serverBinary()
+	if err == nil {
+		_, err = cliBinary()
+	}
+	requireStarted(t, "redis-server", err)
+}
 
 // Deadlines for a process to come up and to go down.
 const (
@@ -29,12 +56,16 @@ const (
 	startRetries = 5
 )
 
-// requireStarted skips t when err is ErrNotInstalled and fails t on any
-// other error from starting what.
+// requireStarted fails t on any error from starting what. When the error is
+// ErrNotInstalled it says how to install Redis, or skips t when a run
+// without Redis was asked for.
 func requireStarted(t testing.TB, what string, err error) {
 	t.Helper()
+	if errors.Is(err, ErrNotInstalled) && OptedOut() {
+		t.Skipf("start %s: %v (%s=off)", what, err, OptOutEnv)
+	}
 	if errors.Is(err, ErrNotInstalled) {
-		t.Skip(err)
+		t.Fatalf("start %s: %v: %s", what, err, InstallHint)
 	}
 	if err != nil {
 		t.Fatalf("start %s: %v", what, err)

@@ -194,9 +194,7 @@ func TestSentinel(t *testing.T) {
 // TestPortTakenIsDetected: a start that loses its port to another process
 // reports errPortTaken, which newProcess answers with new ports.
 func TestPortTakenIsDetected(t *testing.T) {
-	if _, err := serverBinary(); err != nil {
-		t.Skip(err)
-	}
+	Require(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
