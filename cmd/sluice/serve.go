@@ -36,6 +36,9 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	if len(s.ignored) > 0 {
 		log.Warn("ignoring envoyproxy/ratelimit settings sluice does not implement: " + strings.Join(s.ignored, ", "))
 	}
+	for _, w := range s.warnings {
+		log.Warn(w)
+	}
 	for _, n := range s.notes {
 		log.Info(n)
 	}

@@ -88,6 +88,11 @@ type settings struct {
 	// ignored lists the set envoyproxy/ratelimit variables sluice does not
 	// implement.
 	ignored []string
+	// redisSet names the Redis settings given (flags as --name, variables
+	// by name), which show that Redis was meant.
+	redisSet []string
+	// warnings are lines logged as warnings at start.
+	warnings []string
 	// notes are informational lines for the log (accepted-but-moot
 	// variables).
 	notes []string
@@ -302,10 +307,15 @@ func parseServe(args, environ []string, stderr io.Writer) (*settings, error) {
 			return nil, fmt.Errorf("invalid %s=%q: %w", n.env, v, err)
 		}
 	}
+	s.redisSet = redisSettingsSet(names, given, env)
 	if err := s.validate(env); err != nil {
 		return nil, err
 	}
 	s.ignored = ignoredReferenceVars(env)
+	if s.BackendType == "memory" && len(s.redisSet) > 0 {
+		s.warnings = append(s.warnings, "BACKEND_TYPE=memory: limits are per instance and these Redis settings are unused: "+
+			strings.Join(s.redisSet, ", "))
+	}
 	if s.GRPCUDS != "" {
 		s.notes = append(s.notes, s.source["grpc-uds"]+" is set: gRPC listens on the unix socket "+s.GRPCUDS+" only, not on GRPC_HOST:GRPC_PORT")
 	}
@@ -374,6 +384,14 @@ func (s *settings) validate(env map[string]string) error {
 	if s.backend() == "redis" && s.Redis.URL == "" {
 		bad("backend", "redis needs REDIS_URL (--redis-url)")
 	}
+	if s.BackendType == "" && s.Redis.URL == "" && len(s.redisSet) > 0 {
+		// The reference defaults to Redis; running embedded, with limits
+		// per instance, when the operator configured Redis would fail open
+		// in silence.
+		errs = append(errs, fmt.Errorf("%s %s set but REDIS_URL is not: sluice will not fall back to the embedded backend "+
+			"(limits per instance) when Redis was configured; set REDIS_URL (--redis-url), or BACKEND_TYPE=memory to run embedded on purpose",
+			strings.Join(s.redisSet, ", "), plural(len(s.redisSet), "is", "are")))
+	}
 	if s.GRPCUseTLS && (s.GRPCTLSCert == "" || s.GRPCTLSKey == "") {
 		bad("grpc-tls", "TLS needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY")
 	}
@@ -394,6 +412,34 @@ func (s *settings) validate(env map[string]string) error {
 		errs = append(errs, fmt.Errorf("invalid CONFIG_TYPE=%q: sluice reads configuration from files only (FILE)", v))
 	}
 	return errors.Join(errs...)
+}
+
+// redisSettingsSet returns the Redis settings given, flags as --name and
+// variables by name, sorted: the bound ones (--redis-*, REDIS_*,
+// SLUICE_REDIS_*, CACHE_KEY_PREFIX) and any other REDIS_ variable of the
+// reference.
+func redisSettingsSet(names []envName, given map[string]bool, env map[string]string) []string {
+	var out []string
+	bound := map[string]bool{}
+	for _, n := range names {
+		bound[n.env] = true
+		if !strings.HasPrefix(n.flag, "redis-") && n.flag != "cache-key-prefix" {
+			continue
+		}
+		switch {
+		case given[n.flag]:
+			out = append(out, "--"+n.flag)
+		case env[n.env] != "":
+			out = append(out, n.env)
+		}
+	}
+	for k, v := range env {
+		if strings.HasPrefix(k, "REDIS_") && !bound[k] && v != "" {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // referenceOnly are envoyproxy/ratelimit variables sluice does not

@@ -35,7 +35,7 @@ func TestParseServePipeline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := parseServe(tt.args, tt.env, io.Discard)
+			s, err := parseServe(tt.args, append([]string{"REDIS_URL=r:1"}, tt.env...), io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err %v, want one containing %q", err, tt.wantErr)

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,9 @@ func TestParseServe(t *testing.T) {
 				if s.backend() != "memory" {
 					t.Errorf("backend %q", s.backend())
 				}
+				if want := "BACKEND_TYPE=memory: limits are per instance and these Redis settings are unused: REDIS_URL"; !slices.Contains(s.warnings, want) {
+					t.Errorf("warnings %q, want %q", s.warnings, want)
+				}
 			},
 		},
 		{
@@ -103,7 +107,7 @@ func TestParseServe(t *testing.T) {
 		},
 		{
 			name: "unimplemented reference variables are listed, sorted",
-			env:  []string{"USE_STATSD=false", "MEMCACHE_HOST_PORT=m:11211", "TRACING_SERVICE_NAMESPACE=ns", "CONFIG_TYPE=FILE", "REDIS_PERSECOND_URL=x", "HOME=/root"},
+			env:  []string{"USE_STATSD=false", "MEMCACHE_HOST_PORT=m:11211", "TRACING_SERVICE_NAMESPACE=ns", "CONFIG_TYPE=FILE", "REDIS_PERSECOND_URL=x", "REDIS_URL=r:1", "HOME=/root"},
 			check: func(t *testing.T, s *settings) {
 				want := []string{"MEMCACHE_HOST_PORT", "REDIS_PERSECOND_URL", "TRACING_SERVICE_NAMESPACE", "USE_STATSD"}
 				if !reflect.DeepEqual(s.ignored, want) {
@@ -155,8 +159,16 @@ func TestParseServeErrors(t *testing.T) {
 		{"client cert without key", nil, []string{"REDIS_TLS_CLIENT_CERT=/c.pem"}, "REDIS_TLS_CLIENT_CERT: redis TLS client certificate and key"},
 		{"coalesce", nil, []string{"SLUICE_REDIS_COALESCE=perhaps"}, `SLUICE_REDIS_COALESCE="perhaps"`},
 		{"redis without URL", nil, []string{"BACKEND_TYPE=redis"}, "BACKEND_TYPE: redis needs REDIS_URL"},
-		{"pool size", nil, []string{"REDIS_POOL_SIZE=-1"}, "REDIS_POOL_SIZE: redis pool size -1 is negative"},
-		{"negative redis timeout", nil, []string{"REDIS_TIMEOUT=-1s"}, "REDIS_TIMEOUT: redis timeout -1s is negative"},
+		// The reference defaults to Redis: a Redis setting without
+		// REDIS_URL must not mean the embedded backend in silence.
+		{"redis settings without URL", nil, []string{"REDIS_TYPE=cluster", "REDIS_AUTH=pw"},
+			"REDIS_AUTH, REDIS_TYPE are set but REDIS_URL is not: sluice will not fall back to the embedded backend"},
+		{"redis flag without URL", []string{"--redis-pool-size=5"}, nil, "--redis-pool-size is set but REDIS_URL is not"},
+		{"key prefix without URL", nil, []string{"CACHE_KEY_PREFIX=p_"}, "CACHE_KEY_PREFIX is set but REDIS_URL is not"},
+		{"sluice redis setting without URL", nil, []string{"SLUICE_REDIS_COALESCE=false"}, "SLUICE_REDIS_COALESCE is set"},
+		{"reference-only redis setting without URL", nil, []string{"REDIS_PERSECOND_URL=r:2"}, "REDIS_PERSECOND_URL is set"},
+		{"pool size", nil, []string{"REDIS_URL=r:1", "REDIS_POOL_SIZE=-1"}, "REDIS_POOL_SIZE: redis pool size -1 is negative"},
+		{"negative redis timeout", nil, []string{"REDIS_URL=r:1", "REDIS_TIMEOUT=-1s"}, "REDIS_TIMEOUT: redis timeout -1s is negative"},
 		{"local instances", nil, []string{"SLUICE_LOCAL_INSTANCES=0"}, "SLUICE_LOCAL_INSTANCES"},
 		{"TLS without files", nil, []string{"GRPC_SERVER_USE_TLS=true"}, "GRPC_SERVER_USE_TLS: TLS needs"},
 		{"client CA without TLS", nil, []string{"GRPC_CLIENT_TLS_CACERT=/ca.pem"}, "GRPC_CLIENT_TLS_CACERT"},
