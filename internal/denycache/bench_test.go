@@ -27,7 +27,7 @@ func BenchmarkDecide(b *testing.B) {
 		denied[0].Limit = 0 // denies every cost, until the second ends
 		clock := func() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
 		b.Run(name+"/hit", func(b *testing.B) {
-			c := New(memory.New(memory.Options{Now: clock, SweepInterval: -1}), Options{Now: clock})
+			c := New(memory.New(memory.Options{Now: clock, SweepInterval: -1}), Options{Clock: elapsed(clock)})
 			defer c.Close()
 			checks := []backend.Check{{Identity: "api|remote_address=10.0.0.1", Rules: denied, Cost: limit.Cost{N: 1}}}
 			c.Decide(ctx, checks)
@@ -40,7 +40,7 @@ func BenchmarkDecide(b *testing.B) {
 			}
 		})
 		b.Run(name+"/miss", func(b *testing.B) {
-			c := New(memory.New(memory.Options{Now: clock, SweepInterval: -1}), Options{Now: clock})
+			c := New(memory.New(memory.Options{Now: clock, SweepInterval: -1}), Options{Clock: elapsed(clock)})
 			defer c.Close()
 			benchmarkAdmitted(b, c, rules)
 		})

@@ -29,7 +29,10 @@
 //
 // The clock: a denial's interval starts at the instant read before the
 // inner backend is called, so it ends no later than the store's own (the
-// store decided after that instant).
+// store decided after that instant). Instants are read from a monotonic
+// clock (Options.Clock), never the wall clock: the cache measures only how
+// long ago it asked the store, and a step of the host's wall clock changes
+// nothing it answers.
 //
 // The cache is bounded (Options.Size identities), sharded by identity with
 // one lock per shard, and evicts with CLOCK (an approximation of LRU that
@@ -66,8 +69,13 @@ type Options struct {
 	// Shards is the number of lock shards, rounded down to a power of two.
 	// 0 picks one shard per 64 identities, at most 64.
 	Shards int
-	// Now is the clock. Nil means time.Now.
-	Now func() time.Time
+	// Clock is the cache's clock: the time elapsed since a fixed origin of
+	// its choosing. It must never go back. Nil means the process's
+	// monotonic clock, so a step of the wall clock (NTP, a VM resumed, an
+	// operator) neither stretches nor cuts short a remembered denial: the
+	// cache only ever measures intervals, from the instant it asked the
+	// store to the instant it answers in its place.
+	Clock func() time.Duration
 }
 
 // Backend is a backend.Backend that answers known denials locally and
@@ -75,7 +83,7 @@ type Options struct {
 // use.
 type Backend struct {
 	inner  backend.Backend
-	now    func() time.Time
+	clock  func() time.Duration
 	seed   maphash.Seed
 	shards []shard
 	mask   uint64
@@ -104,9 +112,9 @@ func New(inner backend.Backend, opts Options) *Backend {
 		shards *= 2
 	}
 	per := (size + shards - 1) / shards
-	b := &Backend{inner: inner, now: opts.Now, seed: maphash.MakeSeed(), shards: make([]shard, shards), mask: uint64(shards - 1)}
-	if b.now == nil {
-		b.now = time.Now
+	b := &Backend{inner: inner, clock: opts.Clock, seed: maphash.MakeSeed(), shards: make([]shard, shards), mask: uint64(shards - 1)}
+	if b.clock == nil {
+		b.clock = monotonic()
 	}
 	for i := range b.shards {
 		b.shards[i] = newShard(per)
@@ -169,7 +177,7 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 	if b.closed.Load() || ctx.Err() != nil {
 		return b.inner.Decide(ctx, checks)
 	}
-	now := limit.MicrosOf(b.now())
+	now := b.now()
 	var results []backend.Result // allocated on the first hit
 	var buf [maxInlinePending]pending
 	passed := buf[:0]
@@ -278,6 +286,18 @@ func passedBefore(checks []backend.Check, passed []pending, identity string) boo
 		}
 	}
 	return false
+}
+
+// now reads the cache's clock in microseconds. Every instant the cache
+// stores or compares comes from here: an instant on the cache's own
+// timeline, never a wall-clock time.
+func (b *Backend) now() limit.Micros { return b.clock().Microseconds() }
+
+// monotonic returns a clock reading the time elapsed since the call, from
+// the monotonic clock (time.Since of a time.Now reading uses it).
+func monotonic() func() time.Duration {
+	origin := time.Now()
+	return func() time.Duration { return time.Since(origin) }
 }
 
 func (b *Backend) shard(h uint64) *shard { return &b.shards[h&b.mask] }

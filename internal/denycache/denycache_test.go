@@ -23,7 +23,7 @@ func TestContract(t *testing.T) {
 	var mu sync.Mutex
 	var made []*Backend
 	backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
-		b := New(memory.New(memory.Options{Now: now, SweepInterval: -1}), Options{Now: now, Size: 64})
+		b := New(memory.New(memory.Options{Now: now, SweepInterval: -1}), Options{Clock: elapsed(now), Size: 64})
 		mu.Lock()
 		made = append(made, b)
 		mu.Unlock()
@@ -65,7 +65,7 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
 	c := fakeclock.New(start)
 	inner := &counting{Backend: memory.New(memory.Options{Now: c.Now, SweepInterval: -1})}
-	opts.Now = c.Now
+	opts.Clock = elapsed(c.Now)
 	f := &fixture{t: t, clock: c, inner: inner, b: New(inner, opts)}
 	t.Cleanup(func() { f.b.Close() })
 	return f
@@ -296,7 +296,7 @@ func TestDifferential(t *testing.T) {
 			c := fakeclock.New(start.Add(time.Duration(rng.Int64N(int64(time.Hour)))))
 			model := memory.New(memory.Options{Now: c.Now, SweepInterval: -1})
 			defer model.Close()
-			b := New(memory.New(memory.Options{Now: c.Now, SweepInterval: -1}), Options{Now: c.Now, Size: 4, Shards: 1})
+			b := New(memory.New(memory.Options{Now: c.Now, SweepInterval: -1}), Options{Clock: elapsed(c.Now), Size: 4, Shards: 1})
 			defer b.Close()
 			ids := []string{"a", "b", "c", "d", "e", "f"}
 			var denied []backend.Check // recent denials, asked again like an abusive client would
@@ -581,4 +581,11 @@ func format(d limit.Decision) string {
 		s += fmt.Sprintf(" [%d: %v %d %v]", i, o.Allowed, o.Remaining, o.Reset)
 	}
 	return s
+}
+
+// elapsed turns a wall-style test clock into the cache's clock: the time
+// since its first reading.
+func elapsed(now func() time.Time) func() time.Duration {
+	origin := now()
+	return func() time.Duration { return now().Sub(origin) }
 }

@@ -33,7 +33,7 @@ func TestContractRedis(t *testing.T) {
 		if err != nil {
 			t.Fatalf("redis.New: %v", err)
 		}
-		return New(inner, Options{Now: now})
+		return New(inner, Options{Clock: elapsed(now)})
 	})
 }
 
