@@ -61,6 +61,9 @@ type Options struct {
 	// MaxRequestBytes bounds a gRPC request message and a /json body;
 	// 0 means DefaultMaxRequestBytes.
 	MaxRequestBytes int
+	// HTTPLimits bound the HTTP listener's connections: read, write and
+	// idle timeouts and the most open connections.
+	HTTPLimits HTTPLimits
 	// DrainDelay is how long Serve keeps both servers up, failing health,
 	// after shutdown starts and before it stops accepting connections, so
 	// load balancers see the failure first. 0 stops at once.
@@ -123,9 +126,14 @@ func New(o Options) (*Server, error) {
 	s.mux.HandleFunc("/healthcheck", s.handleHealthcheck)
 	s.mux.HandleFunc("/json", s.handleJSON)
 	s.mux.HandleFunc("/rlconfig", s.handleConfig)
+	o.HTTPLimits = o.HTTPLimits.withDefaults()
+	s.opts.HTTPLimits = o.HTTPLimits
 	s.http = &http.Server{
 		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: o.HTTPLimits.ReadHeaderTimeout,
+		ReadTimeout:       o.HTTPLimits.ReadTimeout,
+		WriteTimeout:      o.HTTPLimits.WriteTimeout,
+		IdleTimeout:       o.HTTPLimits.IdleTimeout,
 	}
 
 	if s.grpcLn, err = listenGRPC(o); err != nil {
@@ -135,6 +143,7 @@ func New(o Options) (*Server, error) {
 		s.grpcLn.Close()
 		return nil, fmt.Errorf("server: listen for HTTP on %s: %w", o.HTTPAddr, err)
 	}
+	s.httpLn = newLimitListener(s.httpLn, o.HTTPLimits.MaxConnections, s.log)
 	s.setHealth()
 	return s, nil
 }

@@ -1,0 +1,122 @@
+package server
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Defaults for the zero fields of HTTPLimits.
+const (
+	// DefaultHTTPReadHeaderTimeout bounds reading a request's headers.
+	DefaultHTTPReadHeaderTimeout = 10 * time.Second
+	// DefaultHTTPReadTimeout bounds reading a whole request, headers and
+	// body: a /json body is at most MaxRequestBytes, sent at once by any
+	// honest client.
+	DefaultHTTPReadTimeout = 15 * time.Second
+	// DefaultHTTPWriteTimeout bounds a request from the end of its headers
+	// to the end of its response (the decision included).
+	DefaultHTTPWriteTimeout = 30 * time.Second
+	// DefaultHTTPIdleTimeout bounds how long a kept-alive connection waits
+	// for its next request.
+	DefaultHTTPIdleTimeout = 60 * time.Second
+	// DefaultHTTPMaxConnections bounds the HTTP listener's open
+	// connections.
+	DefaultHTTPMaxConnections = 1024
+)
+
+// HTTPLimits bound what one client can hold on the HTTP listener, so that
+// a client trickling its headers or body, or opening connections it never
+// uses, cannot tie the listener up. Zero fields take the defaults above.
+type HTTPLimits struct {
+	// ReadHeaderTimeout bounds reading the request line and headers.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading the whole request, body included; a
+	// client still sending when it runs out has its connection closed.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds the time from the end of the request headers to
+	// the end of the response.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection that sends no new request
+	// for this long.
+	IdleTimeout time.Duration
+	// MaxConnections bounds the open connections. A connection accepted
+	// beyond it is closed at once (the client sees the connection reset or
+	// closed), and a warning is logged when the listener reaches the bound.
+	MaxConnections int
+}
+
+// withDefaults fills the zero fields.
+func (l HTTPLimits) withDefaults() HTTPLimits {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&l.ReadHeaderTimeout, DefaultHTTPReadHeaderTimeout)
+	def(&l.ReadTimeout, DefaultHTTPReadTimeout)
+	def(&l.WriteTimeout, DefaultHTTPWriteTimeout)
+	def(&l.IdleTimeout, DefaultHTTPIdleTimeout)
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = DefaultHTTPMaxConnections
+	}
+	return l
+}
+
+// limitListener closes connections accepted beyond a bound on the open
+// ones.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+	log   logrus.FieldLogger
+	full  atomic.Bool // a refusal was logged since the listener was last below its bound
+	// Refused counts the connections closed for being beyond the bound.
+	refused atomic.Uint64
+}
+
+func newLimitListener(ln net.Listener, max int, log logrus.FieldLogger) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, max), log: log}
+}
+
+// Accept returns the next connection within the bound, closing those
+// beyond it.
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &limitConn{Conn: c, release: l.release}, nil
+		default:
+		}
+		c.Close()
+		l.refused.Add(1)
+		if l.full.CompareAndSwap(false, true) {
+			l.log.WithFields(logrus.Fields{"max_connections": cap(l.slots), "addr": l.Addr().String()}).
+				Warn("HTTP listener at its connection limit: closing new connections until some close")
+		}
+	}
+}
+
+func (l *limitListener) release() {
+	<-l.slots
+	l.full.Store(false)
+}
+
+// limitConn gives its slot back once, when closed.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
