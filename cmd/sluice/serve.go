@@ -132,6 +132,8 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		MaxConnectionAge:      s.MaxConnectionAge,
 		MaxConnectionAgeGrace: s.MaxConnectionAgeGrace,
 		MaxRequestBytes:       s.MaxRequestBytes,
+		HTTPLimits:            s.Listener.httpLimits(),
+		Access:                s.Listener.serverAccess(),
 		DrainDelay:            s.DrainDelay,
 		ShutdownTimeout:       s.ShutdownTimeout,
 		UnaryInterceptors:     interceptors,
@@ -143,6 +145,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		return exitError
 	}
 	obs.mount(srv, log)
+	log.Info("listeners: " + s.describeListeners())
 
 	probe := &healthProbe{
 		backend:  backends.main,

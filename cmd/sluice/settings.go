@@ -33,6 +33,8 @@ type settings struct {
 	GRPCUDS  string
 	HTTPHost string
 	HTTPPort int
+	// Listener bounds the HTTP listener and says who may reach decisions.
+	Listener listenerSettings
 
 	RuntimeRoot, RuntimeSubdirectory, RuntimeAppDirectory string
 	RuntimeIgnoreDotFiles, RuntimeWatchRoot               bool
@@ -156,6 +158,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 		fs.Var(&choiceValue{p: p, allowed: allowed}, name, usage+" ("+strings.Join(allowed, "|")+")"+bind(name, env))
 	}
 
+	listenerFlags(fs, bind, &s.Listener)
 	str(&s.GRPCHost, "grpc-host", "GRPC_HOST", "0.0.0.0", "gRPC listen host")
 	integer(&s.GRPCPort, "grpc-port", "GRPC_PORT", 8081, "gRPC listen port")
 	str(&s.GRPCUDS, "grpc-uds", "GRPC_UDS", "", "unix socket path gRPC listens on instead of GRPC_HOST:GRPC_PORT")
@@ -408,6 +411,7 @@ func (s *settings) validate(env map[string]string) error {
 		}
 		bad(flag, "needs LIMIT_RESPONSE_HEADERS_ENABLED=true")
 	}
+	s.validateListener(bad)
 	if v, ok := env["CONFIG_TYPE"]; ok && v != "" && !strings.EqualFold(v, "FILE") {
 		errs = append(errs, fmt.Errorf("invalid CONFIG_TYPE=%q: sluice reads configuration from files only (FILE)", v))
 	}

@@ -22,7 +22,7 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxRequestBytes),
 		grpc.ForceServerCodecV2(newCodec()), // descriptor values need not be UTF-8 (codec.go)
-		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{s.recoverUnary}, s.opts.UnaryInterceptors...)...),
+		grpc.ChainUnaryInterceptor(s.interceptors()...),
 		// Envoy clusters often send HTTP/2 keepalive pings (every 30 s or
 		// so, idle or not). grpc-go's default policy closes a connection
 		// that pings more often than every 5 minutes with "too_many_pings";
@@ -49,6 +49,17 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	return g, nil
+}
+
+// interceptors are the unary interceptors in order: panic recovery, the
+// caller's, then the refusal of privileged calls (innermost, so that the
+// caller's metrics count refused calls).
+func (s *Server) interceptors() []grpc.UnaryServerInterceptor {
+	is := append([]grpc.UnaryServerInterceptor{s.recoverUnary}, s.opts.UnaryInterceptors...)
+	if s.access.Privileged != PrivilegedAny {
+		is = append(is, s.privilegedUnary)
+	}
+	return is
 }
 
 // recoverUnary turns a panic in a handler into an Internal error instead

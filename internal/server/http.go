@@ -27,8 +27,14 @@ func (s *Server) handleHealthcheck(w http.ResponseWriter, _ *http.Request) {
 // answers the RateLimitResponse as proto3 JSON: 200, or 429 when the
 // overall code is OVER_LIMIT. A body that is not a request is 400 (413 if
 // too large); the service's InvalidArgument is 400, Unavailable 503 and
-// any other error 500, each with the reason as a plain-text body.
+// any other error 500, each with the reason as a plain-text body. A caller
+// the access policy refuses (/json off, no client certificate, a refund or
+// override from an untrusted caller) gets 403 with the reason.
 func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
+	if why := s.access.jsonRefusal(r); why != "" {
+		http.Error(w, why, http.StatusForbidden)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.opts.MaxRequestBytes)))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -42,6 +48,10 @@ func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
 	var req rlsv3.RateLimitRequest
 	if err := protojson.Unmarshal(body, &req); err != nil {
 		http.Error(w, "body is not a proto3 JSON RateLimitRequest: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := s.access.checkPrivileged(&req, r.TLS); err != nil {
+		http.Error(w, status.Convert(err).Message(), http.StatusForbidden)
 		return
 	}
 	resp, err := s.opts.Service.ShouldRateLimit(r.Context(), &req)
@@ -73,6 +83,8 @@ func httpStatus(c codes.Code) int {
 	switch c {
 	case codes.InvalidArgument:
 		return http.StatusBadRequest
+	case codes.PermissionDenied:
+		return http.StatusForbidden
 	case codes.Unavailable:
 		return http.StatusServiceUnavailable
 	case codes.DeadlineExceeded:

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,4 +120,15 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// debugWriter writes net/http's own error lines (a failed TLS handshake, a
+// client that sent HTTP to the HTTPS port) to the log at debug level: they
+// are the client's mistakes, frequent under scanners, and not the
+// operator's concern.
+type debugWriter struct{ log logrus.FieldLogger }
+
+func (w debugWriter) Write(p []byte) (int, error) {
+	w.log.Debug(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -177,4 +177,3 @@ func healthOnErr(c net.Conn) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
-

@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"sync"
@@ -52,8 +54,12 @@ type Options struct {
 	// ConfigText returns the text served at /rlconfig: a dump of the
 	// configuration in use. Nil serves an empty body.
 	ConfigText func() string
-	// TLS, when not nil, serves gRPC over TLS (the HTTP server stays plain).
+	// TLS, when not nil, serves gRPC over TLS (and HTTP too with
+	// Access.HTTPTLS).
 	TLS *TLSFiles
+	// Access says who may reach a decision over HTTP and who may send
+	// refunds and limit overrides.
+	Access Access
 	// MaxConnectionAge and MaxConnectionAgeGrace bound a gRPC connection's
 	// life, so that clients re-resolve and rebalance (0: no limit). The
 	// grace is how long in-flight calls may run after the age is reached.
@@ -91,6 +97,7 @@ type Server struct {
 	health *health.Server
 	http   *http.Server
 	mux    *http.ServeMux
+	access accessPolicy
 
 	grpcLn, httpLn net.Listener
 
@@ -117,6 +124,10 @@ func New(o Options) (*Server, error) {
 		s.log = logrus.StandardLogger()
 	}
 
+	var err error
+	if s.access, err = o.Access.resolve(o.TLS, func(m string) { s.log.Warn(m) }); err != nil {
+		return nil, err
+	}
 	grpcServer, err := s.newGRPC()
 	if err != nil {
 		return nil, err
@@ -134,6 +145,7 @@ func New(o Options) (*Server, error) {
 		ReadTimeout:       o.HTTPLimits.ReadTimeout,
 		WriteTimeout:      o.HTTPLimits.WriteTimeout,
 		IdleTimeout:       o.HTTPLimits.IdleTimeout,
+		ErrorLog:          log.New(debugWriter{s.log}, "", 0),
 	}
 
 	if s.grpcLn, err = listenGRPC(o); err != nil {
@@ -144,6 +156,15 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("server: listen for HTTP on %s: %w", o.HTTPAddr, err)
 	}
 	s.httpLn = newLimitListener(s.httpLn, o.HTTPLimits.MaxConnections, s.log)
+	if o.Access.HTTPTLS {
+		cfg, err := newHTTPTLS(*o.TLS, s.log)
+		if err != nil {
+			s.grpcLn.Close()
+			s.httpLn.Close()
+			return nil, err
+		}
+		s.httpLn = tls.NewListener(s.httpLn, cfg)
+	}
 	s.setHealth()
 	return s, nil
 }
@@ -218,7 +239,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		errc <- nil
 	}()
-	s.log.WithFields(logrus.Fields{"grpc": s.GRPCAddr(), "http": s.HTTPAddr(), "tls": s.opts.TLS != nil}).
+	s.log.WithFields(logrus.Fields{"grpc": s.GRPCAddr(), "http": s.HTTPAddr(), "tls": s.opts.TLS != nil, "http_tls": s.opts.Access.HTTPTLS}).
 		Info("listening")
 
 	var failed error

@@ -35,6 +35,11 @@ type TLSFiles struct {
 type certReloader struct {
 	files TLSFiles
 	log   logrus.FieldLogger
+	// optional asks for a client certificate and verifies one that is
+	// presented, but lets a connection without one through (the HTTP
+	// listener: health probes and scrapers carry none; /json checks the
+	// certificate itself).
+	optional bool
 
 	mu      sync.Mutex
 	pems    [3][]byte // cert, key, CA: the content cfg was built from
@@ -45,13 +50,24 @@ type certReloader struct {
 // newServerTLS returns a TLS config for the gRPC server whose certificate
 // and client CAs follow the files. The first load must succeed.
 func newServerTLS(f TLSFiles, log logrus.FieldLogger) (*tls.Config, error) {
+	return newTLS(f, log, false)
+}
+
+// newHTTPTLS is newServerTLS for the HTTP listener: the same files, but a
+// client certificate is verified only when presented (see
+// certReloader.optional); the handlers that need one check it.
+func newHTTPTLS(f TLSFiles, log logrus.FieldLogger) (*tls.Config, error) {
+	return newTLS(f, log, true)
+}
+
+func newTLS(f TLSFiles, log logrus.FieldLogger, optional bool) (*tls.Config, error) {
 	if f.CertFile == "" || f.KeyFile == "" {
 		return nil, errors.New("server: TLS needs both a certificate and a key file")
 	}
 	if f.ClientSAN != "" && f.ClientCAFile == "" {
 		return nil, errors.New("server: a client SAN needs a client CA file")
 	}
-	r := &certReloader{files: f, log: log}
+	r := &certReloader{files: f, log: log, optional: optional}
 	if _, err := r.current(); err != nil {
 		return nil, err
 	}
@@ -82,7 +98,7 @@ func (r *certReloader) current() (*tls.Config, error) {
 		var cfg *tls.Config
 		if cfg, err = r.build(pems); err == nil {
 			if r.cfg != nil {
-				r.log.WithField("cert", r.files.CertFile).Info("gRPC TLS certificate reloaded")
+				r.log.WithField("cert", r.files.CertFile).Info("TLS certificate reloaded")
 			}
 			r.pems, r.cfg, r.lastErr = pems, cfg, ""
 			return cfg, nil
@@ -90,7 +106,7 @@ func (r *certReloader) current() (*tls.Config, error) {
 	}
 	if r.cfg != nil && err.Error() != r.lastErr {
 		r.lastErr = err.Error()
-		r.log.WithError(err).Error("gRPC TLS files unusable; keeping the previous certificate")
+		r.log.WithError(err).Error("TLS files unusable; keeping the previous certificate")
 	}
 	return r.cfg, err
 }
@@ -138,6 +154,10 @@ func (r *certReloader) build(pems [3][]byte) (*tls.Config, error) {
 	}
 	cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	cfg.ClientCAs = pool
+	if r.optional {
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		return cfg, nil
+	}
 	if san := r.files.ClientSAN; san != "" {
 		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 || !hasSAN(cs.PeerCertificates[0], san) {

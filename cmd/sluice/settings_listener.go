@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/server"
+)
+
+// listenerSettings are the HTTP listener's limits and who may reach a
+// decision: over /json, and with refunds and limit overrides.
+type listenerSettings struct {
+	HTTPTLS           bool
+	JSON              string // auto, on, off
+	Privileged        string // any, trusted, none
+	TrustedSANs       sanList
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxConnections    int
+}
+
+// listenerFlags defines the listener settings on fs; bind records each
+// flag's environment variable and returns the usage suffix naming it.
+func listenerFlags(fs *flag.FlagSet, bind func(name, env string) string, l *listenerSettings) {
+	fs.BoolVar(&l.HTTPTLS, "http-tls", false, "serve the HTTP port over TLS with the gRPC certificate, key and client CA; /json then requires a client certificate when GRPC_CLIENT_TLS_CACERT is set"+bind("http-tls", "SLUICE_HTTP_TLS"))
+	l.JSON = "auto"
+	fs.Var(&choiceValue{p: &l.JSON, allowed: []string{"auto", "on", "off"}}, "json",
+		"serve /json: auto serves it unless gRPC requires client certificates and the HTTP port is plain HTTP (auto|on|off)"+bind("json", "SLUICE_JSON"))
+	l.Privileged = "any"
+	fs.Var(&choiceValue{p: &l.Privileged, allowed: []string{"any", "trusted", "none"}}, "privileged-requests",
+		"who may send refunds (is_negative_hits) and limit overrides: anyone, callers with a trusted client certificate, or nobody (any|trusted|none)"+bind("privileged-requests", "SLUICE_PRIVILEGED_REQUESTS"))
+	fs.Var(&l.TrustedSANs, "trusted-client-san", "SANs of trusted callers' client certificates, comma-separated; repeatable"+bind("trusted-client-san", "SLUICE_TRUSTED_CLIENT_SANS"))
+	fs.DurationVar(&l.ReadHeaderTimeout, "http-read-header-timeout", server.DefaultHTTPReadHeaderTimeout, "HTTP: bound on reading a request's headers"+bind("http-read-header-timeout", "SLUICE_HTTP_READ_HEADER_TIMEOUT"))
+	fs.DurationVar(&l.ReadTimeout, "http-read-timeout", server.DefaultHTTPReadTimeout, "HTTP: bound on reading a whole request, body included"+bind("http-read-timeout", "SLUICE_HTTP_READ_TIMEOUT"))
+	fs.DurationVar(&l.WriteTimeout, "http-write-timeout", server.DefaultHTTPWriteTimeout, "HTTP: bound from the end of a request's headers to the end of its response"+bind("http-write-timeout", "SLUICE_HTTP_WRITE_TIMEOUT"))
+	fs.DurationVar(&l.IdleTimeout, "http-idle-timeout", server.DefaultHTTPIdleTimeout, "HTTP: close a kept-alive connection idle this long"+bind("http-idle-timeout", "SLUICE_HTTP_IDLE_TIMEOUT"))
+	fs.IntVar(&l.MaxConnections, "http-max-connections", server.DefaultHTTPMaxConnections, "HTTP: most open connections; more are closed at once"+bind("http-max-connections", "SLUICE_HTTP_MAX_CONNECTIONS"))
+}
+
+// validateListener checks the listener settings against the TLS ones; bad
+// reports one error against a flag.
+func (s *settings) validateListener(bad func(flag, format string, args ...any)) {
+	l := &s.Listener
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"http-read-header-timeout", l.ReadHeaderTimeout}, {"http-read-timeout", l.ReadTimeout},
+		{"http-write-timeout", l.WriteTimeout}, {"http-idle-timeout", l.IdleTimeout},
+	} {
+		if d.v <= 0 {
+			bad(d.flag, "duration %v must be positive", d.v)
+		}
+	}
+	if l.MaxConnections < 1 {
+		bad("http-max-connections", "%d: must be at least 1", l.MaxConnections)
+	}
+	if l.HTTPTLS && !s.GRPCUseTLS {
+		bad("http-tls", "TLS on the HTTP port uses the gRPC TLS files: needs GRPC_SERVER_USE_TLS=true")
+	}
+	switch {
+	case l.Privileged == "trusted" && s.GRPCClientCACert == "":
+		bad("privileged-requests", "trusted needs GRPC_CLIENT_TLS_CACERT: a trusted caller is one with a client certificate it signed")
+	case l.Privileged == "trusted" && len(l.TrustedSANs) == 0:
+		bad("privileged-requests", "trusted needs SLUICE_TRUSTED_CLIENT_SANS: the SANs of the trusted callers' certificates")
+	case l.Privileged != "trusted" && len(l.TrustedSANs) > 0:
+		bad("trusted-client-san", "trusted SANs mean something only with SLUICE_PRIVILEGED_REQUESTS=trusted")
+	}
+}
+
+// serverAccess is the server's access policy for these settings.
+func (l *listenerSettings) serverAccess() server.Access {
+	a := server.Access{HTTPTLS: l.HTTPTLS, TrustedSANs: l.TrustedSANs}
+	switch l.JSON {
+	case "on":
+		a.JSON = server.JSONOn
+	case "off":
+		a.JSON = server.JSONOff
+	}
+	switch l.Privileged {
+	case "trusted":
+		a.Privileged = server.PrivilegedTrusted
+	case "none":
+		a.Privileged = server.PrivilegedNone
+	}
+	return a
+}
+
+// httpLimits are the server's HTTP limits for these settings.
+func (l *listenerSettings) httpLimits() server.HTTPLimits {
+	return server.HTTPLimits{
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxConnections:    l.MaxConnections,
+	}
+}
+
+// describeListeners is the start-up line saying what each port exposes.
+func (s *settings) describeListeners() string {
+	scheme := "http"
+	if s.Listener.HTTPTLS {
+		scheme = "https"
+	}
+	grpc := "plain"
+	switch {
+	case s.GRPCClientCACert != "":
+		grpc = "TLS, client certificates required"
+	case s.GRPCUseTLS:
+		grpc = "TLS"
+	}
+	return fmt.Sprintf("gRPC %s:%d (%s); HTTP %s://%s:%d (json %s, privileged requests %s%s)",
+		s.GRPCHost, s.GRPCPort, grpc, scheme, s.HTTPHost, s.HTTPPort, s.Listener.JSON, s.Listener.Privileged,
+		map[bool]string{true: ": " + strings.Join(s.Listener.TrustedSANs, ","), false: ""}[s.Listener.Privileged == "trusted"])
+}
+
+// sanList is a repeatable flag of comma-separated names.
+type sanList []string
+
+func (l *sanList) String() string { return strings.Join(*l, ",") }
+
+func (l *sanList) Set(v string) error {
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			*l = append(*l, n)
+		}
+	}
+	if len(*l) == 0 {
+		return errors.New("no SAN given")
+	}
+	return nil
+}
