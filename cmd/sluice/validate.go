@@ -18,7 +18,7 @@ func validate(args, environ []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	merge := fs.Bool("merge-domain-config", false, "allow several files to define one domain (env MERGE_DOMAIN_CONFIG)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: sluice validate [flags] PATH...\n\nPATH is a config file or a directory of .yaml/.yml files.\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: sluice validate [flags] PATH...\n\nPATH is a config file or a directory: every regular file in it is read,\nwhatever its name, except names starting with '.'.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

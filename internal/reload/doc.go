@@ -2,7 +2,7 @@
 // when they change.
 //
 // It polls: every interval it computes a fingerprint of the paths (names,
-// sizes, modification times and, for YAML files, a hash of the content,
+// sizes, modification times and a hash of each file's content,
 // following symlinks and skipping dot-entries) and, when the fingerprint
 // differs from the last one, loads the configuration again. A valid
 // configuration replaces the one in use; an invalid one is logged and

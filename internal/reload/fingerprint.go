@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
 // maxDepth bounds how deep Fingerprint descends, so that a symlink cycle
@@ -20,8 +22,9 @@ const maxDepth = 32
 
 // Fingerprint summarises the trees at paths so that any change a
 // configuration loader could see changes the fingerprint: the relative name,
-// size and modification time of every file, and the SHA-256 of every .yaml
-// and .yml file's content (so a rewrite within one mtime tick is seen).
+// size and modification time of every file, and the SHA-256 of the content
+// of every regular file up to descriptor.MaxFileSize (so a rewrite within
+// one mtime tick is seen; the loader refuses larger files anyway).
 //
 // Symlinks are followed, to files and to directories; a directory reached
 // twice along one path (a symlink cycle) is skipped. Entries whose name
@@ -96,7 +99,7 @@ func walk(h hash.Hash, path, rel string, onPath map[string]bool, depth int) erro
 
 func hashFile(h hash.Hash, path, rel string, fi fs.FileInfo) error {
 	fmt.Fprintf(h, "file %q %d %d", rel, fi.Size(), fi.ModTime().UnixNano())
-	if isYAML(path) {
+	if fi.Mode().IsRegular() && fi.Size() <= descriptor.MaxFileSize {
 		f, err := os.Open(path)
 		if err != nil {
 			return fmt.Errorf("fingerprint %s: %w", path, err)
@@ -110,9 +113,4 @@ func hashFile(h hash.Hash, path, rel string, fi fs.FileInfo) error {
 	}
 	h.Write([]byte("\n"))
 	return nil
-}
-
-func isYAML(path string) bool {
-	ext := strings.ToLower(filepath.Ext(path))
-	return ext == ".yaml" || ext == ".yml"
 }

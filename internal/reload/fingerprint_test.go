@@ -232,3 +232,29 @@ func TestFingerprintPaths(t *testing.T) {
 		t.Error("Fingerprint of a missing path: no error")
 	}
 }
+
+// TestFingerprintHashesEveryFile: the loader reads files whatever their
+// extension, so a same-size rewrite with the same modification time of a
+// file without .yaml is a change too.
+func TestFingerprintHashesEveryFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "limits")
+	when := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	write := func(content string) string {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, when, when); err != nil {
+			t.Fatal(err)
+		}
+		fp, err := Fingerprint(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fp
+	}
+	if write("domain: a\n") == write("domain: b\n") {
+		t.Error("fingerprint unchanged after rewriting a file without .yaml")
+	}
+}

@@ -2,6 +2,7 @@ package descriptor
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,11 +23,14 @@ type LoadOptions struct {
 // Config.
 //
 // A path naming a file is read whatever its name. A directory is walked
-// recursively in name order, reading the files whose names end in .yaml or
-// .yml (any case), skipping names that start with '.' (so a Kubernetes
-// ConfigMap's "..data" and "..2024_..." directories are not read twice),
-// and following symbolic links to files and directories (Kubernetes mounts
-// each file as a link into "..data"). A file reached twice is read once.
+// recursively in name order and every regular file in it is read, as the
+// reference reads its runtime directory, whatever its extension. Names
+// starting with '.' are skipped: Kubernetes' ConfigMap internals ("..data"
+// and "..2024_..." directories, whose files are reached through the
+// symbolic links the mount makes) silently, any other with a warning.
+// Symbolic links to files and directories are followed. A file reached
+// twice is read once. Anything found but not read (a dot-file, a socket, a
+// device) is named in Config.Warnings, never skipped in silence.
 //
 // On error Load returns a nil Config and an ErrorList holding every error
 // of every file. No paths, or only empty directories, give an empty Config.
@@ -39,9 +43,9 @@ func Load(opts LoadOptions, paths ...string) (*Config, error) {
 	byName := make(map[string]*Domain)
 	var order []*Domain
 	for _, f := range w.files {
-		data, err := os.ReadFile(f)
+		data, err := readFile(f)
 		if err != nil {
-			errs = append(errs, &Error{File: f, Reason: fmt.Sprintf("cannot read: %v", err)})
+			errs = append(errs, &Error{File: f, Reason: err.Error()})
 			continue
 		}
 		domains, err := Parse(f, data)
@@ -64,7 +68,32 @@ func Load(opts LoadOptions, paths ...string) (*Config, error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	return newConfig(order), nil
+	c := newConfig(order)
+	c.loadWarnings = w.skipped
+	return c, nil
+}
+
+// MaxFileSize is the largest config file Load reads, in bytes: far above
+// any real config (a thousand descriptors take about 100 KiB), and small
+// enough that reading and parsing one stays cheap. A larger file is an
+// error, never read in part.
+const MaxFileSize = 4 << 20
+
+// readFile reads a config file of at most MaxFileSize bytes.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("file is larger than %d bytes (%s), the most a config file may hold", MaxFileSize, byteSize(MaxFileSize))
+	}
+	return data, nil
 }
 
 // NewConfig builds a Config of the given domains, as Parse returns them.
@@ -132,20 +161,22 @@ func merge(dst, src *Domain) ErrorList {
 
 // walker collects the files Load reads.
 type walker struct {
-	files []string
-	seen  map[string]bool // real paths of files already listed
-	errs  ErrorList
+	files   []string
+	seen    map[string]bool // real paths of files already listed
+	errs    ErrorList
+	skipped []string // what was found but not read, and why
 }
 
-// isConfigName reports whether a file found in a directory is read.
-func isConfigName(name string) bool {
-	ext := strings.ToLower(filepath.Ext(name))
-	return ext == ".yaml" || ext == ".yml"
+// isKubernetesInternal reports whether a directory entry is one of the
+// atomic writer's own ("..data", "..2024_01_02_15_04_05.123"): their files
+// are reached through the symbolic links next to them.
+func isKubernetesInternal(name string) bool {
+	return strings.HasPrefix(name, "..")
 }
 
-// visit lists path: a file (read when explicit, or when its name is a
-// config name), or a directory to walk. stack holds the directories being
-// walked, to stop symbolic-link loops.
+// visit lists path: a file (read when explicit, or when it is a regular
+// file), or a directory to walk. stack holds the directories being walked,
+// to stop symbolic-link loops.
 func (w *walker) visit(path string, explicit bool, stack []os.FileInfo) {
 	fi, err := os.Stat(path) // follows symbolic links
 	if err != nil {
@@ -153,7 +184,8 @@ func (w *walker) visit(path string, explicit bool, stack []os.FileInfo) {
 		return
 	}
 	if !fi.IsDir() {
-		if !explicit && (!fi.Mode().IsRegular() || !isConfigName(path)) {
+		if !explicit && !fi.Mode().IsRegular() {
+			w.skipped = append(w.skipped, fmt.Sprintf("%s: not read: not a regular file (%s)", path, fi.Mode().Type()))
 			return
 		}
 		real, err := filepath.EvalSymlinks(path)
@@ -182,9 +214,13 @@ func (w *walker) visit(path string, explicit bool, stack []os.FileInfo) {
 	}
 	stack = append(stack, fi)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			if !isKubernetesInternal(name) {
+				w.skipped = append(w.skipped, fmt.Sprintf("%s: not read: names starting with '.' are skipped", filepath.Join(path, name)))
+			}
 			continue
 		}
-		w.visit(filepath.Join(path, e.Name()), false, stack)
+		w.visit(filepath.Join(path, name), false, stack)
 	}
 }

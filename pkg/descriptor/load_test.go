@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -50,8 +51,9 @@ func TestLoadDirectory(t *testing.T) {
 		files map[string]string
 		links map[string]string
 		// paths relative to the tree; nil means the tree itself.
-		paths   []string
-		domains []string
+		paths    []string
+		domains  []string
+		warnings []string // Config.Warnings, relative to the tree
 	}{
 		{
 			name: "nested dirs, both extensions, any case",
@@ -63,16 +65,20 @@ func TestLoadDirectory(t *testing.T) {
 			domains: []string{"a", "b", "c"},
 		},
 		{
-			name: "non-YAML files and dot files are skipped",
+			// The reference's runtime directory: every file is read,
+			// whatever its extension (regression: files without .yaml or
+			// .yml were skipped in silence and their limits not enforced).
+			name: "every regular file is read whatever its extension",
 			files: map[string]string{
-				"a.yaml":           domainYAML("a", "k"),
-				"README.md":        "not yaml: [",
-				"a.yaml.bak":       domainYAML("a", "k"),
-				"a.yaml~":          domainYAML("a", "k"),
-				".hidden.yaml":     domainYAML("a", "k"),
-				".git/config.yaml": domainYAML("a", "k"),
+				"a.yaml":       domainYAML("a", "k"),
+				"b":            domainYAML("b", "k"),
+				"c.conf":       domainYAML("c", "k"),
+				"sub/d.txt":    domainYAML("d", "k"),
+				".hidden.yaml": domainYAML("a", "k"),
+				".git/config":  domainYAML("a", "k"),
 			},
-			domains: []string{"a"},
+			domains:  []string{"a", "b", "c", "d"},
+			warnings: []string{".git: not read: names starting with '.' are skipped", ".hidden.yaml: not read: names starting with '.' are skipped"},
 		},
 		{
 			name: "Kubernetes ConfigMap mount reads each file once",
@@ -110,9 +116,10 @@ func TestLoadDirectory(t *testing.T) {
 			domains: []string{"d", "t"},
 		},
 		{
-			name:    "empty directory",
-			files:   map[string]string{"notes.txt": "x"},
-			domains: nil,
+			name:     "empty directory",
+			files:    map[string]string{".notes.txt": "x"},
+			domains:  nil,
+			warnings: []string{".notes.txt: not read: names starting with '.' are skipped"},
 		},
 	}
 	for _, tt := range tests {
@@ -131,6 +138,13 @@ func TestLoadDirectory(t *testing.T) {
 			}
 			if got := c.Domains(); !reflect.DeepEqual(got, tt.domains) {
 				t.Errorf("domains = %q, want %q", got, tt.domains)
+			}
+			var warnings []string
+			for _, w := range c.Warnings() {
+				warnings = append(warnings, strings.TrimPrefix(w, dir+string(filepath.Separator)))
+			}
+			if !reflect.DeepEqual(warnings, tt.warnings) {
+				t.Errorf("warnings = %q, want %q", warnings, tt.warnings)
 			}
 			for _, name := range tt.domains {
 				d := c.Domain(name)
@@ -377,5 +391,23 @@ func TestPath(t *testing.T) {
 		if got := (&Node{Key: n.Key, Value: n.Value, Parent: n.Parent}).Path(); got != tt.want {
 			t.Errorf("uncached Path = %q, want %q", got, tt.want)
 		}
+	}
+}
+
+// TestLoadNamesSpecialFiles: a file that is not regular (a named pipe) is
+// not read, and Warnings names it.
+func TestLoadNamesSpecialFiles(t *testing.T) {
+	dir := tree(t, map[string]string{"a.yaml": domainYAML("a", "k")}, nil)
+	fifo := filepath.Join(dir, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("cannot make a named pipe: %v", err)
+	}
+	c, err := Load(LoadOptions{}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fifo + ": not read: not a regular file (p---------)"}
+	if got := c.Warnings(); !reflect.DeepEqual(got, want) {
+		t.Errorf("warnings = %q, want %q", got, want)
 	}
 }

@@ -154,6 +154,9 @@ type Domain struct {
 type Config struct {
 	domains map[string]*Domain
 	names   []string // sorted
+	// loadWarnings are what Load found worth saying about the files it
+	// read (or did not read), for Warnings.
+	loadWarnings []string
 }
 
 // Domain returns the named domain, or nil.

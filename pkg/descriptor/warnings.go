@@ -19,15 +19,16 @@ const SlidingLogWarnAbove = 1000
 // above 128 entries, measured by TestMeasureMemory.
 const slidingLogEntryBytes = 116
 
-// Warnings returns, sorted, one line per rule of c that is valid but
-// likely to surprise an operator: today, sliding_log rules whose limit is
-// above SlidingLogWarnAbove, with the memory a full log of one descriptor
-// takes. Warnings never stop a config from loading.
+// Warnings returns, sorted, one line per thing in c that is valid but
+// likely to surprise an operator: what Load found and did not read, and
+// sliding_log rules whose limit is above SlidingLogWarnAbove, with the
+// memory a full log of one descriptor takes. Warnings never stop a config
+// from loading.
 func (c *Config) Warnings() []string {
 	if c == nil {
 		return nil
 	}
-	var out []string
+	out := slices.Clone(c.loadWarnings)
 	for _, name := range c.names {
 		c.domains[name].Walk(func(n *Node) {
 			for _, r := range n.Rules {
