@@ -58,9 +58,9 @@ func (h *harness) run(step string, now limit.Micros, cost limit.Cost) limit.Deci
 	if err != nil {
 		h.t.Fatalf("%s: args: %v", step, err)
 	}
-	reply, err := h.c.EvalSha(h.ctx, Decide().SHA1, h.keys, args...).Result()
+	reply, err := h.c.EvalSha(h.ctx, DecideScript().SHA1, h.keys, args...).Result()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		reply, err = h.c.Eval(h.ctx, Decide().Source, h.keys, args...).Result()
+		reply, err = h.c.Eval(h.ctx, DecideScript().Source, h.keys, args...).Result()
 	}
 	if err != nil {
 		h.t.Fatalf("%s: eval: %v", step, err)
@@ -535,7 +535,7 @@ func TestDecideCalendarSkew(t *testing.T) {
 				t.Fatal(err)
 			}
 			args[0] = strconv.FormatInt(redisNow, 10) // Redis's clock, as TIME would give it
-			reply, err := c.Eval(ctx, Decide().Source, keys, args...).Result()
+			reply, err := c.Eval(ctx, DecideScript().Source, keys, args...).Result()
 			if tt.wantErr {
 				if err == nil || !strings.Contains(err.Error(), "outside the calendar windows") {
 					t.Fatalf("reply %v, err %v; want the calendar skew error", reply, err)
@@ -633,7 +633,7 @@ func TestDecideKeepsOtherRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reply, err := c.Eval(ctx, Decide().Source, []string{key}, args...).Result()
+		reply, err := c.Eval(ctx, DecideScript().Source, []string{key}, args...).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,9 +2,10 @@
 // go:embed, and the one place that builds their arguments and reads their
 // replies.
 //
-// decide.lua decides all rules of one descriptor atomically, reproducing
-// pkg/limit's arithmetic exactly; its opening comment is the contract (KEYS,
-// every ARGV slot and unit, the reply). AppendDecideArgs (or AppendHead and
+// The decide script decides all rules of one descriptor atomically, reproducing
+// pkg/limit's arithmetic exactly. Its source is the .lua files of this
+// directory, joined in a fixed order (decideParts); CONTRACT.md is its contract
+// (keys, KEYS, every ARGV slot and unit, the reply). AppendDecideArgs (or AppendHead and
 // a PrepareRule'd RuleArgs per rule, which formats each rule's slots once)
 // and ParseDecideReply (or ParseDecideInts) are the Go half of that contract
 // and use the same names.
@@ -15,7 +16,7 @@ package scripts
 
 import (
 	"crypto/sha1"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,8 +27,44 @@ import (
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
-//go:embed decide.lua
-var decideSource string
+// lua holds the decide script's parts.
+//
+//go:embed *.lua
+var lua embed.FS
+
+// decideParts are the files of the decide script, in the order they are
+// joined: each file's locals are visible to the files after it, so a file
+// comes after those it uses (decide.lua opens with why). The order is
+// fixed, so the joined source, and its SHA-1, change only when a file does.
+var decideParts = []string{
+	"decide.lua",         // replication, shared locals, clock, cost
+	"arith.lua",          // ~ limit/arith.go
+	"window.lua",         // ~ limit/window.go
+	"rule.lua",           // ~ limit/rule.go: the rules from ARGV
+	"state.lua",          // ~ limit/state.go: loading states
+	"fixed.lua",          // ~ limit/fixed.go
+	"sliding_window.lua", // ~ limit/sliding_window.go
+	"meter.lua",          // ~ limit/meter.go
+	"sliding_log.lua",    // ~ limit/sliding_log.go
+	"decision.lua",       // ~ limit/decision.go: check, bind, apply, reply
+}
+
+// join returns the files of fsys named by parts, concatenated in order,
+// each ending with a newline.
+func join(fsys embed.FS, parts []string) string {
+	var b strings.Builder
+	for _, name := range parts {
+		src, err := fsys.ReadFile(name)
+		if err != nil {
+			panic("scripts: " + err.Error()) // a name above without its file: a build mistake
+		}
+		b.Write(src)
+		if len(src) > 0 && src[len(src)-1] != '\n' {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
 
 // Script is one embedded Lua script.
 type Script struct {
@@ -42,12 +79,12 @@ func newScript(src string) Script {
 	return Script{Source: src, SHA1: hex.EncodeToString(sum[:])}
 }
 
-// Decide returns the entry script: one call decides every rule of one
-// descriptor. See decide.lua for its contract.
-func Decide() Script { return decide }
+// DecideScript returns the decide script: one call decides every rule of one
+// descriptor. CONTRACT.md is its contract.
+func DecideScript() Script { return decide }
 
 // decide is computed once; it is never modified.
-var decide = newScript(decideSource)
+var decide = newScript(join(lua, decideParts))
 
 // MaxExact is 2^53: a Lua number (a float64) holds every integer up to it
 // exactly. AppendDecideArgs clamps costs to MaxExact and limits and

@@ -69,7 +69,7 @@ func TestKeysExpireWhenIdle(t *testing.T) {
 		}
 		if !strings.Contains(k, "sliding_log") {
 			// Counters are written with SET ... PX and may live up to
-			// two ms past their expiry (decide.lua says why); logs use
+			// two ms past their expiry (pkg/scripts/CONTRACT.md says why); logs use
 			// PEXPIREAT.
 			most += 2 * time.Millisecond
 		}

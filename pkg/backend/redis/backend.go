@@ -1,5 +1,5 @@
 // Package redis is the Redis backend: it decides checks with one Lua call
-// (pkg/scripts' decide.lua) per descriptor against a single Redis, a
+// (pkg/scripts' decide script) per descriptor against a single Redis, a
 // Sentinel-managed master, or a Redis Cluster, through go-redis.
 //
 // It owns the key schema (Key), the connection options (Options), script
@@ -72,7 +72,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	b := &Backend{
 		opts:   o,
 		client: client,
-		script: scripts.Decide(),
+		script: scripts.DecideScript(),
 		log:    o.Logger.WithFields(logrus.Fields{"backend": "redis", "type": o.Type}),
 	}
 	b.cluster, _ = client.(*goredis.ClusterClient)
@@ -95,7 +95,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	return b, nil
 }
 
-// loadScript loads decide.lua into Redis's script cache (every master of a
+// loadScript loads the decide script into Redis's script cache (every master of a
 // cluster), so that EVALSHA finds it.
 func (b *Backend) loadScript(ctx context.Context) error {
 	sha, err := b.client.ScriptLoad(ctx, b.script.Source).Result()

@@ -120,8 +120,8 @@ func TestKeysShareOneSlot(t *testing.T) {
 // TestKeyPrefixAndTTL decides on Redis's own clock (the production path)
 // and checks every key's name and absolute expiry: never before
 // limit.Rule.Expiry (the state still counts until then) and not more than
-// the millisecond rounding after it, plus two ms for counters (decide.lua
-// writes them with SET ... PX, which counts from Redis's clock when SET
+// the millisecond rounding after it, plus two ms for counters (the script,
+// see pkg/scripts/CONTRACT.md, writes them with SET ... PX, which counts from Redis's clock when SET
 // runs, up to a millisecond boundary after the TIME the script read, or,
 // on Redis 7.2+, from the script's start, up to one before it: the script
 // adds one ms so that a key never expires early).

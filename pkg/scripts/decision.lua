@@ -1,0 +1,124 @@
+-- decision.lua ~ pkg/limit/decision.go: Check every rule, Bind, Apply to
+-- all only if all admitted (a refund always applies), store each state
+-- with its expiry, and reply. Part of the decide script (see decide.lua).
+
+local function check(r, n, ref)
+  if r.alg == 1 then return fw_check(r, states[r.id], n, ref) end
+  if r.alg == 2 then return sl_check(r, n, ref) end
+  if r.alg == 3 then return sw_check(r, states[r.id], n, ref) end
+  if r.alg == 4 then return mt_check(r, states[r.id], n, ref) end
+  return n == 0 or ref, 0, 0 -- unknown unit
+end
+
+local ok, rem, reset = {}, {}, {}
+for i = 1, nrules do
+  ok[i], rem[i], reset[i] = check(rules[i], N, refund)
+end
+
+-- Decision.Bind
+local allowed = true
+for i = 1, nrules do
+  if not ok[i] then allowed = false end
+end
+local binding = -1
+for i = 1, nrules do
+  if binding < 0 then
+    if allowed or not ok[i] then binding = i end
+  elseif not allowed then
+    if not ok[i] and reset[i] > reset[binding] then binding = i end
+  elseif rem[i] < rem[binding] or (rem[i] == rem[binding] and reset[i] > reset[binding]) then
+    binding = i
+  end
+end
+
+-- pxttl returns the PX of a counter written now that must live until at
+-- (us): Expiry rounded up to the millisecond, plus 1 ms because PX may
+-- count from a command time up to a millisecond before TIME (see the top).
+local function pxttl(at)
+  if testmode then
+    return ceil((at - now) / 1000) + TEST_TTL_SLACK_MS
+  end
+  return ceil(at / 1000) - floor(now / 1000) + 1
+end
+
+-- expire sets a sliding log's expiry to at (us), rounded up to the ms.
+local function expire(key, at)
+  if testmode then
+    call('PEXPIRE', key, format('%d', ceil((at - now) / 1000) + TEST_TTL_SLACK_MS))
+  else
+    call('PEXPIREAT', key, format('%d', ceil(at / 1000)))
+  end
+end
+
+if allowed then
+  if N ~= 0 then
+    for i = 1, nrules do
+      local r = rules[i]
+      if r.alg == 1 then fw_apply(r, states[r.id], N, refund)
+      elseif r.alg == 2 then sl_apply(r, N, refund)
+      elseif r.alg == 3 then sw_apply(r, states[r.id], N, refund)
+      elseif r.alg == 4 then mt_apply(r, states[r.id], N, refund)
+      end
+    end
+    -- Store each state once; rules sharing an id keep it until the latest
+    -- of their expiries.
+    local expiry = {}
+    for i = 1, nrules do
+      local r = rules[i]
+      if r.alg ~= 0 then
+        local at
+        if r.alg == 1 then at = fw_expiry(r, states[r.id])
+        elseif r.alg == 2 then at = sl_expiry(r)
+        elseif r.alg == 3 then at = sw_expiry(r, states[r.id])
+        else at = mt_expiry(r, states[r.id])
+        end
+        if expiry[r.id] == nil or at > expiry[r.id] then expiry[r.id] = at end
+      end
+    end
+    -- Counters: this call's records, then the others kept, in one SET.
+    local recs, latest = {}, others_at
+    for i = 1, nrules do
+      local r = rules[i]
+      local id = r.id
+      local at, st = expiry[id], states[id]
+      if r.alg == 0 or owner[id] ~= r then
+        -- an unknown unit (no state), or an id stored with its first rule
+      elseif r.alg == 2 then
+        if at == 0 then call('DEL', r.key) else expire(r.key, at) end
+      elseif at > 0 then
+        local e = ceil(at / 1000)
+        if r.alg == 1 then
+          recs[#recs + 1] = format('%s %d %d %d', id, e, st.w, st.c)
+        elseif r.alg == 3 then
+          recs[#recs + 1] = format('%s %d %d %d %d', id, e, st.w, st.c, st.p)
+        else
+          recs[#recs + 1] = format('%s %d %.17g %d', id, e, st.l, st.t)
+        end
+        if at > latest then latest = at end
+      end
+    end
+    if ncounters > 0 then
+      for j = 1, #others do recs[#recs + 1] = others[j] end
+      if #recs > 0 then
+        call('SET', KEYS[1], table.concat(recs, '|'), 'PX', format('%d', pxttl(latest)))
+      elseif found then
+        call('DEL', KEYS[1])
+      end
+    end
+  end
+else
+  -- Nothing was consumed: the rules that alone admitted report a peek.
+  for i = 1, nrules do
+    if ok[i] then
+      ok[i], rem[i], reset[i] = check(rules[i], 0, false)
+    end
+  end
+end
+
+local out = { allowed and 1 or 0, binding < 0 and -1 or binding - 1 }
+for i = 1, nrules do
+  out[3 * i] = ok[i] and 1 or 0
+  out[3 * i + 1] = rem[i]
+  out[3 * i + 2] = reset[i]
+end
+return out

@@ -1,0 +1,72 @@
+-- meter.lua ~ pkg/limit/meter.go: token bucket, leaky bucket and GCRA, one
+-- meter (token bucket: tokens = capacity - level; refill = drain). Part of
+-- the decide script (see decide.lua); defined only when a rule of the call
+-- needs it.
+
+local drain, whole_at, mt_check, mt_apply, mt_expiry
+if has_mt then
+  function drain(r, level, at, t)
+    local elapsed = t - at
+    if elapsed < 0 then elapsed = 0 end
+    if r.L == 0 then
+      if elapsed >= r.P then return 0 end
+      return level
+    end
+    local lv = level - (elapsed * r.L) / r.P
+    if lv < 0 then return 0 end
+    return lv
+  end
+
+  function whole_at(r, level, at) -- meterWholeAt
+    if not (level > 0) then return at end
+    if r.L == 0 then return at + r.P end
+    local t = at + ceilmicros((level * r.P) / r.L)
+    return settle(t, at, function(x) return drain(r, level, at, x) <= 0 end)
+  end
+
+  function mt_check(r, st, n, ref)
+    local c = r.C
+    local lv = drain(r, st.l, st.t, now)
+    local ok = false
+    if ref then
+      ok = true
+      lv = math.max(0, lv - n)
+    elseif lv + n <= c then
+      ok = true
+      lv = lv + n
+    end
+    local rem = floorcount(c - lv)
+    local reset
+    if ok and n > 0 then
+      -- After Apply the state is (lv, now): keep its whole_at for mt_expiry.
+      r.wl, r.wat = lv, whole_at(r, lv, now)
+      reset = resetof(r.wat - now)
+    elseif ok or n > c then
+      reset = resetof(whole_at(r, st.l, st.t) - now)
+    elseif r.L == 0 then
+      reset = resetof(st.t + r.P - now)
+    else
+      local t = now + ceilmicros(((lv + n - c) * r.P) / r.L)
+      t = settle(t, now, function(x) return drain(r, st.l, st.t, x) + n <= c end)
+      reset = resetof(t - now)
+    end
+    return ok, rem, reset
+  end
+
+  function mt_apply(r, st, n, ref)
+    local lv = drain(r, st.l, st.t, now)
+    if ref then lv = math.max(0, lv - n) else lv = lv + n end
+    st.l, st.t = lv, now
+  end
+
+  function mt_expiry(r, st)
+    local at
+    if st.t == now and st.l == r.wl then
+      at = r.wat
+    else
+      at = whole_at(r, st.l, st.t)
+    end
+    if at <= now then return 0 end
+    return at
+  end
+end

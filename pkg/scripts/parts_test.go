@@ -1,0 +1,37 @@
+package scripts
+
+import (
+	"io/fs"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestDecidePartsCoverEveryFile: every .lua file of the package is a part
+// of the decide script, once, so that no file is silently left out of it
+// (or in it twice), and the joined source is what Decide runs.
+func TestDecidePartsCoverEveryFile(t *testing.T) {
+	files, err := fs.Glob(lua, "*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := slices.Clone(decideParts)
+	slices.Sort(parts)
+	slices.Sort(files)
+	if !slices.Equal(parts, files) {
+		t.Fatalf("decideParts %v, want exactly the .lua files %v", parts, files)
+	}
+	if decideParts[0] != "decide.lua" {
+		t.Errorf("first part %q, want the entry decide.lua", decideParts[0])
+	}
+	src := DecideScript().Source
+	for _, name := range decideParts {
+		b, _ := lua.ReadFile(name)
+		if !strings.Contains(src, string(b)) {
+			t.Errorf("the script does not hold %s", name)
+		}
+	}
+	if again := newScript(join(lua, decideParts)); again != DecideScript() {
+		t.Errorf("joining the parts again gives SHA %s, want %s", again.SHA1, DecideScript().SHA1)
+	}
+}
