@@ -69,6 +69,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		LocalInstances: s.LocalInstances,
 		ShadowMode:     s.ShadowMode,
 		QuotaMode:      s.QuotaMode,
+		AllOrNothing:   s.AllOrNothing,
 		Headers: service.HeaderOptions{
 			Enabled:         s.HeadersEnabled,
 			LimitHeader:     s.LimitHeader,

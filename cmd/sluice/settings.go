@@ -46,6 +46,7 @@ type settings struct {
 	LogFormat string
 
 	ShadowMode, QuotaMode                     bool
+	AllOrNothing                              bool
 	HeadersEnabled                            bool
 	LimitHeader, RemainingHeader, ResetHeader string
 	IETFHeaders, RetryAfter                   bool
@@ -183,6 +184,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 
 	boolean(&s.ShadowMode, "shadow-mode", "SHADOW_MODE", false, "report OVER_LIMIT decisions as OK (statuses keep OVER_LIMIT)")
 	boolean(&s.QuotaMode, "quota-mode", "QUOTA_MODE", false, "treat every descriptor as a quota descriptor")
+	boolean(&s.AllOrNothing, "stop-cache-key-increment-when-overlimit", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false,
+		"charge none of a request's descriptors when any of them is over the limit")
 	boolean(&s.HeadersEnabled, "limit-response-headers", "LIMIT_RESPONSE_HEADERS_ENABLED", false, "add rate-limit response headers")
 	str(&s.LimitHeader, "limit-header", "LIMIT_LIMIT_HEADER", "RateLimit-Limit", "name of the limit header")
 	str(&s.RemainingHeader, "remaining-header", "LIMIT_REMAINING_HEADER", "RateLimit-Remaining", "name of the remaining header")
@@ -456,7 +459,7 @@ var referenceOnly = []string{
 	"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
 	"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
 	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES",
-	"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
+	"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
 	"MEMCACHE_",
 	"USE_STATSD", "STATSD_HOST", "STATSD_PORT", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "DOG_STATSD_MOGRIFIER_",
 	"USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",

@@ -53,6 +53,8 @@ type item struct {
 
 	over     bool // the status is reported OVER_LIMIT
 	shadowed bool // denied, but reported OK because of shadow
+
+	uncharged bool // all-or-nothing gave back (or never took) its cost
 }
 
 // work holds one request's scratch space, pooled between requests.
@@ -66,6 +68,10 @@ type work struct {
 	local    []backend.Check
 	localIdx []int
 	viewBuf  []view
+
+	together  bool            // the main backend decided w.checks as one
+	refunds   []backend.Check // all-or-nothing's compensating refunds
+	refundIdx []int           // the item of each refund
 }
 
 // reset drops every reference the work holds and keeps its capacity.
@@ -81,6 +87,8 @@ func (w *work) reset() {
 	w.items, w.entries, w.ids, w.rules = w.items[:0], w.entries[:0], w.ids[:0], w.rules[:0]
 	w.replaces, w.checks, w.local, w.localIdx = w.replaces[:0], w.checks[:0], w.local[:0], w.localIdx[:0]
 	w.viewBuf = w.viewBuf[:0]
+	clear(w.refunds)
+	w.refunds, w.refundIdx, w.together = w.refunds[:0], w.refundIdx[:0], false
 }
 
 // shouldRateLimit does the work of ShouldRateLimit with scratch space w.
@@ -93,6 +101,9 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if len(w.checks) > 0 {
 		if err := s.decide(ctx, dom, w); err != nil {
 			return nil, false, err
+		}
+		if s.opts.AllOrNothing {
+			s.undoCharges(ctx, w)
 		}
 	}
 	resp, shadowForced := s.respond(req, w)
@@ -230,7 +241,7 @@ func (w *work) identity(domain string, it *item) string {
 // domain's failure mode to the checks it could not decide. It returns the
 // gRPC error the whole call must answer, if any.
 func (s *Service) decide(ctx context.Context, dom *descriptor.Domain, w *work) error {
-	results := s.opts.Backend.Decide(ctx, w.checks)
+	results := s.decideChecks(ctx, w)
 	for i := range w.items {
 		it := &w.items[i]
 		if it.check < 0 {

@@ -39,6 +39,12 @@ type Options struct {
 	// DynamicMetadata fills the response's dynamic_metadata
 	// (RESPONSE_DYNAMIC_METADATA).
 	DynamicMetadata bool
+	// AllOrNothing charges none of a request's descriptors when any of
+	// them is denied (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT): the
+	// admitted ones are decided together with the denied one by a backend
+	// that implements backend.TogetherDecider, or refunded right after the
+	// decision otherwise (together.go says what that costs).
+	AllOrNothing bool
 	// Bounds limits the size of requests.
 	Bounds RequestBounds
 	// Logger receives the service's logs. Nil means a new logrus logger
@@ -109,7 +115,10 @@ type Service struct {
 
 	opts Options
 	log  *logrus.Logger
-	cfg  atomic.Pointer[descriptor.Config]
+	// errLog and refundLog rate-limit the warnings about backend errors
+	// and about failed all-or-nothing refunds.
+	errLog, refundLog throttledLog
+	cfg               atomic.Pointer[descriptor.Config]
 	pool sync.Pool // *work
 }
 

@@ -1,0 +1,130 @@
+package service
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// This file is the request-level all-or-nothing of Options.AllOrNothing
+// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT): when any descriptor of a
+// request is denied, none of the request's descriptors keeps a charge.
+//
+// A backend that implements backend.TogetherDecider decides the request's
+// checks as one, atomically. Any other backend decides them as usual
+// (each descriptor atomically, on its own); the service then refunds what
+// the admitted descriptors consumed. Between the decision and the refunds
+// (one more backend round trip) other requests see those charges and may
+// be denied by them; a refund that fails leaves its charge in place
+// (logged), which errs towards denying, never towards admitting more.
+
+// errShortResults is the error of a refund the backend returned no result
+// for.
+var errShortResults = errors.New("backend returned fewer results than checks")
+
+// decideChecks runs w.checks through the main backend: together when
+// all-or-nothing is on and the backend can, else one by one.
+func (s *Service) decideChecks(ctx context.Context, w *work) []backend.Result {
+	if s.opts.AllOrNothing {
+		if td, ok := s.opts.Backend.(backend.TogetherDecider); ok {
+			w.together = true
+			return td.DecideTogether(ctx, w.checks)
+		}
+	}
+	return s.opts.Backend.Decide(ctx, w.checks)
+}
+
+// denied reports whether it is a checked descriptor that the backend, or
+// its domain's failure mode, denied (shadowed or not: the reference stops
+// charging whenever a key is over its limit, whatever shadow mode says).
+func (it *item) denied() bool {
+	if it.kind != kindCheck {
+		return false
+	}
+	switch it.failed {
+	case failedShut:
+		return true
+	case failedOpen:
+		return false
+	}
+	return !it.dec.Allowed
+}
+
+// charged reports whether it consumed something that a refund can give
+// back.
+func (it *item) charged() bool {
+	if it.kind != kindCheck || it.uncharged || !it.dec.Allowed || it.cost.N == 0 || it.cost.Refund {
+		return false
+	}
+	return it.failed == notFailed || it.failed == failedLocal
+}
+
+// undoCharges gives back what the request's admitted descriptors consumed
+// when any of its descriptors was denied. A refunded descriptor reports
+// the state after its refund (OK, with what is really left).
+func (s *Service) undoCharges(ctx context.Context, w *work) {
+	anyDenied := false
+	for i := range w.items {
+		anyDenied = anyDenied || w.items[i].denied()
+	}
+	if !anyDenied {
+		return
+	}
+	if w.together {
+		// The backend decided the main checks as one: if one of them was
+		// denied, none consumed. Only local fallbacks and failure-mode
+		// denials can have left charges.
+		mainDenied := false
+		for i := range w.items {
+			it := &w.items[i]
+			mainDenied = mainDenied || (it.denied() && it.failed == notFailed)
+		}
+		for i := range w.items {
+			if it := &w.items[i]; mainDenied && it.failed == notFailed {
+				it.uncharged = true
+			}
+		}
+	}
+	s.refund(ctx, w, notFailed, s.opts.Backend)
+	if s.opts.Local != nil {
+		s.refund(ctx, w, failedLocal, s.opts.Local)
+	}
+}
+
+// refund refunds, through b, the charged items that were decided with
+// failure state f.
+func (s *Service) refund(ctx context.Context, w *work, f failed, b backend.Backend) {
+	w.refunds, w.refundIdx = w.refunds[:0], w.refundIdx[:0]
+	for i := range w.items {
+		it := &w.items[i]
+		if it.failed != f || !it.charged() {
+			continue
+		}
+		rules := it.rules
+		if f == failedLocal {
+			rules = s.localRules(it.rules)
+		}
+		w.refundIdx = append(w.refundIdx, i)
+		w.refunds = append(w.refunds, backend.Check{
+			Identity: w.checks[it.check].Identity, Rules: rules, Cost: limit.Cost{N: it.cost.N, Refund: true},
+		})
+	}
+	if len(w.refunds) == 0 {
+		return
+	}
+	results := b.Decide(ctx, w.refunds)
+	for j, i := range w.refundIdx {
+		it := &w.items[i]
+		if j >= len(results) || results[j].Err != nil {
+			err := errShortResults
+			if j < len(results) {
+				err = results[j].Err
+			}
+			s.refundLog.warn(s.log, "all-or-nothing: a refund failed, so an admitted descriptor of a denied request stays charged", err)
+			continue
+		}
+		it.dec, it.uncharged = results[j].Decision, true
+	}
+}
