@@ -119,7 +119,7 @@ type Service struct {
 	// and about failed all-or-nothing refunds.
 	errLog, refundLog throttledLog
 	cfg               atomic.Pointer[descriptor.Config]
-	pool sync.Pool // *work
+	pool              sync.Pool // *work
 }
 
 // New returns a Service with no config (every domain unknown) until
