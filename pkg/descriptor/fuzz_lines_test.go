@@ -3,6 +3,8 @@ package descriptor
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -69,4 +71,75 @@ func FuzzParseLines(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestYAMLSyntaxErrorLines: every class of syntax error the YAML library
+// reports is put on the line holding the mistake. The library names the
+// line where the enclosing map or list starts, 0-based, for parser errors
+// (an indentation error on line 71 came out as line 2) and the line before
+// for others; each case fails that way without the recovery.
+func TestYAMLSyntaxErrorLines(t *testing.T) {
+	// head is 70 valid lines: descriptors start on line 2, the last
+	// descriptor's rate_limit map on line 69.
+	var head strings.Builder
+	head.WriteString("domain: d\ndescriptors:\n")
+	for i := 0; i < 22; i++ {
+		fmt.Fprintf(&head, "  - key: k%d\n    rate_limit:\n      unit: second\n", i)
+	}
+	head.WriteString("  - key: last\n    rate_limit:\n")
+	if n := strings.Count(head.String(), "\n"); n != 70 {
+		t.Fatalf("head has %d lines, want 70", n)
+	}
+	tests := []struct {
+		name string
+		tail string // from line 71
+		line int
+		msg  string
+	}{
+		{"key indented less than its map", "      unit: second\n     requests_per_unit: 5\n", 72, "did not find expected key"},
+		{"key indented between levels", "      unit: second\n   bad: 1\n", 72, "did not find expected '-' indicator"},
+		{"list item under a map", "      unit: second\n      - x\n", 72, "did not find expected key"},
+		{"tab indentation", "      unit: second\n\tbad: 1\n", 72, "found a tab character that violates indentation"},
+		{"unclosed flow list", "      unit: [second\n  - key: z\n", 71, "did not find expected ',' or ']'"},
+		{"unclosed flow map", "      unit: {a: 1\n\n  - key: z\n", 71, "did not find expected ',' or '}'"},
+		{"unterminated double quote", "      unit: \"second\n  - key: z\n", 71, "found unexpected end of stream"},
+		{"unterminated single quote", "      unit: 'second\n", 71, "found unexpected end of stream"},
+		{"mapping value in a plain scalar", "      unit: a: b\n", 71, "mapping values are not allowed in this context"},
+		{"reserved character", "      unit: @second\n", 71, "found character that cannot start any token"},
+		{"empty alias", "      unit: *\n", 71, "did not find expected alphabetic or numeric character"},
+		{"unknown escape", "      unit: \"\\q\"\n", 71, "found unknown escape character"},
+		{"unclosed verbatim tag", "      unit: !<x second\n", 71, "did not find the expected '>'"},
+		{"block scalar indentation", "      unit: |\n    x\n    y: 1\n", 72, "could not find expected ':'"},
+		{"text after document end", "      unit: second\n...\nfoo\n", 73, "did not find expected <document start>"},
+		{"in the second document", "      unit: second\n---\ndomain: e\ndescriptors:\n  - key: a\n - key: b\n", 76, "did not find expected key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, crlf := range []bool{false, true} {
+				data := head.String() + tt.tail
+				if crlf {
+					data = strings.ReplaceAll(data, "\n", "\r\n")
+				}
+				_, err := Parse("f.yaml", []byte(data))
+				want := fmt.Sprintf("f.yaml:%d: bad YAML: %s", tt.line, tt.msg)
+				if err == nil || err.Error() != want {
+					t.Errorf("crlf %v: Parse = %v, want %s", crlf, err, want)
+				}
+			}
+		})
+	}
+	// On the first lines, where the library gives no line at all.
+	for _, tt := range []struct {
+		data string
+		want string
+	}{
+		{"{a: 1\n", "f.yaml:1: bad YAML: did not find expected ',' or '}'"},
+		{"- a\nb: c\n", "f.yaml:2: bad YAML: did not find expected '-' indicator"},
+		{"a: 1\n  b: 2\n", "f.yaml:2: bad YAML: mapping values are not allowed in this context"},
+	} {
+		_, err := Parse("f.yaml", []byte(tt.data))
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("Parse(%q) = %v, want %s", tt.data, err, tt.want)
+		}
+	}
 }
