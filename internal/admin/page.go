@@ -1,0 +1,198 @@
+package admin
+
+import (
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/hitters"
+)
+
+// Chart geometry, in SVG user units.
+const (
+	chartW, chartH = 600.0, 120.0
+	chartPad       = 4.0
+)
+
+// pageData is what the page template renders.
+type pageData struct {
+	Status
+	Now        time.Time
+	Charts     []chart
+	TopDenied  []topRow
+	TopHits    []topRow
+	RefreshSec int
+}
+
+// chart is one domain's decisions/s and denials/s as SVG polylines.
+type chart struct {
+	Domain              string
+	Decisions, Denials  string // polyline points
+	Max                 string // the y axis' top, formatted
+	LastDec, LastDenial string
+	W, H                float64
+}
+
+// topRow is one heavy hitter, formatted.
+type topRow struct {
+	hitters.Entry
+	ResetIn string
+}
+
+// handlePage renders the live page: server-side HTML with inline SVG, no
+// script and no external asset, refreshed by the browser every 10 s.
+func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
+	st := s.status(r.Context())
+	now := s.opts.Now()
+	d := pageData{Status: st, Now: now.UTC(), RefreshSec: 10}
+	for _, rt := range st.Rates {
+		d.Charts = append(d.Charts, newChart(rt))
+	}
+	if s.opts.Top != nil {
+		for _, e := range s.opts.Top.Top(hitters.Denials, hitters.Minute, "", "", 15) {
+			row := topRow{Entry: e}
+			if left := e.ResetAt.Sub(now); left > 0 {
+				row.ResetIn = "in " + left.Round(100*time.Millisecond).String()
+			} else {
+				row.ResetIn = "admitting now"
+			}
+			d.TopDenied = append(d.TopDenied, row)
+		}
+		for _, e := range s.opts.Top.Top(hitters.Hits, hitters.Minute, "", "", 10) {
+			d.TopHits = append(d.TopHits, topRow{Entry: e})
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Frame-Options", "DENY")
+	if err := pageTemplate.Execute(w, d); err != nil {
+		s.log.WithError(err).Warn("admin: render page")
+	}
+}
+
+// newChart scales one domain's series into the chart box; both lines
+// share one y axis from 0 to the highest decision rate.
+func newChart(r Rate) chart {
+	top := 0.0
+	for _, v := range r.Decisions {
+		top = math.Max(top, v)
+	}
+	top = niceCeil(top)
+	c := chart{Domain: r.Domain, Max: formatRate(top), W: chartW, H: chartH}
+	c.Decisions = points(r.Decisions, top)
+	c.Denials = points(r.Denials, top)
+	if n := len(r.Decisions); n > 0 {
+		c.LastDec, c.LastDenial = formatRate(r.Decisions[n-1]), formatRate(r.Denials[n-1])
+	}
+	return c
+}
+
+func points(vs []float64, top float64) string {
+	var b strings.Builder
+	n := len(vs)
+	for i, v := range vs {
+		x := chartPad
+		if n > 1 {
+			x += float64(i) * (chartW - 2*chartPad) / float64(n-1)
+		}
+		y := chartH - chartPad - v/top*(chartH-2*chartPad)
+		fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten (at least 1).
+func niceCeil(v float64) float64 {
+	if v <= 1 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if v <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func formatRate(v float64) string {
+	if v >= 100 || v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f/s", v)
+	}
+	return fmt.Sprintf("%.1f/s", v)
+}
+
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
+	"since": func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return t.UTC().Format(time.RFC3339)
+	},
+}).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="{{.RefreshSec}}">
+<title>sluice admin · {{.Instance.Hostname}}</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1b1f24}
+header{background:#1b3a5c;color:#fff;padding:10px 20px;display:flex;gap:24px;align-items:baseline;flex-wrap:wrap}
+header h1{font-size:20px;margin:0}
+main{padding:16px 20px;display:grid;gap:16px;grid-template-columns:repeat(auto-fit,minmax(420px,1fr))}
+section{background:#fff;border:1px solid #d8dde3;border-radius:6px;padding:12px 16px}
+h2{font-size:15px;margin:0 0 8px}
+table{border-collapse:collapse;width:100%}
+th,td{text-align:left;padding:3px 6px;border-bottom:1px solid #eceff2;vertical-align:top}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+code{font:12px ui-monospace,monospace;word-break:break-all}
+.ok{color:#17803d;font-weight:600}.bad{color:#c0262d;font-weight:600}
+.err{background:#fdecec;border:1px solid #f3b5b5;padding:6px 8px;border-radius:4px}
+.legend span{margin-right:14px}.dec{color:#2563eb}.den{color:#dc2626}
+svg{background:#fbfcfd;border:1px solid #eceff2}
+</style></head><body>
+<header><h1>sluice</h1>
+<span>{{.Instance.Hostname}}</span><span>version {{.Instance.Version}}</span>
+<span>up {{.Uptime}}</span><span>config <code>{{.Config.Version}}</code></span>
+<span>{{.Now.Format "15:04:05"}} UTC</span></header>
+<main>
+<section id="rates"><h2>Decisions and denials per second, last 15 minutes</h2>
+<div class="legend"><span class="dec">━ decisions/s</span><span class="den">━ denials/s</span></div>
+{{range .Charts}}<h3 style="font-size:14px;margin:10px 0 4px">{{.Domain}} <small>now {{.LastDec}} decided, {{.LastDenial}} denied</small></h3>
+<svg viewBox="0 0 {{.W}} {{.H}}" width="100%" height="{{.H}}" role="img" aria-label="rates of {{.Domain}}">
+<line x1="4" y1="4" x2="596" y2="4" stroke="#e3e7eb"/><line x1="4" y1="60" x2="596" y2="60" stroke="#e3e7eb"/>
+<text x="8" y="16" font-size="11" fill="#6b7280">{{.Max}}</text>
+<text x="8" y="114" font-size="11" fill="#6b7280">−15 min</text><text x="560" y="114" font-size="11" fill="#6b7280">now</text>
+<polyline class="decisions" fill="none" stroke="#2563eb" stroke-width="2" points="{{.Decisions}}"/>
+<polyline class="denials" fill="none" stroke="#dc2626" stroke-width="2" points="{{.Denials}}"/>
+</svg>{{else}}<p>No decisions yet.</p>{{end}}
+</section>
+<section id="denied"><h2>Top denied descriptors, last minute</h2>
+{{if .TopDenied}}<table><tr><th>domain</th><th>rule</th><th>descriptor</th><th>denials</th><th>reset</th></tr>
+{{range .TopDenied}}<tr><td>{{.Domain}}</td><td>{{.Rule}}</td><td><code>{{.Descriptor}}</code></td><td class="n">{{.Count}}</td><td>{{.ResetIn}}</td></tr>
+{{end}}</table>{{else}}<p>Nobody is being denied.</p>{{end}}
+</section>
+<section id="hits"><h2>Top descriptors by hits, last minute</h2>
+{{if .TopHits}}<table><tr><th>domain</th><th>rule</th><th>descriptor</th><th>hits</th></tr>
+{{range .TopHits}}<tr><td>{{.Domain}}</td><td>{{.Rule}}</td><td><code>{{.Descriptor}}</code></td><td class="n">{{.Count}}</td></tr>
+{{end}}</table>{{else}}<p>No hits yet.</p>{{end}}
+</section>
+<section id="backend"><h2>Backend</h2>
+<p>{{.Backend.Kind}}: {{if .Backend.Healthy}}<span class="ok">healthy</span>{{else}}<span class="bad">unreachable</span>{{end}},
+ping {{printf "%.2f" .Backend.LatencyMS}} ms</p>
+{{with .Backend.Error}}<p class="err">{{.}}</p>{{end}}
+</section>
+<section id="config"><h2>Configuration</h2>
+<p>version <code>{{.Config.Version}}</code>, domains: {{range $i, $d := .Config.Domains}}{{if $i}}, {{end}}{{$d}}{{else}}none{{end}}</p>
+<p>{{.Config.Reloads}} loads, {{.Config.Failures}} failed; last loaded {{since .Config.LastSuccess}}</p>
+{{with .Config.LastError}}<p class="err">last reload failed ({{since $.Config.LastFailure}}), the previous config stays in use: <code>{{.}}</code></p>{{else}}<p class="ok">last reload succeeded</p>{{end}}
+</section>
+<section id="instance"><h2>Instance</h2>
+<table><tr><td>host</td><td>{{.Instance.Hostname}} (pid {{.Instance.PID}})</td></tr>
+<tr><td>started</td><td>{{since .Instance.Started}}</td></tr>
+{{range $k, $v := .Instance.Listeners}}<tr><td>{{$k}}</td><td><code>{{$v}}</code></td></tr>{{end}}
+</table></section>
+</main></body></html>
+`))

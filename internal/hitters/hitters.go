@@ -1,0 +1,287 @@
+// Package hitters answers "who is limited right now": the descriptors with
+// the most denials, and with the most hits, per domain and rule, over the
+// last minute and the last hour.
+//
+// It keeps space-saving summaries (summary.go) in a ring of time buckets per
+// window, sharded by item so that concurrent requests rarely share a lock.
+// Memory is fixed by Options whatever the traffic: Capacity counters per
+// shard and bucket, and descriptor values cut to MaxValueLen bytes. Counts
+// are estimates with a stated bound (Entry.Error): an item heavier than its
+// shard's total weight divided by Capacity is always listed.
+//
+// Raw descriptor values are kept here, for the admin listener; they must
+// never become metric labels.
+//
+// The package knows nothing of gRPC, Redis or the service.
+package hitters
+
+import (
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+)
+
+// Defaults for Options' zero values.
+const (
+	DefaultCapacity    = 64
+	DefaultMaxValueLen = 128
+	shards             = 8
+)
+
+// Kind says what is counted.
+type Kind int
+
+// The kinds.
+const (
+	// Denials counts denied descriptors, once per denial.
+	Denials Kind = iota
+	// Hits counts decided descriptors, weighted by their cost.
+	Hits
+	kinds
+)
+
+// Window is a span of recent time.
+type Window int
+
+// The windows. A window is made of buckets: Minute of six 10-second
+// buckets, Hour of twelve 5-minute buckets; a query covers the current
+// bucket and the previous ones, so between 50 and 60 seconds (55 and 60
+// minutes) of the most recent past.
+const (
+	Minute Window = iota
+	Hour
+	windows
+)
+
+var windowShapes = [windows]struct {
+	width time.Duration
+	n     int
+}{
+	Minute: {10 * time.Second, 6},
+	Hour:   {5 * time.Minute, 12},
+}
+
+// String returns "1m" or "1h".
+func (w Window) String() string {
+	if w == Hour {
+		return "1h"
+	}
+	return "1m"
+}
+
+// Options configures a Tracker. The zero Options is a sensible default.
+type Options struct {
+	// Capacity is the number of counters per shard and bucket; 0 means
+	// DefaultCapacity.
+	Capacity int
+	// MaxValueLen bounds each stored descriptor value, in bytes; longer
+	// values are cut and end with "…". 0 means DefaultMaxValueLen.
+	MaxValueLen int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Item names what was counted.
+type Item struct {
+	Domain string `json:"domain"`
+	// Rule is the binding rule's name (or its id when it has no name).
+	Rule string `json:"rule"`
+	// Descriptor is "k=v,k2=v2" with every value cut to MaxValueLen.
+	Descriptor string `json:"descriptor"`
+	// LastSeen is the latest event counted.
+	LastSeen time.Time `json:"last_seen"`
+	// ResetAt is when the latest denial said the rule admits again
+	// (Denials only).
+	ResetAt time.Time `json:"reset_at,omitzero"`
+}
+
+// Entry is one item of a top list.
+type Entry struct {
+	Item
+	// Count is the estimated count: Count-Error ≤ true count ≤ Count.
+	Count uint64 `json:"count"`
+	// Error bounds the overestimation.
+	Error uint64 `json:"error"`
+}
+
+// Tracker counts descriptors. It is safe for concurrent use.
+type Tracker struct {
+	opts   Options
+	seed   maphash.Seed
+	shards [shards]shard
+}
+
+type shard struct {
+	mu    sync.Mutex
+	rings [kinds][windows]ring
+}
+
+// ring is one window's buckets; slot i holds bucket number nums[i].
+type ring struct {
+	width time.Duration
+	sums  []*summary
+	nums  []int64
+}
+
+// New returns a Tracker.
+func New(o Options) *Tracker {
+	if o.Capacity <= 0 {
+		o.Capacity = DefaultCapacity
+	}
+	if o.MaxValueLen <= 0 {
+		o.MaxValueLen = DefaultMaxValueLen
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	t := &Tracker{opts: o, seed: maphash.MakeSeed()}
+	for s := range t.shards {
+		for k := range kinds {
+			for w := range windows {
+				shape := windowShapes[w]
+				r := ring{width: shape.width, sums: make([]*summary, shape.n), nums: make([]int64, shape.n)}
+				for i := range r.sums {
+					r.sums[i] = newSummary(o.Capacity)
+					r.nums[i] = -1
+				}
+				t.shards[s].rings[k][w] = r
+			}
+		}
+	}
+	return t
+}
+
+// Record counts one decided descriptor: a hit of weight cost, and a denial
+// when denied, under the binding rule's name; reset is the denial's wait.
+func (t *Tracker) Record(domain, rule string, entries []descriptor.Entry, cost uint64, denied bool, reset time.Duration) {
+	var h maphash.Hash
+	h.SetSeed(t.seed)
+	h.WriteString(domain)
+	h.WriteByte(0)
+	h.WriteString(rule)
+	for _, e := range entries {
+		h.WriteByte(0)
+		h.WriteString(e.Key)
+		h.WriteByte(1)
+		h.WriteString(e.Value)
+	}
+	key := h.Sum64()
+	now := t.opts.Now()
+	mk := func() Item {
+		return Item{Domain: domain, Rule: rule, Descriptor: t.format(entries)}
+	}
+	seen := func(it *Item) { it.LastSeen = now }
+	denial := func(it *Item) { it.LastSeen, it.ResetAt = now, now.Add(reset) }
+	sh := &t.shards[key%shards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for w := range windows {
+		sh.rings[Hits][w].current(now).add(key, cost, mk, seen)
+		if denied {
+			sh.rings[Denials][w].current(now).add(key, 1, mk, denial)
+		}
+	}
+}
+
+// current returns the summary of now's bucket, emptied if it held an
+// older bucket.
+func (r *ring) current(now time.Time) *summary {
+	n := now.UnixNano() / int64(r.width)
+	i := int(n % int64(len(r.sums)))
+	if r.nums[i] != n {
+		r.sums[i].reset()
+		r.nums[i] = n
+	}
+	return r.sums[i]
+}
+
+// Top returns the n heaviest items of kind over window, heaviest first,
+// keeping only domain's items when domain is not empty and rule's when
+// rule is not empty.
+func (t *Tracker) Top(kind Kind, window Window, domain, rule string, n int) []Entry {
+	if kind < 0 || kind >= kinds || window < 0 || window >= windows || n <= 0 {
+		return nil
+	}
+	now := t.opts.Now()
+	merged := map[uint64]*Entry{}
+	for s := range t.shards {
+		sh := &t.shards[s]
+		sh.mu.Lock()
+		r := &sh.rings[kind][window]
+		cur := now.UnixNano() / int64(r.width)
+		for i, sum := range r.sums {
+			if r.nums[i] < 0 || r.nums[i] > cur || r.nums[i] <= cur-int64(len(r.sums)) {
+				continue
+			}
+			for _, c := range sum.heap.items {
+				if (domain != "" && c.item.Domain != domain) || (rule != "" && c.item.Rule != rule) {
+					continue
+				}
+				e := merged[c.key]
+				if e == nil {
+					e = &Entry{Item: c.item}
+					merged[c.key] = e
+				}
+				e.Count += c.count
+				e.Error += c.err
+				if c.item.LastSeen.After(e.LastSeen) {
+					e.LastSeen = c.item.LastSeen
+				}
+				if c.item.ResetAt.After(e.ResetAt) {
+					e.ResetAt = c.item.ResetAt
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	out := make([]Entry, 0, len(merged))
+	for _, e := range merged {
+		out = append(out, *e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int {
+		switch {
+		case a.Count != b.Count:
+			if a.Count > b.Count {
+				return -1
+			}
+			return 1
+		case a.Domain != b.Domain:
+			return strings.Compare(a.Domain, b.Domain)
+		case a.Rule != b.Rule:
+			return strings.Compare(a.Rule, b.Rule)
+		}
+		return strings.Compare(a.Descriptor, b.Descriptor)
+	})
+	return out[:min(n, len(out))]
+}
+
+// format writes entries as "k=v,k2=v2", cutting long keys and values.
+func (t *Tracker) format(entries []descriptor.Entry) string {
+	var b strings.Builder
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(cut(e.Key, t.opts.MaxValueLen))
+		b.WriteByte('=')
+		b.WriteString(cut(e.Value, t.opts.MaxValueLen))
+	}
+	return b.String()
+}
+
+// cut bounds s to n bytes, marking a cut with "…" (without splitting a
+// UTF-8 sequence when s is valid UTF-8).
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && i < len(s) && s[i]&0xC0 == 0x80 {
+		i--
+	}
+	return s[:i] + "…"
+}
