@@ -67,10 +67,14 @@ func TestBinary(t *testing.T) {
 		return grpcAddr != ""
 	})
 
-	for i, want := range []string{"overall: OK", "overall: OVER_LIMIT"} {
-		out, err := exec.Command(bin, "check", "--addr", grpcAddr, "--domain", "api", "--descriptor", "k=v").CombinedOutput()
-		if err != nil || !strings.HasPrefix(string(out), want+"\n") {
-			t.Errorf("check %d: %v\n%s\nwant %s", i+1, err, out, want)
+	for i, want := range []struct {
+		out  string
+		code int
+	}{{"overall: OK", 0}, {"overall: OVER_LIMIT", 1}} {
+		cmd := exec.Command(bin, "check", "--addr", grpcAddr, "--domain", "api", "--descriptor", "k=v")
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != want.code || !strings.HasPrefix(string(out), want.out+"\n") {
+			t.Errorf("check %d: exit %d\n%s\nwant exit %d and %s", i+1, code, out, want.code, want.out)
 		}
 	}
 

@@ -104,8 +104,9 @@ func TestServeRedis(t *testing.T) {
 	for i, tc := range []struct {
 		s    *served
 		want string
-	}{{a, "overall: OK"}, {b, "overall: OK"}, {a, "overall: OVER_LIMIT"}} {
-		if code, out := call(tc.s, "api"); code != 0 || !strings.HasPrefix(out, tc.want+"\n") {
+		code int
+	}{{a, "overall: OK", 0}, {b, "overall: OK", 0}, {a, "overall: OVER_LIMIT", 1}} {
+		if code, out := call(tc.s, "api"); code != tc.code || !strings.HasPrefix(out, tc.want+"\n") {
 			t.Errorf("call %d: exit %d\n%s\nwant %s", i+1, code, out, tc.want)
 		}
 	}
@@ -119,7 +120,7 @@ func TestServeRedis(t *testing.T) {
 	}
 	// The denial Redis gave a is remembered: asking again is answered in
 	// process (a cache hit), with no new pipeline.
-	if code, out := call(a, "api"); code != 0 || !strings.HasPrefix(out, "overall: OVER_LIMIT\n") {
+	if code, out := call(a, "api"); code != 1 || !strings.HasPrefix(out, "overall: OVER_LIMIT\n") {
 		t.Errorf("repeat of a denied call: exit %d\n%s", code, out)
 	}
 	fams := a.scrapeMetrics(t)
@@ -138,11 +139,11 @@ func TestServeRedis(t *testing.T) {
 	// k=v's denial is cached until its window ends, and is still answered
 	// OVER_LIMIT locally (the cache holds what Redis said); a descriptor
 	// never denied needs Redis.
-	if code, out := call(a, "api"); code != 0 || !strings.HasPrefix(out, "overall: OVER_LIMIT\n") {
+	if code, out := call(a, "api"); code != 1 || !strings.HasPrefix(out, "overall: OVER_LIMIT\n") {
 		t.Errorf("cached denial with Redis down: exit %d\n%s", code, out)
 	}
-	if code, out := callKV(a, "api", "k=fresh"); code != 1 || !strings.Contains(out, "Unavailable") {
-		t.Errorf("failure_mode error with Redis down: exit %d\n%s\nwant exit 1 and Unavailable", code, out)
+	if code, out := callKV(a, "api", "k=fresh"); code != 2 || !strings.Contains(out, "Unavailable") {
+		t.Errorf("failure_mode error with Redis down: exit %d\n%s\nwant exit 2 and Unavailable", code, out)
 	}
 	if code, out := call(a, "open"); code != 0 || !strings.HasPrefix(out, "overall: OK\n") {
 		t.Errorf("failure_mode allow with Redis down: exit %d\n%s\nwant OK", code, out)
@@ -176,7 +177,7 @@ func TestServeRedisDownAtStart(t *testing.T) {
 		t.Errorf("/healthcheck with no Redis: %d, want 500", code)
 	}
 	code, out, errOut := runCmd(t, nil, "check", "--addr", s.grpc, "--domain", "api", "--descriptor", "k=v")
-	if code != 1 || !strings.Contains(errOut, "Unavailable") {
-		t.Errorf("check with no Redis: exit %d\n%s%s\nwant exit 1 and Unavailable", code, out, errOut)
+	if code != 2 || !strings.Contains(errOut, "Unavailable") {
+		t.Errorf("check with no Redis: exit %d\n%s%s\nwant exit 2 and Unavailable", code, out, errOut)
 	}
 }

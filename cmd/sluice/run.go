@@ -23,6 +23,7 @@ Usage:
   sluice serve [flags]            run the service (sluice serve --help lists the settings)
   sluice validate [flags] PATH... check config files or directories; print every error as file:line: reason
   sluice check [flags]            send one ShouldRateLimit to a running server and print the answer
+  sluice counters get|reset       look up or reset a descriptor's counters on the admin listener
   sluice version                  print the version
   sluice help                     print this help
 
@@ -30,6 +31,8 @@ Examples:
   sluice serve --config examples/config
   sluice validate /etc/ratelimit/config
   sluice check --addr 127.0.0.1:8081 --domain api --descriptor user=alice,path=/api/ocr
+  sluice counters get --domain api --entry user=alice
+  sluice counters reset --domain api --entry user=alice --rule per_user
 `
 
 // run is the whole program: it runs the command named by args[0] with the
@@ -47,6 +50,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return validate(rest, environ, stdout, stderr)
 	case "check":
 		return check(ctx, rest, stdout, stderr)
+	case "counters":
+		return counters(ctx, rest, environ, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "sluice %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return exitOK

@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
+	"github.com/sluice-rl/sluice/internal/admin"
 	"github.com/sluice-rl/sluice/internal/reload"
 	"github.com/sluice-rl/sluice/internal/server"
 	"github.com/sluice-rl/sluice/internal/service"
@@ -63,6 +64,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		}
 	}
 
+	aw := newAdminWiring()
 	svc := service.New(service.Options{
 		Backend:        obs.backend(backends.main),
 		Local:          backends.local,
@@ -80,7 +82,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		},
 		DynamicMetadata: s.DynamicMetadata,
 		Logger:          log,
-		Observer:        obs.observer(),
+		Observer:        admin.Tee(obs.observer(), aw.observer),
 	})
 
 	paths := s.configPaths()
@@ -128,7 +130,6 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		GRPCUnixSocket:        s.GRPCUDS,
 		HTTPAddr:              net.JoinHostPort(s.HTTPHost, strconv.Itoa(s.HTTPPort)),
 		Service:               svc,
-		ConfigText:            func() string { return svc.Config().Dump() },
 		TLS:                   tlsFiles,
 		MaxConnectionAge:      s.MaxConnectionAge,
 		MaxConnectionAgeGrace: s.MaxConnectionAgeGrace,
@@ -157,19 +158,19 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	}
 	probe.check(ctx) // before serving: a dead Redis is NOT_SERVING from the start
 
-	if s.DebugAddr != "" {
-		dbg, err := startDebug(s.DebugAddr, log)
-		if err != nil {
-			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
-			return exitError
-		}
-		defer dbg.stop()
+	runAdmin, err := startAdmin(s, log, aw, svc, backends, srv, watcher)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return exitError
 	}
 
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { watcher.Run(bg) })
 	wg.Go(func() { probe.run(bg) })
+	if runAdmin != nil {
+		wg.Go(func() { runAdmin(bg) })
+	}
 	err = srv.Serve(ctx)
 	stop()
 	wg.Wait()

@@ -69,6 +69,7 @@ type settings struct {
 	HealthInterval  time.Duration
 	DrainDelay      time.Duration
 	DebugAddr       string
+	Admin           adminSettings
 	LocalCache      bool
 	LocalCacheSize  int
 	StreamWorkers   int
@@ -251,7 +252,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	boolean(&s.LocalCache, "local-cache", "SLUICE_LOCAL_CACHE", true, "answer known Redis denials in process until they end (no round trip)")
 	integer(&s.LocalCacheSize, "local-cache-size", "SLUICE_LOCAL_CACHE_SIZE", 10000, "most descriptors the local denial cache holds")
 	integer(&s.StreamWorkers, "grpc-stream-workers", "SLUICE_GRPC_STREAM_WORKERS", defaultStreamWorkers, "gRPC calls served by a pool of this many long-lived goroutines instead of one new goroutine each (saves stack growth; calls beyond it get their own goroutine); 0 = a new goroutine for every call")
-	str(&s.DebugAddr, "debug-addr", "SLUICE_DEBUG_ADDR", "", "serve pprof at /debug/pprof/ on this address (off when empty; use loopback, e.g. 127.0.0.1:6070)")
+	adminFlags(str, &s.Admin)
+	str(&s.DebugAddr, "debug-addr", "SLUICE_DEBUG_ADDR", "", "deprecated: the admin listener's address, when --admin-addr keeps its default")
 	duration(&s.DrainDelay, "drain-delay", "SLUICE_DRAIN_DELAY", 0, "at shutdown, fail health this long before closing listeners")
 	duration(&s.ShutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", 10*time.Second, "at shutdown, wait this long for in-flight calls")
 

@@ -164,6 +164,13 @@ func New(o Options) (*Server, error) {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
 	s.ln = ln
+	listeners := map[string]string{"admin": s.Addr()}
+	for k, v := range o.Info.Listeners {
+		if k != "admin" {
+			listeners[k] = v
+		}
+	}
+	s.opts.Info.Listeners = listeners
 
 	if o.Reflection != nil {
 		s.grpc = grpc.NewServer()

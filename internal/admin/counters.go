@@ -215,7 +215,7 @@ func (s *Server) counters(ctx context.Context, domain string, entries []Entry) (
 	c := &Counters{Domain: domain, Entries: entries, Unlimited: t.Unlimited, Identity: t.Identity,
 		Rules: []RuleState{}, Allowed: true, ConfigVersion: s.version(t.Config), At: now.UTC()}
 	if t.Node != nil {
-		c.Matched = &Node{Path: t.Node.Path(), File: t.Node.File, Line: t.Node.Line}
+		c.Matched = &Node{Path: domain + "." + t.Node.Path(), File: t.Node.File, Line: t.Node.Line}
 	}
 	if len(t.Rules) == 0 {
 		return c, http.StatusOK, nil
@@ -240,7 +240,7 @@ func (s *Server) counters(ctx context.Context, domain string, entries []Entry) (
 		capacity := rule.Capacity()
 		c.Rules = append(c.Rules, RuleState{
 			Name: rule.Name, ID: rule.ID(), Algorithm: rule.Algorithm.String(), Limit: rule.Limit,
-			Period: rule.Period().String(), Capacity: capacity, Used: capacity - min(capacity, o.Remaining),
+			Period: period(rule), Capacity: capacity, Used: capacity - min(capacity, o.Remaining),
 			Remaining: o.Remaining, ResetSeconds: o.Reset.Seconds(), ResetAt: now.Add(o.Reset).UTC(),
 		})
 		if o.Remaining == 0 {
@@ -253,6 +253,15 @@ func (s *Server) counters(ctx context.Context, domain string, entries []Entry) (
 		c.Rules[d.Binding].Binding = true
 	}
 	return c, http.StatusOK, nil
+}
+
+// period names a rule's period: "1 minute", "5 minutes".
+func period(r limit.Rule) string {
+	m := max(1, r.Multiplier)
+	if m == 1 {
+		return "1 " + r.Unit.String()
+	}
+	return fmt.Sprintf("%d %ss", m, r.Unit.String())
 }
 
 // version names a config by a hash of its dump, computed once per config.

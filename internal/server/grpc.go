@@ -12,12 +12,12 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 )
 
-// newGRPC builds the gRPC server with the rate-limit, health and
-// reflection services, and sets s.health.
+// newGRPC builds the gRPC server with the rate-limit and health services,
+// and sets s.health. Reflection is served by the admin listener, not here:
+// it describes the service to anyone who can connect.
 func (s *Server) newGRPC() (*grpc.Server, error) {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxRequestBytes),
@@ -47,7 +47,6 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 	rlsv3.RegisterRateLimitServiceServer(g, s.opts.Service)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(g, s.health)
-	reflection.Register(g)
 	return g, nil
 }
 

@@ -73,7 +73,6 @@ func newStackOn(t *testing.T, yaml string, opts Options, wrap func(rlsv3.RateLim
 	if wrap != nil {
 		opts.Service = wrap(svc)
 	}
-	opts.ConfigText = func() string { return svc.Config().Dump() }
 	if opts.Logger == nil {
 		opts.Logger = quietLogger()
 	}

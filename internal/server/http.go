@@ -94,11 +94,3 @@ func httpStatus(c codes.Code) int {
 	}
 	return http.StatusInternalServerError
 }
-
-// handleConfig serves ConfigText as plain text.
-func (s *Server) handleConfig(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if s.opts.ConfigText != nil {
-		io.WriteString(w, s.opts.ConfigText())
-	}
-}

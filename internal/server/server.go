@@ -51,9 +51,6 @@ type Options struct {
 	GRPCUnixSocket string
 	// Service answers ShouldRateLimit, over gRPC and over /json.
 	Service rlsv3.RateLimitServiceServer
-	// ConfigText returns the text served at /rlconfig: a dump of the
-	// configuration in use. Nil serves an empty body.
-	ConfigText func() string
 	// TLS, when not nil, serves gRPC over TLS (and HTTP too with
 	// Access.HTTPTLS).
 	TLS *TLSFiles
@@ -136,7 +133,6 @@ func New(o Options) (*Server, error) {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("/healthcheck", s.handleHealthcheck)
 	s.mux.HandleFunc("/json", s.handleJSON)
-	s.mux.HandleFunc("/rlconfig", s.handleConfig)
 	o.HTTPLimits = o.HTTPLimits.withDefaults()
 	s.opts.HTTPLimits = o.HTTPLimits
 	s.http = &http.Server{

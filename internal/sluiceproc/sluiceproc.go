@@ -45,8 +45,9 @@ type Options struct {
 	// Binary is the path of the sluice binary.
 	Binary string
 	// Env are extra environment variables. They win over the defaults:
-	// GRPC_HOST and HOST 127.0.0.1, GRPC_PORT and PORT 0 (the kernel picks
-	// free ports), LOG_FORMAT json. Only PATH, HOME and TMPDIR are
+	// GRPC_HOST and HOST 127.0.0.1, GRPC_PORT and PORT 0 and
+	// SLUICE_ADMIN_ADDR 127.0.0.1:0 (the kernel picks free ports),
+	// LOG_FORMAT json. Only PATH, HOME and TMPDIR are
 	// inherited from this process.
 	Env map[string]string
 	// Args are extra command-line arguments after `serve`.
@@ -91,7 +92,8 @@ func Launch(opts Options) (*Process, error) {
 	env := map[string]string{
 		"GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0",
 		"HOST": "127.0.0.1", "PORT": "0",
-		"LOG_FORMAT": "json",
+		"SLUICE_ADMIN_ADDR": "127.0.0.1:0",
+		"LOG_FORMAT":        "json",
 	}
 	for _, k := range []string{"PATH", "HOME", "TMPDIR"} {
 		if v, ok := os.LookupEnv(k); ok {

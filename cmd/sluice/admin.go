@@ -1,0 +1,118 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/sluice-rl/sluice/internal/admin"
+	"github.com/sluice-rl/sluice/internal/hitters"
+	"github.com/sluice-rl/sluice/internal/reload"
+	"github.com/sluice-rl/sluice/internal/server"
+	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/pkg/backend"
+)
+
+// adminSettings are the SLUICE_ADMIN_* settings.
+type adminSettings struct {
+	Addr                   string // "off" disables the listener
+	TLSCert, TLSKey, TLSCA string
+	TokenFile              string
+}
+
+// adminFlags defines the admin listener's flags with serveFlags' str.
+func adminFlags(str func(p *string, name, env, def, usage string), a *adminSettings) {
+	str(&a.Addr, "admin-addr", "SLUICE_ADMIN_ADDR", admin.DefaultAddr,
+		`admin listener: live page, /rlconfig, pprof, counters API, gRPC reflection; "off" disables it. A non-loopback address needs a token file or a client CA`)
+	str(&a.TLSCert, "admin-tls-cert", "SLUICE_ADMIN_TLS_CERT", "", "admin listener's TLS certificate file (TLS when set, re-read when it changes)")
+	str(&a.TLSKey, "admin-tls-key", "SLUICE_ADMIN_TLS_KEY", "", "admin listener's TLS key file")
+	str(&a.TLSCA, "admin-tls-client-cacert", "SLUICE_ADMIN_TLS_CLIENT_CACERT", "", "CA file; when set, admin clients must present a certificate it signed")
+	str(&a.TokenFile, "admin-token-file", "SLUICE_ADMIN_TOKEN_FILE", "", "file holding the bearer token every admin request must present (re-read when it changes)")
+}
+
+// adminWiring is what serve hands the admin listener.
+type adminWiring struct {
+	observer *admin.Observer
+	top      *hitters.Tracker
+}
+
+// newAdminWiring builds the observer feeding the page and heavy hitters.
+func newAdminWiring() *adminWiring {
+	top := hitters.New(hitters.Options{})
+	return &adminWiring{observer: admin.NewObserver(top, nil), top: top}
+}
+
+// startAdmin binds the admin listener unless it is off, and returns a
+// function running it until ctx is done (nil when off).
+func startAdmin(s *settings, log *logrus.Logger, w *adminWiring, svc *service.Service, b *backends,
+	srv *server.Server, watcher *reload.Watcher) (func(context.Context), error) {
+	addr := s.Admin.Addr
+	if s.DebugAddr != "" && addr == admin.DefaultAddr {
+		log.WithField("addr", s.DebugAddr).Warn(s.source["debug-addr"] + " is deprecated: it now sets the admin listener's address (SLUICE_ADMIN_ADDR)")
+		addr = s.DebugAddr
+	}
+	if addr == "off" || addr == "" {
+		log.Info("admin listener off")
+		return nil, nil
+	}
+	var tlsFiles *server.TLSFiles
+	switch {
+	case s.Admin.TLSCert != "" || s.Admin.TLSKey != "":
+		tlsFiles = &server.TLSFiles{CertFile: s.Admin.TLSCert, KeyFile: s.Admin.TLSKey, ClientCAFile: s.Admin.TLSCA}
+	case s.Admin.TLSCA != "":
+		return nil, fmt.Errorf("%s needs a certificate and key (%s, %s)", s.source["admin-tls-client-cacert"], s.source["admin-tls-cert"], s.source["admin-tls-key"])
+	}
+	var resetters []backend.Resetter
+	for _, be := range []backend.Backend{b.main, b.local} {
+		if r, ok := be.(backend.Resetter); ok {
+			resetters = append(resetters, r)
+		}
+	}
+	host, _ := os.Hostname()
+	kind := s.backend()
+	if kind == "redis" {
+		kind = "redis " + cmp.Or(s.Redis.Type, "single")
+	}
+	a, err := admin.New(admin.Options{
+		Addr:      addr,
+		TLS:       tlsFiles,
+		TokenFile: s.Admin.TokenFile,
+		Looker:    svc,
+		Backend:   b.main,
+		Resetters: resetters,
+		Observer:  w.observer,
+		Top:       w.top,
+		Info: admin.Info{Version: version, Hostname: host, PID: os.Getpid(), Started: time.Now().UTC(), Backend: kind,
+			Listeners: map[string]string{
+				"grpc": srv.GRPCAddr(),
+				"http": srv.HTTPAddr(),
+			}},
+		ConfigText: func() string { return svc.Config().Dump() },
+		Reloads: func() admin.ReloadState {
+			st := watcher.Stats()
+			return admin.ReloadState{Successes: st.Successes, Failures: st.Failures,
+				LastSuccess: st.LastSuccess, LastFailure: st.LastFailure, LastError: st.LastError}
+		},
+		Reflection: srv,
+		Logger:     log,
+	})
+	if err != nil && addr == admin.DefaultAddr && errors.Is(err, syscall.EADDRINUSE) {
+		// Only the default: an address the operator chose must work.
+		log.WithError(err).Error("admin listener NOT started: its default address is in use (another sluice on this host?); set SLUICE_ADMIN_ADDR to another address, or off")
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) {
+		if err := a.Serve(ctx); err != nil {
+			log.WithError(err).Error("admin listener failed")
+		}
+	}, nil
+}
