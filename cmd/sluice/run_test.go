@@ -91,6 +91,11 @@ func TestValidate(t *testing.T) {
 	writeConfig(t, split, "a1.yaml", "domain: a\ndescriptors:\n  - key: k1\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
 	writeConfig(t, split, "a2.yaml", "domain: a\ndescriptors:\n  - key: k2\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
 
+	// What the incumbent loads, ignoring parts of it (regression: each
+	// made validate and serve exit 1).
+	lenient := t.TempDir()
+	lenientFile := writeConfig(t, lenient, "limits", "domain: a\nunit: second\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+
 	tests := []struct {
 		name     string
 		env      []string
@@ -110,6 +115,8 @@ func TestValidate(t *testing.T) {
 		{"bad env", []string{"MERGE_DOMAIN_CONFIG=perhaps"}, []string{split}, 2, nil},
 		{"missing path", nil, []string{filepath.Join(good, "nope")}, 1, []string{filepath.Join(good, "nope") + ": "}},
 		{"no path", nil, nil, 2, nil},
+		{"what the incumbent ignores is a warning", nil, []string{lenient}, 0, []string{"warning: " + lenientFile + ":2: key 'unit' means nothing in the domain root and is ignored", "1 domain OK: a"}},
+		{"strict refuses it", nil, []string{"--strict", lenient}, 1, []string{lenientFile + ":2: key 'unit' means nothing in the domain root"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,11 +12,14 @@ import (
 )
 
 // validate loads the config at the given paths as serve would and prints
-// every error as "file:line: reason" (exit 1), or a summary (exit 0).
+// every error as "file:line: reason" (exit 1), or the warnings and a
+// summary (exit 0). With --strict, what serve would ignore with a warning
+// is an error.
 func validate(args, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	merge := fs.Bool("merge-domain-config", false, "allow several files to define one domain (env MERGE_DOMAIN_CONFIG)")
+	strict := fs.Bool("strict", false, "refuse what the reference would ignore (keys where they mean nothing, keys written twice, later YAML documents) instead of warning")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice validate [flags] PATH...\n\nPATH is a config file or a directory: every regular file in it is read,\nwhatever its name, except names starting with '.'.\n\n")
 		fs.PrintDefaults()
@@ -38,7 +41,7 @@ func validate(args, environ []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	cfg, err := descriptor.Load(descriptor.LoadOptions{MergeDomains: *merge}, fs.Args()...)
+	cfg, err := descriptor.Load(descriptor.LoadOptions{MergeDomains: *merge, Strict: *strict}, fs.Args()...)
 	if err != nil {
 		n := printConfigErrors(stdout, err)
 		fmt.Fprintf(stderr, "sluice validate: %d %s\n", n, plural(n, "error", "errors"))

@@ -75,6 +75,9 @@ func sortErrors(l ErrorList) {
 func (c *compiler) domain(s *DomainSpec) *Domain {
 	d := &Domain{File: s.At.Source, line: s.At.Line}
 	d.Name = s.Name
+	for _, w := range s.Warnings {
+		d.warnings = append(d.warnings, w.Error())
+	}
 	if s.FailureMode != "" || !s.FailureModeAt.IsZero() {
 		at := s.FailureModeAt.or(s.At.below("failure_mode"))
 		m, err := ParseFailureMode(s.FailureMode)

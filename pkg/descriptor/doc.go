@@ -26,7 +26,8 @@
 //
 // # Format
 //
-// A file holds one domain (or a YAML stream of several, one per document):
+// A file holds one domain (a later document of a YAML stream is ignored
+// with a warning, as the reference reads only the first):
 //
 //	domain: api                 # required
 //	failure_mode: error         # sluice: error (default), allow, deny or local
@@ -43,10 +44,13 @@
 //
 // A rule map takes unit, requests_per_unit, name, unlimited, replaces (the
 // reference's keys) and algorithm, burst, unit_multiplier, time_zone
-// (sluice's). Everything the reference accepts means the same here. Parsing
-// is strict: unknown keys, wrong types, duplicate keys, rules that would
-// share state and the like are errors, and every error of every file is
-// reported (ErrorList), each with its file and line.
+// (sluice's). Everything the reference accepts means the same here, and a
+// file the reference loads loads here: what it ignores (a key it knows
+// written where it means nothing, a key written twice, later documents) is
+// ignored with a warning naming file and line (Config.Warnings), or refused
+// with ReadOptions.Strict. Otherwise parsing is strict: unknown keys, wrong
+// types, rules that would share state and the like are errors, and every
+// error of every file is reported (ErrorList), each with its file and line.
 // docs/decisions/0003-config-files-and-extensions.md records the choices.
 //
 // # Matching

@@ -17,35 +17,45 @@ import (
 type want struct {
 	line   int
 	reason string
+	// warn marks something the reference ignores: a warning by default,
+	// an error in strict mode (`# warn "reason"`).
+	warn bool
 }
 
 var (
-	wantComment = regexp.MustCompile(`want(-file)?((?:\s+"(?:[^"\\]|\\.)*")+)`)
+	wantComment = regexp.MustCompile(`(want|warn)(-file)?((?:\s+"(?:[^"\\]|\\.)*")+)`)
 	quoted      = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 )
 
 // readWants collects the `# want "reason"...` annotations of a fixture: each
-// expects an error at the annotation's line (`want-file`: at line 0).
+// expects an error at the annotation's line (`want-file`: at line 0); and
+// the `# warn "reason"` ones, each expecting a warning (an error in strict
+// mode).
 func readWants(t *testing.T, data []byte) []want {
 	t.Helper()
 	var wants []want
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for line := 1; sc.Scan(); line++ {
-		m := wantComment.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		at := line
-		if m[1] != "" {
-			at = 0
-		}
-		for _, q := range quoted.FindAllString(m[2], -1) {
-			s, err := strconv.Unquote(q)
-			if err != nil {
-				t.Fatalf("line %d: bad want %s: %v", line, q, err)
+		for _, m := range wantComment.FindAllStringSubmatch(sc.Text(), -1) {
+			at := line
+			if m[2] != "" {
+				at = 0
 			}
-			wants = append(wants, want{at, s})
+			wants = appendWants(t, wants, line, at, m[1] == "warn", m[3])
 		}
+	}
+	return wants
+}
+
+// appendWants appends the quoted reasons of one annotation.
+func appendWants(t *testing.T, wants []want, line, at int, warn bool, reasons string) []want {
+	t.Helper()
+	for _, q := range quoted.FindAllString(reasons, -1) {
+		s, err := strconv.Unquote(q)
+		if err != nil {
+			t.Fatalf("line %d: bad want %s: %v", line, q, err)
+		}
+		wants = append(wants, want{line: at, reason: s, warn: warn})
 	}
 	return wants
 }
@@ -88,7 +98,8 @@ func checkErrors(t *testing.T, file string, err error, wants []want) {
 }
 
 // TestParseErrors parses every fixture under testdata/errors and checks its
-// errors against the fixture's own `# want` annotations.
+// errors against the fixture's own `# want` annotations, and its warnings
+// against the `# warn` ones; in strict mode, both are errors.
 func TestParseErrors(t *testing.T) {
 	files, err := filepath.Glob("testdata/errors/*.yaml")
 	if err != nil || len(files) == 0 {
@@ -100,14 +111,46 @@ func TestParseErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wants := readWants(t, data)
-			if len(wants) == 0 {
+			all := readWants(t, data)
+			if len(all) == 0 {
 				t.Fatal("fixture has no want annotation")
 			}
-			_, err = Parse(f, data)
-			checkErrors(t, f, err, wants)
+			var errs, warns []want
+			for _, w := range all {
+				if w.warn {
+					warns = append(warns, w)
+				} else {
+					errs = append(errs, w)
+				}
+			}
+			domains, err := Parse(f, data)
+			checkErrors(t, f, err, errs)
+			var got ErrorList
+			for _, d := range domains {
+				for _, w := range d.warnings {
+					got = append(got, &Error{File: f, Line: lineOf(t, f, w), Reason: w})
+				}
+			}
+			t.Run("warnings", func(t *testing.T) { checkErrors(t, f, got.err(), warns) })
+			_, err = parse(f, data, ReadOptions{Strict: true})
+			t.Run("strict", func(t *testing.T) { checkErrors(t, f, err, all) })
 		})
 	}
+}
+
+// lineOf reads the line of a "file:line: reason" warning of file.
+func lineOf(t *testing.T, file, w string) int {
+	t.Helper()
+	rest, ok := strings.CutPrefix(w, file+":")
+	if !ok {
+		t.Fatalf("warning %q does not name %s", w, file)
+	}
+	n, _, _ := strings.Cut(rest, ":")
+	line, err := strconv.Atoi(n)
+	if err != nil {
+		t.Fatalf("warning %q has no line", w)
+	}
+	return line
 }
 
 func TestErrorText(t *testing.T) {

@@ -17,6 +17,10 @@ type LoadOptions struct {
 	// reference's MERGE_DOMAIN_CONFIG. When false, a domain defined twice
 	// is an error.
 	MergeDomains bool
+	// Strict makes an error of everything the reference reads and ignores
+	// (ReadOptions.Strict), for checks that want a config exactly as
+	// written.
+	Strict bool
 }
 
 // Load reads every config file named by paths and compiles them into one
@@ -48,7 +52,7 @@ func Load(opts LoadOptions, paths ...string) (*Config, error) {
 			errs = append(errs, &Error{File: f, Reason: err.Error()})
 			continue
 		}
-		domains, err := Parse(f, data)
+		domains, err := parse(f, data, ReadOptions{Strict: opts.Strict})
 		if l, ok := err.(ErrorList); ok {
 			errs = append(errs, l...)
 		}
@@ -143,6 +147,7 @@ func where(file string, line int) string {
 // merge joins src's top-level descriptors into dst (MergeDomains).
 func merge(dst, src *Domain) ErrorList {
 	var errs ErrorList
+	dst.warnings = append(dst.warnings, src.warnings...)
 	for _, n := range src.root.nodes {
 		if first := dst.root.insert(n); first != nil {
 			errs = append(errs, &Error{File: n.File, Line: n.Line,

@@ -195,11 +195,12 @@ func TestLoadErrors(t *testing.T) {
 			wants: []fileWant{{"sub/b.yaml", 2, "duplicate domain 'same' in config file (first in "}},
 		},
 		{
-			name: "duplicate domain within one stream",
+			name: "strict: a second document is an error",
+			opts: LoadOptions{Strict: true},
 			files: map[string]string{
-				"a.yaml": domainYAML("same", "x") + "---\n" + domainYAML("same", "y"),
+				"a.yaml": domainYAML("same", "x") + "---\n" + domainYAML("other", "y"),
 			},
-			wants: []fileWant{{"a.yaml", 6, "duplicate domain 'same'"}},
+			wants: []fileWant{{"a.yaml", 6, "a second YAML document starts here"}},
 		},
 		{
 			name: "merged domains still reject colliding composite keys",
@@ -323,7 +324,7 @@ func TestNewConfig(t *testing.T) {
 		t.Error("Domains exposes the config's own slice")
 	}
 	_, err = NewConfig(a1[0], a2[0])
-	checkErrors(t, "a2.yaml", err, []want{{2, "duplicate domain 'a' in config file (first in a1.yaml:1)"}})
+	checkErrors(t, "a2.yaml", err, []want{{line: 2, reason: "duplicate domain 'a' in config file (first in a1.yaml:1)"}})
 }
 
 func TestDump(t *testing.T) {

@@ -147,6 +147,9 @@ type Domain struct {
 	// (so merging can tell "unset" from "error").
 	failureModeSet bool
 	failureModeAt  Pos
+	// warnings are what the sources ignored, as "file:line: reason", for
+	// Config.Warnings.
+	warnings []string
 }
 
 // Config is a set of compiled domains. It is immutable once built and safe

@@ -58,6 +58,10 @@ type DomainSpec struct {
 	At Pos
 	// NameAt and FailureModeAt are where Name and FailureMode are written.
 	NameAt, FailureModeAt Pos
+
+	// Warnings are what the source read but ignored, each with where it
+	// is written; Compile keeps them for Config.Warnings.
+	Warnings []*Error
 }
 
 // DescriptorSpec is one descriptor of a DomainSpec.

@@ -20,7 +20,8 @@ const SlidingLogWarnAbove = 1000
 const slidingLogEntryBytes = 116
 
 // Warnings returns, sorted, one line per thing in c that is valid but
-// likely to surprise an operator: what Load found and did not read, and
+// likely to surprise an operator: what Load found and did not read, what
+// the files say that is ignored (as the reference ignores it), and
 // sliding_log rules whose limit is above SlidingLogWarnAbove, with the
 // memory a full log of one descriptor takes. Warnings never stop a config
 // from loading.
@@ -29,6 +30,9 @@ func (c *Config) Warnings() []string {
 		return nil
 	}
 	out := slices.Clone(c.loadWarnings)
+	for _, name := range c.names {
+		out = append(out, c.domains[name].warnings...)
+	}
 	for _, name := range c.names {
 		c.domains[name].Walk(func(n *Node) {
 			for _, r := range n.Rules {

@@ -14,10 +14,25 @@ import (
 // against alias bombs and cycles. The config schema itself is in yamlread.go
 // and yamlrules.go.
 
-// parser collects the errors of one file.
+// parser collects the errors and warnings of one file.
 type parser struct {
 	file string
 	errs ErrorList
+	// warns are what the file says that the reference ignores, and so
+	// sluice too (with Strict, they are errors instead).
+	warns  ErrorList
+	strict bool
+}
+
+// ignoredf records something the reference ignores: a warning, or an
+// error in strict mode.
+func (p *parser) ignoredf(n *yaml.Node, format string, args ...any) {
+	e := &Error{File: p.file, Line: n.Line, Reason: fmt.Sprintf(format, args...)}
+	if p.strict {
+		p.errs = append(p.errs, e)
+		return
+	}
+	p.warns = append(p.warns, e)
 }
 
 // errorf records an error at n's line (0 when n is nil).
@@ -88,8 +103,9 @@ func describe(n *yaml.Node) string {
 
 // mapping returns the keys of the map n (what names it in errors), with
 // merge keys (`<<: *anchor`) applied: keys written in n win over merged
-// ones, and earlier merged maps win over later ones. Non-string and
-// duplicate keys are errors. ok is false when n is not a map.
+// ones, and earlier merged maps win over later ones. Non-string keys are
+// errors. A key written twice takes its last value, as the reference's
+// decoder does, with a warning. ok is false when n is not a map.
 func (p *parser) mapping(n *yaml.Node, what string) (fields []field, ok bool) {
 	n = resolve(n)
 	if n.Kind != yaml.MappingNode {
@@ -114,7 +130,13 @@ func (p *parser) fields(n *yaml.Node, depth int) []field {
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
-			p.errorf(k, "duplicate key '%s' (first at line %d)", k.Value, first.Line)
+			p.ignoredf(k, "duplicate key '%s' (first at line %d): the last one is used, as the reference does", k.Value, first.Line)
+			for j := range out {
+				if out[j].name == k.Value {
+					out[j].key, out[j].val = k, v
+				}
+			}
+			seen[k.Value] = k
 			continue
 		}
 		seen[k.Value] = k
@@ -153,9 +175,32 @@ func (p *parser) fields(n *yaml.Node, depth int) []field {
 	return out
 }
 
-// unknown records an unknown key.
-func (p *parser) unknown(f field) {
-	p.errorf(f.key, "unknown key '%s'", f.name)
+// referenceKeys are the keys the reference accepts anywhere in a file: it
+// checks every key against this one list, then ignores those its decoder
+// does not expect where they are written.
+var referenceKeys = keySet("domain", "key", "value", "descriptors", "rate_limit", "unit", "requests_per_unit",
+	"unlimited", "shadow_mode", "quota_mode", "name", "replaces", "detailed_metric", "value_to_metric",
+	"share_threshold", "metadata")
+
+// unknown records a key that means nothing in the map it is written in
+// (what: "the domain root", "a descriptor", ...). A key the reference
+// knows is ignored with a warning, as the reference ignores it; any other
+// is an error.
+func (p *parser) unknown(f field, what string) {
+	if !referenceKeys[f.name] {
+		p.errorf(f.key, "unknown key '%s'", f.name)
+		return
+	}
+	belongs := ""
+	switch {
+	case descriptorKeys[f.name]:
+		belongs = "; it belongs on a descriptor"
+	case ruleKeys[f.name]:
+		belongs = "; it belongs in a rate_limit"
+	case rootKeys[f.name]:
+		belongs = "; it belongs at the domain root"
+	}
+	p.ignoredf(f.key, "key '%s' means nothing in %s and is ignored, as the reference ignores it%s", f.name, what, belongs)
 }
 
 // str reads a string. Like the reference's decoder, any scalar is taken as

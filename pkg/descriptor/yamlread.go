@@ -12,15 +12,28 @@ import (
 // DomainSpecs, checking only what is YAML's business (shapes, types, known
 // keys). What the values mean is checked by Compile.
 
-// ReadYAML reads one config file into the specs of its domains, without
-// checking what they mean: pass each to Compile. A file holds one YAML
-// document per domain ("---" between them). name is used in errors only.
+// ReadOptions control ReadYAML.
+type ReadOptions struct {
+	// Strict makes an error of everything the reference reads and
+	// ignores (see ReadYAML), instead of a warning.
+	Strict bool
+}
+
+// ReadYAML reads one config file into the spec of its domain, without
+// checking what it means: pass it to Compile. name is used in errors only.
+//
+// It reads the file as the reference does, and names what it ignores in
+// the spec's Warnings: a key the reference knows written where it means
+// nothing (`shadow_mode` inside a rate_limit, `unit` at the root), a key
+// written twice (the last one is used), and every YAML document after the
+// first (the reference reads only the first). With opts.Strict each of
+// these is an error instead.
 //
 // On error ReadYAML returns an ErrorList of every YAML-level mistake
 // (syntax, unknown keys, wrong types), each with its line, along with the
 // specs it could read.
-func ReadYAML(name string, data []byte) ([]DomainSpec, error) {
-	p := &parser{file: name}
+func ReadYAML(name string, data []byte, opts ReadOptions) ([]DomainSpec, error) {
+	p := &parser{file: name, strict: opts.Strict}
 	var specs []DomainSpec
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for {
@@ -29,18 +42,27 @@ func ReadYAML(name string, data []byte) ([]DomainSpec, error) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		if len(specs) > 0 && err == nil && (len(doc.Content) == 0 || isNull(doc.Content[0])) {
+			continue // an empty document, e.g. after a trailing "---"
+		}
+		if len(specs) > 0 {
+			p.laterDocument(&doc, err, data)
+			break
+		}
 		if err != nil {
 			p.yamlError(err, data)
 			break
 		}
 		if len(doc.Content) == 0 || isNull(doc.Content[0]) {
-			continue // an empty document, e.g. after a trailing "---"
+			continue // an empty document, e.g. a leading "---"
 		}
 		if !p.checkAliases(&doc) {
-			continue
+			break
 		}
 		if s, ok := p.domain(doc.Content[0]); ok {
 			specs = append(specs, s)
+		} else {
+			break
 		}
 	}
 	if len(specs) == 0 && len(p.errs) == 0 {
@@ -48,7 +70,26 @@ func ReadYAML(name string, data []byte) ([]DomainSpec, error) {
 	}
 	sortErrors(p.errs)
 	p.errs = compactErrors(p.errs)
+	if len(specs) > 0 {
+		sortErrors(p.warns)
+		specs[0].Warnings = compactErrors(p.warns)
+	}
 	return specs, p.errs.err()
+}
+
+// laterDocument reports the second document of a stream (doc, or the
+// syntax error decoding it gave), which the reference does not read.
+func (p *parser) laterDocument(doc *yaml.Node, err error, data []byte) {
+	at, bad := doc, ""
+	if len(doc.Content) > 0 {
+		at = doc.Content[0]
+	}
+	if err != nil {
+		q := &parser{file: p.file}
+		q.yamlError(err, data)
+		at, bad = &yaml.Node{Line: q.errs[0].Line}, " ("+q.errs[0].Reason+")"
+	}
+	p.ignoredf(at, "a second YAML document starts here%s: the reference reads only a file's first document, so sluice ignores this one and every later one (put each domain in its own file)", bad)
 }
 
 // The keys each map of the format accepts. Any other key is an error, even
@@ -76,7 +117,7 @@ func (p *parser) domain(root *yaml.Node) (DomainSpec, bool) {
 	}
 	for _, f := range fields {
 		if !rootKeys[f.name] {
-			p.unknown(f)
+			p.unknown(f, "the domain root")
 			continue
 		}
 		if isNull(f.val) {
@@ -122,7 +163,7 @@ func (p *parser) descriptor(m *yaml.Node) DescriptorSpec {
 	var rateLimit, rateLimits *field
 	for i, f := range fields {
 		if !descriptorKeys[f.name] {
-			p.unknown(f)
+			p.unknown(f, "a descriptor")
 			continue
 		}
 		if isNull(f.val) {

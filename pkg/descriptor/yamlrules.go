@@ -34,7 +34,7 @@ func (p *parser) rule(m *yaml.Node) (s RuleSpec, ok bool) {
 	}
 	for _, f := range fields {
 		if !ruleKeys[f.name] {
-			p.unknown(f)
+			p.unknown(f, "a rate limit")
 			continue
 		}
 		if isNull(f.val) {
@@ -91,7 +91,7 @@ func (p *parser) replaces(list *yaml.Node) []ReplaceSpec {
 		r := ReplaceSpec{At: p.pos(resolve(item))}
 		for _, f := range fields {
 			if f.name != "name" {
-				p.unknown(f)
+				p.unknown(f, "a replaces item")
 				continue
 			}
 			r.Name, _ = p.str(f.val, "name")
