@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,22 +28,31 @@ func QuietLogger() *logrus.Logger {
 	return l
 }
 
-// ParseConfig builds a config from YAML documents, one file each (named
-// config0.yaml, config1.yaml, ...), and fails t if they do not parse or do
-// not combine.
+// ParseConfig builds a config from YAML files (named config0.yaml,
+// config1.yaml, ...); a file holding a stream ("---" lines) is split into
+// one file per document, since a file holds one domain. It fails t if they
+// do not parse, warn, or do not combine.
 func ParseConfig(t testing.TB, yamls ...string) *descriptor.Config {
 	t.Helper()
 	var domains []*descriptor.Domain
 	for i, y := range yamls {
-		ds, err := descriptor.Parse(fmt.Sprintf("config%d.yaml", i), []byte(y))
-		if err != nil {
-			t.Fatalf("parse config %d: %v", i, err)
+		for j, doc := range strings.Split("\n"+y, "\n---\n") {
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			ds, err := descriptor.Parse(fmt.Sprintf("config%d_%d.yaml", i, j), []byte(doc))
+			if err != nil {
+				t.Fatalf("parse config %d: %v", i, err)
+			}
+			domains = append(domains, ds...)
 		}
-		domains = append(domains, ds...)
 	}
 	c, err := descriptor.NewConfig(domains...)
 	if err != nil {
 		t.Fatalf("build config: %v", err)
+	}
+	if w := c.Warnings(); len(w) > 0 {
+		t.Fatalf("config warnings: %q", w)
 	}
 	return c
 }
