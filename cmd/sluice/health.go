@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -11,15 +12,22 @@ import (
 )
 
 // healthProbe pings the backend every interval and reports the server
-// healthy unless the ping fails and some domain needs the backend.
+// healthy unless the ping fails and some domain needs the backend, or
+// requireDomains is set and the config has no domain.
 type healthProbe struct {
 	backend  backend.Backend
 	config   func() *descriptor.Config
 	set      func(serving bool)
 	interval time.Duration
 	log      logrus.FieldLogger
+	// requireDomains keeps health failing while the config has no domain
+	// (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
+	requireDomains bool
 
 	lastErr string // the last ping error logged, "" when the last ping worked
+
+	mu       sync.Mutex // orders report calls from the probe and from reloads
+	pingDown bool       // the last ping failed
 }
 
 // run probes every interval until ctx is done.
@@ -52,7 +60,23 @@ func (p *healthProbe) check(ctx context.Context) {
 		p.lastErr = ""
 		p.log.Info("backend ping works again")
 	}
-	p.set(err == nil || !needsBackend(p.config()))
+	p.mu.Lock()
+	p.pingDown = err != nil
+	p.mu.Unlock()
+	p.report()
+}
+
+// report tells set the health from the last ping and the current config.
+// The reload path calls it after every config change.
+func (p *healthProbe) report() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.config()
+	ok := !p.pingDown || !needsBackend(c)
+	if p.requireDomains && (c == nil || len(c.Domains()) == 0) {
+		ok = false
+	}
+	p.set(ok)
 }
 
 // needsBackend reports whether some domain of c answers badly without its

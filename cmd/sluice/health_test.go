@@ -24,16 +24,20 @@ func TestHealthProbe(t *testing.T) {
 		name     string
 		domains  []string
 		pingFail bool
+		require  bool // HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED
 		want     bool
 	}{
-		{"ping works", []string{domain("a", "")}, false, true},
-		{"ping fails, default failure mode", []string{domain("a", "")}, true, false},
-		{"ping fails, error", []string{domain("a", "error")}, true, false},
-		{"ping fails, deny", []string{domain("a", "deny")}, true, false},
-		{"ping fails, allow", []string{domain("a", "allow")}, true, true},
-		{"ping fails, local", []string{domain("a", "local")}, true, true},
-		{"ping fails, one domain needs the backend", []string{domain("a", "allow"), domain("b", "error")}, true, false},
-		{"ping fails, no domains", nil, true, true},
+		{"ping works", []string{domain("a", "")}, false, false, true},
+		{"ping fails, default failure mode", []string{domain("a", "")}, true, false, false},
+		{"ping fails, error", []string{domain("a", "error")}, true, false, false},
+		{"ping fails, deny", []string{domain("a", "deny")}, true, false, false},
+		{"ping fails, allow", []string{domain("a", "allow")}, true, false, true},
+		{"ping fails, local", []string{domain("a", "local")}, true, false, true},
+		{"ping fails, one domain needs the backend", []string{domain("a", "allow"), domain("b", "error")}, true, false, false},
+		{"ping fails, no domains", nil, true, false, true},
+		{"no domains, one required", nil, false, true, false},
+		{"a domain, one required", []string{domain("a", "")}, false, true, true},
+		{"a domain in allow mode, one required, ping fails", []string{domain("a", "allow")}, true, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,6 +67,8 @@ func TestHealthProbe(t *testing.T) {
 				set:      func(ok bool) { got = append(got, ok) },
 				interval: time.Second,
 				log:      log,
+
+				requireDomains: tt.require,
 			}
 			p.check(context.Background())
 			if len(got) != 1 || got[0] != tt.want {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,10 +131,23 @@ func (o *observability) mount(srv *server.Server, log *logrus.Logger) {
 	if o.reg == nil {
 		return
 	}
-	srv.Handle("/metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{
+	srv.Handle("/metrics", o.metricsHandler(log))
+}
+
+// metricsHandler serves the registry in Prometheus' text format.
+func (o *observability) metricsHandler(log *logrus.Logger) http.Handler {
+	return promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{
 		ErrorLog:            log,
 		MaxRequestsInFlight: 4,
-	}))
+	})
+}
+
+// startPrometheus serves the metrics on a listener of their own at addr,
+// under path (the reference's USE_PROMETHEUS listener).
+func (o *observability) startPrometheus(addr, path string, log *logrus.Logger) (*auxServer, error) {
+	mux := http.NewServeMux()
+	mux.Handle(path, o.metricsHandler(log))
+	return startAux("metrics (USE_PROMETHEUS)", addr, mux, log)
 }
 
 // shutdown flushes the spans still buffered.

@@ -85,6 +85,9 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		Observer:        admin.Tee(obs.observer(), aw.observer),
 	})
 
+	// probe reports health; it exists once the server does, before any
+	// reload after the first load.
+	var probe *healthProbe
 	paths := s.configPaths()
 	watcher, err := reload.New(reload.Options{
 		Paths:    paths,
@@ -97,6 +100,9 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 				log.Warn("config: " + w)
 			}
 			svc.SetConfig(c)
+			if probe != nil {
+				probe.report()
+			}
 		}),
 		Logger: log,
 	})
@@ -113,7 +119,11 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	domains := svc.Config().Domains()
 	log.WithField("paths", paths).Infof("config loaded: %d %s %v", len(domains), plural(len(domains), "domain", "domains"), domains)
 	if len(domains) == 0 {
-		log.WithField("paths", paths).Warn("no domain configured: every request is answered OK until a config file appears")
+		msg := "no domain configured: every request is answered OK until a config file appears"
+		if s.HealthyWithConfig {
+			msg = "no domain configured: health fails until a config file with a domain appears (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)"
+		}
+		log.WithField("paths", paths).Warn(msg)
 	}
 
 	var tlsFiles *server.TLSFiles
@@ -149,15 +159,24 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	obs.mount(srv, log)
 	log.Info("listeners: " + s.describeListeners())
 
-	probe := &healthProbe{
-		backend:  backends.main,
-		config:   svc.Config,
-		set:      srv.SetServing,
-		interval: s.HealthInterval,
-		log:      log,
+	probe = &healthProbe{
+		backend:        backends.main,
+		config:         svc.Config,
+		set:            srv.SetServing,
+		interval:       s.HealthInterval,
+		log:            log,
+		requireDomains: s.HealthyWithConfig,
 	}
 	probe.check(ctx) // before serving: a dead Redis is NOT_SERVING from the start
 
+	if s.PrometheusAddr != "" && obs.reg != nil {
+		prom, err := obs.startPrometheus(s.PrometheusAddr, s.PrometheusPath, log)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+			return exitError
+		}
+		defer prom.stop()
+	}
 	runAdmin, err := startAdmin(s, log, aw, svc, backends, srv, watcher)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)

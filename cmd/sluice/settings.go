@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -66,17 +67,21 @@ type settings struct {
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 	MaxRequestBytes                         int
 
-	HealthInterval  time.Duration
-	DrainDelay      time.Duration
-	DebugAddr       string
-	Admin           adminSettings
-	LocalCache      bool
-	LocalCacheSize  int
-	StreamWorkers   int
-	ShutdownTimeout time.Duration
+	HealthInterval    time.Duration
+	HealthyWithConfig bool
+	DrainDelay        time.Duration
+	DebugAddr         string
+	Admin             adminSettings
+	LocalCache        bool
+	LocalCacheSize    int
+	StreamWorkers     int
+	ShutdownTimeout   time.Duration
 
 	Metrics        bool
 	NearLimitRatio float64
+	// PrometheusAddr and PrometheusPath, when USE_PROMETHEUS=true, are a
+	// second place metrics are served (the reference's listener).
+	PrometheusAddr, PrometheusPath string
 
 	Tracing             bool
 	TracingServiceName  string
@@ -249,6 +254,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	integer(&s.MaxRequestBytes, "max-request-bytes", "SLUICE_MAX_REQUEST_BYTES", 1<<20, "bound on a gRPC request and a /json body")
 
 	duration(&s.HealthInterval, "health-interval", "SLUICE_HEALTH_INTERVAL", 5*time.Second, "how often to ping the backend for health")
+	boolean(&s.HealthyWithConfig, "healthy-with-at-least-one-config-loaded", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false,
+		"fail health while the config has no domain")
 	boolean(&s.LocalCache, "local-cache", "SLUICE_LOCAL_CACHE", true, "answer known Redis denials in process until they end (no round trip)")
 	integer(&s.LocalCacheSize, "local-cache-size", "SLUICE_LOCAL_CACHE_SIZE", 10000, "most descriptors the local denial cache holds")
 	integer(&s.StreamWorkers, "grpc-stream-workers", "SLUICE_GRPC_STREAM_WORKERS", defaultStreamWorkers, "gRPC calls served by a pool of this many long-lived goroutines instead of one new goroutine each (saves stack growth; calls beyond it get their own goroutine); 0 = a new goroutine for every call")
@@ -317,6 +324,9 @@ func parseServe(args, environ []string, stderr io.Writer) (*settings, error) {
 	}
 	s.redisSet = redisSettingsSet(names, given, env)
 	if err := s.validate(env); err != nil {
+		return nil, err
+	}
+	if err := s.referenceListeners(env); err != nil {
 		return nil, err
 	}
 	s.ignored = ignoredReferenceVars(env)
@@ -423,6 +433,31 @@ func (s *settings) validate(env map[string]string) error {
 	return errors.Join(errs...)
 }
 
+// referenceListeners honours the reference's metrics listener, which has
+// no flag of its own: USE_PROMETHEUS=true serves metrics at
+// PROMETHEUS_ADDR (default :9090) under PROMETHEUS_PATH (default
+// /metrics), as well as at /metrics of the HTTP port. Ignoring it would
+// move where scrapers find sluice.
+func (s *settings) referenceListeners(env map[string]string) error {
+	var errs []error
+	if v := env["USE_PROMETHEUS"]; v != "" {
+		on, err := strconv.ParseBool(v)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("invalid USE_PROMETHEUS=%q: want true or false", v))
+		case on && !s.Metrics:
+			errs = append(errs, fmt.Errorf("USE_PROMETHEUS=true asks for metrics, but %s=false turns them off", s.source["metrics"]))
+		case on:
+			s.PrometheusAddr = cmp.Or(env["PROMETHEUS_ADDR"], ":9090")
+			s.PrometheusPath = cmp.Or(env["PROMETHEUS_PATH"], "/metrics")
+			if !strings.HasPrefix(s.PrometheusPath, "/") {
+				errs = append(errs, fmt.Errorf("invalid PROMETHEUS_PATH=%q: must start with /", s.PrometheusPath))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // redisSettingsSet returns the Redis settings given, flags as --name and
 // variables by name, sorted: the bound ones (--redis-*, REDIS_*,
 // SLUICE_REDIS_*, CACHE_KEY_PREFIX) and any other REDIS_ variable of the
@@ -461,10 +496,10 @@ var referenceOnly = []string{
 	"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
 	"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
 	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES",
-	"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
+
 	"MEMCACHE_",
 	"USE_STATSD", "STATSD_HOST", "STATSD_PORT", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "DOG_STATSD_MOGRIFIER_",
-	"USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
+	"PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
 	"DISABLE_STATS", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL",
 	"TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", // OTEL_RESOURCE_ATTRIBUTES sets them
 }
