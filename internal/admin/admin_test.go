@@ -1,0 +1,192 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/fakeclock"
+	"github.com/sluice-rl/sluice/internal/hitters"
+	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/memory"
+)
+
+const testConfig = `domain: api
+descriptors:
+  - key: user
+    rate_limits:
+      - name: per_user
+        unit: minute
+        requests_per_unit: 5
+  - key: ip
+    rate_limit: {unit: hour, requests_per_unit: 100}
+`
+
+// fixture is an in-process service on the memory backend, with its admin
+// listener, all on one fake clock.
+type fixture struct {
+	clock *fakeclock.Clock
+	svc   *service.Service
+	admin *Server
+	base  string
+}
+
+func newFixture(t *testing.T, opts Options) *fixture {
+	t.Helper()
+	clock := fakeclock.New(time.Date(2030, 5, 1, 12, 0, 0, 0, time.UTC))
+	mem := stacktest.Memory(t, memory.Options{Now: clock.Now, SweepInterval: -1})
+	top := hitters.New(hitters.Options{Now: clock.Now})
+	obs := NewObserver(top, clock.Now)
+	svc := service.New(service.Options{Backend: mem, Observer: obs, Logger: stacktest.QuietLogger()})
+	svc.SetConfig(stacktest.ParseConfig(t, testConfig))
+	opts.Addr = "127.0.0.1:0"
+	opts.Looker, opts.Backend, opts.Resetters = svc, mem, []backend.Resetter{mem}
+	opts.Observer, opts.Top, opts.Now = obs, top, clock.Now
+	if opts.Logger == nil {
+		opts.Logger = stacktest.QuietLogger()
+	}
+	opts.Info = Info{Version: "test", Hostname: "test-host", PID: 1, Started: clock.Now(), Backend: "memory",
+		Listeners: map[string]string{"grpc": "127.0.0.1:8081"}}
+	opts.ConfigText = func() string { return svc.Config().Dump() }
+	a, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Serve(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &fixture{clock: clock, svc: svc, admin: a, base: "http://" + a.Addr()}
+}
+
+// call sends one request for user (and ip when not empty).
+func (f *fixture) call(t *testing.T, user string) {
+	t.Helper()
+	if _, err := f.svc.ShouldRateLimit(context.Background(), stacktest.Request("api", stacktest.Descriptor("user", user))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// traffic drives 15 minutes of traffic, 10 s at a time: everyone calls,
+// and mallory calls far beyond her 5 a minute.
+func (f *fixture) traffic(t *testing.T) {
+	t.Helper()
+	for step := range 90 {
+		for i := range 3 + step%5 {
+			f.call(t, "user-"+string(rune('a'+i)))
+		}
+		if step > 30 {
+			for range 4 {
+				f.call(t, "mallory")
+			}
+		}
+		f.clock.Advance(10 * time.Second)
+	}
+}
+
+func get(t *testing.T, url string, header ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestTopAndStatusJSON: the heavy hitters name mallory with her binding
+// rule and reset; the status carries the rates, config and backend.
+func TestTopAndStatusJSON(t *testing.T) {
+	f := newFixture(t, Options{})
+	f.traffic(t)
+	code, body := get(t, f.base+"/api/v1/top?by=denials&window=1m&domain=api")
+	var top struct {
+		Top []hitters.Entry
+	}
+	if err := json.Unmarshal([]byte(body), &top); code != 200 || err != nil || len(top.Top) == 0 {
+		t.Fatalf("top: %d %v %s", code, err, body)
+	}
+	if e := top.Top[0]; e.Descriptor != "user=mallory" || e.Rule != "per_user" || e.Count == 0 || !e.ResetAt.After(f.clock.Now().Add(-time.Minute)) {
+		t.Errorf("top denial: %+v, want user=mallory under per_user with a reset", e)
+	}
+	code, body = get(t, f.base+"/api/v1/status")
+	var st Status
+	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
+		t.Fatalf("status: %d %v %s", code, err, body)
+	}
+	if len(st.Rates) != 1 || st.Rates[0].Domain != "api" || len(st.Rates[0].Decisions) != 89 {
+		t.Fatalf("rates: %+v", st.Rates)
+	}
+	last := len(st.Rates[0].Decisions) - 1
+	if d, den := st.Rates[0].Decisions[last], st.Rates[0].Denials[last]; d <= 0 || den <= 0 || den > d {
+		t.Errorf("last point: %v decisions/s, %v denials/s", d, den)
+	}
+	if !st.Backend.Healthy || st.Backend.Kind != "memory" || len(st.Config.Domains) != 1 || st.Config.Version == "" {
+		t.Errorf("status: %+v", st)
+	}
+}
+
+// TestCountersAPI: a lookup reports used and remaining without consuming;
+// a reset of one rule restores it; bad requests get 4xx with the reason.
+func TestCountersAPI(t *testing.T) {
+	f := newFixture(t, Options{})
+	for range 6 {
+		f.call(t, "bob")
+	}
+	tests := []struct {
+		query string
+		code  int
+		want  string
+	}{
+		{"domain=api&entry=user=bob", 200, `"used": 5`},
+		{"domain=api&entry=user=bob", 200, `"remaining": 0`},
+		{"domain=api&entry=user=nobody", 200, `"used": 0`},
+		{"domain=api&entry=other=x", 200, `"matched": null`},
+		{"domain=nope&entry=user=bob", 404, "domain not configured"},
+		{"domain=api&entry=novalue", 400, "is not key=value"},
+		{"domain=api", 400, "at least one entry"},
+	}
+	for _, tc := range tests {
+		code, body := get(t, f.base+"/api/v1/counters?"+tc.query)
+		if code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("GET counters?%s: %d %s\nwant %d containing %s", tc.query, code, body, tc.code, tc.want)
+		}
+	}
+	post := func(body string) (int, string) {
+		resp, err := http.Post(f.base+"/api/v1/counters/reset", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		body string
+		code int
+		want string
+	}{
+		{`{"domain":"api","entries":[{"key":"user","value":"bob"}],"rule":"nope"}`, 404, `no rule named \"nope\"`},
+		{`{"domain":"api","entries":[{"key":"other","value":"x"}]}`, 404, "nothing to reset"},
+		{`{"domain":"api","entries":[{"key":"user","value":"bob"}],"extra":1}`, 400, "unknown field"},
+		{`{"domain":"api","entries":[{"key":"user","value":"bob"}],"rule":"per_user"}`, 200, `"used": 0`},
+	} {
+		if code, body := post(tc.body); code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("POST reset %s: %d %s\nwant %d containing %s", tc.body, code, body, tc.code, tc.want)
+		}
+	}
+}
