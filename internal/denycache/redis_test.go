@@ -29,7 +29,7 @@ func quiet() *logrus.Logger {
 func TestContractRedis(t *testing.T) {
 	srv := redistest.Standalone(t)
 	backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
-		inner, err := redis.New(context.Background(), redis.Options{URL: srv.Addr(), KeyPrefix: "denycache:", Now: now, Logger: quiet()})
+		inner, err := redis.New(context.Background(), redis.Options{URL: srv.Addr(), KeyPrefix: "denycache:", FakeRedisClock: now, Logger: quiet()})
 		if err != nil {
 			t.Fatalf("redis.New: %v", err)
 		}

@@ -108,8 +108,8 @@ func TestAppendDecideArgsWire(t *testing.T) {
 					t.Fatal(err)
 				}
 				prepared = a.Append(prepared, tt.clock)
-				if a.OwnKey() != OwnsKey(r) {
-					t.Fatalf("%v: RuleArgs.OwnKey %v, OwnsKey %v", r, a.OwnKey(), OwnsKey(r))
+				if a.ownKey != OwnsKey(r) {
+					t.Fatalf("%v: RuleArgs.ownKey %v, OwnsKey %v", r, a.ownKey, OwnsKey(r))
 				}
 			}
 			if p := wire(prepared); !slices.Equal(p, want) {

@@ -5,10 +5,10 @@
 // The decide script decides all rules of one descriptor atomically, reproducing
 // pkg/limit's arithmetic exactly. Its source is the .lua files of this
 // directory, joined in a fixed order (decideParts); CONTRACT.md is its contract
-// (keys, KEYS, every ARGV slot and unit, the reply). AppendDecideArgs (or AppendHead and
-// a PrepareRule'd RuleArgs per rule, which formats each rule's slots once)
-// and ParseDecideReply (or ParseDecideInts) are the Go half of that contract
-// and use the same names.
+// (keys, KEYS, every ARGV slot and unit, the reply). AppendKeys, AppendHead
+// and a PrepareRule'd RuleArgs per rule (which formats each rule's slots
+// once), and ParseDecideInts are the Go half of that contract and use the
+// same names.
 //
 // The package knows pkg/limit (the semantics it mirrors) and nothing of
 // connections, key prefixes or clusters: pkg/backend/redis owns those.
@@ -49,6 +49,9 @@ var decideParts = []string{
 	"decision.lua",       // ~ limit/decision.go: check, bind, apply, reply
 }
 
+// resetParts are the files of the reset script (ResetScript).
+var resetParts = []string{"reset.lua"}
+
 // join returns the files of fsys named by parts, concatenated in order,
 // each ending with a newline.
 func join(fsys embed.FS, parts []string) string {
@@ -83,11 +86,19 @@ func newScript(src string) Script {
 // descriptor. CONTRACT.md is its contract.
 func DecideScript() Script { return decide }
 
-// decide is computed once; it is never modified.
-var decide = newScript(join(lua, decideParts))
+// ResetScript returns the reset script: one call forgets chosen rules'
+// state for one descriptor, atomically with respect to the decide script.
+// Its KEYS and ARGV come from ResetArgs; CONTRACT.md describes it.
+func ResetScript() Script { return reset }
+
+// The scripts are computed once; they are never modified.
+var (
+	decide = newScript(join(lua, decideParts))
+	reset  = newScript(join(lua, resetParts))
+)
 
 // MaxExact is 2^53: a Lua number (a float64) holds every integer up to it
-// exactly. AppendDecideArgs clamps costs to MaxExact and limits and
+// exactly. AppendHead and PrepareRule clamp costs to MaxExact and limits and
 // capacities to MaxExact-1, so every clamped cost is still larger than every
 // clamped limit: for limits and bursts below 2^53 the script decides exactly
 // as pkg/limit for every cost (a cost above the limit is denied either way,
@@ -96,7 +107,7 @@ var decide = newScript(join(lua, decideParts))
 // them.
 const MaxExact uint64 = 1 << 53
 
-// The ARGV layout of decide.lua: decideHead slots, then ruleSlots per rule,
+// The ARGV layout of the decide script: decideHead slots, then ruleSlots per rule,
 // and calendarSlots more for a calendar-aligned fixed window.
 const (
 	decideHead    = 3
@@ -104,7 +115,7 @@ const (
 	calendarSlots = 5
 )
 
-// Algorithm codes of decide.lua's ARGV alg slot.
+// Algorithm codes of the decide script's ARGV alg slot.
 const (
 	algNone    = "0" // unknown unit: admits only peeks and refunds
 	algFixed   = "1"
@@ -132,27 +143,6 @@ type Time struct {
 // sizing a buffer.
 func ArgCount(n int) int { return decideHead + (ruleSlots+calendarSlots)*n }
 
-// AppendDecideArgs appends the ARGV of one decide call to dst: the clock,
-// the cost, then five slots per rule (ten for a calendar-aligned fixed
-// window), in the order of rules. KEYS must name the descriptor's counter
-// key, then the key of each rule whose RuleArgs.OwnKey is true, in the same
-// order. It fails for a rule no backend can store: an algorithm or unit
-// outside the known ones.
-//
-// It is AppendHead followed by PrepareRule and RuleArgs.Append for each
-// rule; a caller deciding the same rules often keeps the RuleArgs instead.
-func AppendDecideArgs(dst []any, rules []limit.Rule, cost limit.Cost, clock Time) ([]any, error) {
-	dst = AppendHead(dst, cost, clock)
-	for i, r := range rules {
-		a, err := PrepareRule(r)
-		if err != nil {
-			return dst, fmt.Errorf("rule %d: %w", i, err)
-		}
-		dst = a.Append(dst, clock)
-	}
-	return dst, nil
-}
-
 // AppendHead appends the first three ARGV slots of a decide call: now, N
 // and refund. The cost goes as an integer, which go-redis writes as the
 // decimal string decide.lua reads; integers below 256 box without
@@ -178,6 +168,10 @@ type RuleArgs struct {
 	// calendar is set for a calendar-aligned fixed window, whose five
 	// window slots depend on the clock and are computed on every Append.
 	calendar bool
+	// ownKey: the rule keeps its state in a key of its own (OwnsKey).
+	ownKey bool
+	// idString is the rule's id, unboxed, for its key.
+	idString string
 	rule     limit.Rule
 }
 
@@ -212,19 +206,11 @@ func PrepareRule(r limit.Rule) (*RuleArgs, error) {
 		period:   strconv.FormatInt(p, 10),
 		id:       id,
 		calendar: calendar,
+		ownKey:   alg == algLog,
+		idString: id,
 		rule:     r,
 	}, nil
 }
-
-// OwnsKey reports whether r keeps its state in a key of its own (a sliding
-// log's sorted set) instead of a record of the descriptor's counter key.
-// A rule without a period keeps no state at all.
-func OwnsKey(r limit.Rule) bool {
-	return r.Algorithm == limit.SlidingLog && r.PeriodMicros() > 0
-}
-
-// OwnKey reports OwnsKey of the prepared rule.
-func (a *RuleArgs) OwnKey() bool { return a.alg == algLog }
 
 // Append appends the rule's ARGV slots to dst: five, and five more for a
 // calendar-aligned fixed window, which alone allocates (its window slots,
@@ -292,28 +278,11 @@ func calendarSegments(r limit.Rule, at limit.Micros) (w int64, s [4]limit.Micros
 	return w, s
 }
 
-// ErrReply reports a reply that does not have decide.lua's shape, or whose
+// ErrReply reports a reply that does not have the decide script's shape, or whose
 // binding disagrees with limit.Decision.Bind: a bug, never a Redis outage.
 var ErrReply = errors.New("unexpected decide reply")
 
-// ParseDecideReply reads decide.lua's reply for n rules into a Decision.
-func ParseDecideReply(v any, n int) (limit.Decision, error) {
-	arr, ok := v.([]any)
-	if !ok {
-		return limit.Decision{}, fmt.Errorf("%w: %T, want an array", ErrReply, v)
-	}
-	ints := make([]int64, len(arr))
-	for i, x := range arr {
-		v, ok := x.(int64)
-		if !ok {
-			return limit.Decision{}, fmt.Errorf("%w: value %d is %T, want an integer", ErrReply, i, x)
-		}
-		ints[i] = v
-	}
-	return ParseDecideInts(ints, make([]limit.Outcome, n))
-}
-
-// ParseDecideInts reads decide.lua's reply, already read as integers (as
+// ParseDecideInts reads the decide script's reply, already read as integers (as
 // go-redis's IntSliceCmd reads it, without boxing each one), into a
 // Decision for len(outcomes) rules. The Decision's Outcomes are outcomes,
 // filled in: a caller deciding several checks can hand each a part of one

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // accLimit is every accuracy rule's limit: L per second per user (and the
@@ -270,7 +271,11 @@ func valuesPerMaster(t *testing.T, c *redistest.ClusterSet, prefix, domain, key 
 	out := map[string]string{}
 	for i := 0; len(out) < len(masters) && i < 1000; i++ {
 		v := "u" + strconv.Itoa(i)
-		slot, err := c.KeySlot(redis.Key(prefix, identity.Encode(domain, []identity.Entry{{Key: key, Value: v}}), rule))
+		k, err := scripts.Key(prefix, identity.Encode(domain, []identity.Entry{{Key: key, Value: v}}), rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slot, err := c.KeySlot(k)
 		if err != nil {
 			t.Fatal(err)
 		}

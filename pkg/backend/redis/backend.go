@@ -151,8 +151,8 @@ func (b *Backend) retryLoad(ctx context.Context) {
 func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.Result {
 	results := make([]backend.Result, len(checks))
 	clock := scripts.Time{At: limit.MicrosOf(b.opts.Clock())}
-	if b.opts.Now != nil {
-		clock = scripts.Time{Fixed: true, At: limit.MicrosOf(b.opts.Now())}
+	if b.opts.FakeRedisClock != nil {
+		clock = scripts.Time{Fixed: true, At: limit.MicrosOf(b.opts.FakeRedisClock())}
 	}
 	j := getJob(checks)
 	for i, c := range checks {
@@ -217,7 +217,7 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 		for _, c := range g.calls {
 			res := &results[c.result]
 			if c.left {
-				res.Err = fmt.Errorf("%w: redis: %w", backend.ErrUnavailable, why)
+				res.Err = fmt.Errorf("redis backend: %w: %w", backend.ErrUnavailable, why)
 				down++
 				continue
 			}
@@ -257,7 +257,7 @@ func (b *Backend) Ping(ctx context.Context) error {
 		err = b.client.Ping(ctx).Err()
 	}
 	if err != nil {
-		return fmt.Errorf("%w: redis ping: %w", backend.ErrUnavailable, err)
+		return fmt.Errorf("redis backend: ping: %w: %w", backend.ErrUnavailable, err)
 	}
 	return nil
 }

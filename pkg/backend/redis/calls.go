@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,14 +41,8 @@ type call struct {
 	cmd    decideCmd
 }
 
-// ruleArgs is what one rule contributes to a call, computed once per
-// distinct rule: its id (for the key) and its ARGV slots.
-type ruleArgs struct {
-	id   string
-	argv *scripts.RuleArgs
-}
-
-// ruleKey is what ruleArgs depends on: every Rule field but Name.
+// ruleKey is what a rule's scripts.RuleArgs depends on: every Rule field
+// but Name.
 type ruleKey struct {
 	alg        limit.Algorithm
 	unit       limit.Unit
@@ -64,33 +57,29 @@ type ruleKey struct {
 // cleared when it fills rather than grown without bound.
 const ruleCacheMax = 4096
 
-// ruleCache maps rules to their ruleArgs. Rules are read far more often
+// ruleCache maps rules to their scripts.RuleArgs. Rules are read far more often
 // than new ones appear, which is what sync.Map is for.
 type ruleCache struct {
-	m sync.Map // ruleKey → *ruleArgs
+	m sync.Map // ruleKey → *scripts.RuleArgs
 	n atomic.Int64
 }
 
-// get returns r's ruleArgs, computing and caching it on first sight.
-func (c *ruleCache) get(r limit.Rule) (*ruleArgs, error) {
+// get returns r's RuleArgs, computing and caching it on first sight.
+func (c *ruleCache) get(r limit.Rule) (*scripts.RuleArgs, error) {
 	k := ruleKey{r.Algorithm, r.Unit, r.Multiplier, r.Limit, r.Burst, r.Location}
 	if v, ok := c.m.Load(k); ok {
-		return v.(*ruleArgs), nil
-	}
-	if err := checkRule(r); err != nil {
-		return nil, err
+		return v.(*scripts.RuleArgs), nil
 	}
 	a, err := scripts.PrepareRule(r)
 	if err != nil {
 		return nil, err
 	}
-	ra := &ruleArgs{id: r.ID(), argv: a}
 	if c.n.Add(1) > ruleCacheMax {
 		c.m.Clear()
 		c.n.Store(1)
 	}
-	c.m.Store(k, ra)
-	return ra, nil
+	c.m.Store(k, a)
+	return a, nil
 }
 
 // job is the working memory of one Decide: its calls, their arguments and
@@ -101,7 +90,7 @@ type job struct {
 	calls    []call
 	argv     []any
 	keys     []string
-	rules    []*ruleArgs
+	rules    []*scripts.RuleArgs
 	outcomes []limit.Outcome
 	nout     int        // outcomes given to calls so far
 	ptrs     []*call    // calls grouped by node
@@ -183,53 +172,22 @@ func grow[T any](s []T, n int) []T {
 	return s[:0]
 }
 
-// add builds the call for check c (result index i): its keys (the
-// descriptor's counter key <prefix>{<identity>}, then
-// <prefix>{<identity>}:<rule id> for each sliding log), one string holding
-// them all, and its argv, carved from the job's slices (sized by getJob, so
-// they never move and the pointers boxed into argv stay valid).
+// add builds the call for check c (result index i): its KEYS
+// (scripts.AppendKeys) and its argv, carved from the job's slices (sized by
+// getJob, so they never move and the pointers boxed into argv stay valid).
 func (b *Backend) add(j *job, i int, c backend.Check, clock scripts.Time) error {
-	if err := checkIdentity(c.Identity); err != nil {
-		return err
-	}
 	j.rules = j.rules[:0]
-	tag := len(b.opts.KeyPrefix) + len(c.Identity) + 2 // <prefix>{<identity>}
-	size := tag
 	for n, r := range c.Rules {
-		ra, err := b.rules.get(r)
+		a, err := b.rules.get(r)
 		if err != nil {
 			return fmt.Errorf("rule %d: %w", n, err)
 		}
-		j.rules = append(j.rules, ra)
-		if ra.argv.OwnKey() {
-			size += tag + 1 + len(ra.id)
-		}
+		j.rules = append(j.rules, a)
 	}
-	var sb strings.Builder
-	sb.Grow(size)
-	sb.WriteString(b.opts.KeyPrefix)
-	sb.WriteByte('{')
-	sb.WriteString(c.Identity)
-	sb.WriteByte('}')
-	for _, ra := range j.rules {
-		if ra.argv.OwnKey() {
-			sb.WriteString(b.opts.KeyPrefix)
-			sb.WriteByte('{')
-			sb.WriteString(c.Identity)
-			sb.WriteString("}:")
-			sb.WriteString(ra.id)
-		}
-	}
-	all := sb.String()
 	k0 := len(j.keys)
-	j.keys = append(j.keys, all[:tag])
-	off := tag
-	for _, ra := range j.rules {
-		if ra.argv.OwnKey() {
-			n := tag + 1 + len(ra.id)
-			j.keys = append(j.keys, all[off:off+n])
-			off += n
-		}
+	var err error
+	if j.keys, err = scripts.AppendKeys(j.keys, b.opts.KeyPrefix, c.Identity, j.rules); err != nil {
+		return err
 	}
 	a0 := len(j.argv)
 	// "evalsha" and the SHA are constants of the backend, boxed once.
@@ -238,8 +196,8 @@ func (b *Backend) add(j *job, i int, c backend.Check, clock scripts.Time) error 
 		j.argv = append(j.argv, &j.keys[k]) // a *string boxes without allocating
 	}
 	j.argv = scripts.AppendHead(j.argv, c.Cost, clock)
-	for _, ra := range j.rules {
-		j.argv = ra.argv.Append(j.argv, clock)
+	for _, a := range j.rules {
+		j.argv = a.Append(j.argv, clock)
 	}
 	argv := j.argv[a0:len(j.argv):len(j.argv)]
 	j.calls = append(j.calls, call{result: i, out: j.nout, rules: len(c.Rules), argv: argv, cmd: newDecideCmd(argv)})

@@ -19,7 +19,7 @@ func TestContractStandalone(t *testing.T) {
 	for _, co := range []bool{true, false} {
 		t.Run("coalesce="+onOff(co), func(t *testing.T) {
 			backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
-				opts := Options{URL: srv.Addr(), KeyPrefix: "contract:", Now: now, Logger: quietLogger(), DisableCoalescing: !co}
+				opts := Options{URL: srv.Addr(), KeyPrefix: "contract:", FakeRedisClock: now, Logger: quietLogger(), DisableCoalescing: !co}
 				b, err := New(context.Background(), opts)
 				if err != nil {
 					t.Fatalf("New: %v", err)
@@ -36,7 +36,7 @@ func TestContractCluster(t *testing.T) {
 		t.Run("coalesce="+onOff(co), func(t *testing.T) {
 			backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
 				opts := clusterOptions(c)
-				opts.KeyPrefix, opts.Now, opts.Logger, opts.DisableCoalescing = "contract:", now, quietLogger(), !co
+				opts.KeyPrefix, opts.FakeRedisClock, opts.Logger, opts.DisableCoalescing = "contract:", now, quietLogger(), !co
 				b, err := New(context.Background(), opts)
 				if err != nil {
 					t.Fatalf("New: %v", err)
@@ -54,7 +54,7 @@ func TestContractSentinel(t *testing.T) {
 		url += "," + a
 	}
 	backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
-		opts := Options{Type: TypeSentinel, URL: url, KeyPrefix: "contract:", Now: now, Logger: quietLogger()}
+		opts := Options{Type: TypeSentinel, URL: url, KeyPrefix: "contract:", FakeRedisClock: now, Logger: quietLogger()}
 		b, err := New(context.Background(), opts)
 		if err != nil {
 			t.Fatalf("New: %v", err)

@@ -103,14 +103,17 @@ type Options struct {
 	// fail a node's calls fast while it keeps failing.
 	Breaker BreakerOptions
 
-	// Now is for tests only: when set, the script uses this clock instead
-	// of Redis's TIME (passed as a test-only argument). Production leaves
-	// it nil so that every instance shares Redis's clock.
-	Now func() time.Time
+	// FakeRedisClock, for tests only, replaces Redis's clock: when set,
+	// every decide call passes its reading to the script, which uses it as
+	// now instead of Redis's TIME, and writes keys with a TTL relative to
+	// it plus 10 minutes (Redis still expires keys on its own clock; see
+	// pkg/scripts/CONTRACT.md, "Clock"). Nil, the production setting, makes
+	// every instance share Redis's clock.
+	FakeRedisClock func() time.Time
 	// Clock is this instance's own clock, used only to compute the
 	// calendar-aligned windows around the present (the script then picks
 	// the one holding Redis's time) and for the circuit breaker's open
-	// period. Nil means Now if set, else time.Now. Tests skew or advance it.
+	// period. Nil means FakeRedisClock if set, else time.Now. Tests skew or advance it.
 	Clock func() time.Time
 
 	// Logger receives connection and breaker events. Nil means
@@ -235,7 +238,7 @@ func (o Options) normalize() (Options, error) {
 		o.Logger = logrus.StandardLogger()
 	}
 	if o.Clock == nil {
-		o.Clock = o.Now
+		o.Clock = o.FakeRedisClock
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now

@@ -160,11 +160,11 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Fatalf("defaults not filled: %+v", o)
 	}
 	fixed := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
-	o, err = Options{URL: "a:1", Now: func() time.Time { return fixed }}.normalize()
+	o, err = Options{URL: "a:1", FakeRedisClock: func() time.Time { return fixed }}.normalize()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !o.Clock().Equal(fixed) {
-		t.Fatalf("Clock defaults to Now when Now is set; got %v", o.Clock())
+		t.Fatalf("Clock defaults to FakeRedisClock when it is set; got %v", o.Clock())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -74,8 +75,22 @@ func (b *Backend) pipeline(ctx context.Context, calls []*call) {
 	for _, c := range calls {
 		pp.cmds = append(pp.cmds, c.cmd)
 	}
-	_ = pp.p.BatchProcess(ctx, pp.cmds...)
-	_, _ = pp.p.Exec(ctx)
+	err := pp.p.BatchProcess(ctx, pp.cmds...)
+	if _, xerr := pp.p.Exec(ctx); err == nil {
+		err = xerr
+	}
+	if err != nil {
+		// go-redis does not always give every command the pipeline's
+		// error: when the connection's handshake fails (AUTH refused with
+		// WRONGPASS), Exec returns it and the commands stay without
+		// error and without reply. Give it to them, so that the caller
+		// reads Redis's words instead of an empty reply.
+		for _, c := range calls {
+			if c.cmd.Err() == nil && c.cmd.Val() == nil {
+				c.cmd.SetErr(err)
+			}
+		}
+	}
 	clear(pp.cmds)
 	b.pipes.pool.Put(pp)
 	if b.opts.ObserveBatch != nil {
@@ -101,8 +116,12 @@ func (b *Backend) fill(res *backend.Result, c *call, outcomes []limit.Outcome) (
 	if isUnavailable(err) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %v: %w", b.opts.Timeout, err)
+		} else if strings.Contains(err.Error(), "unauthenticated") {
+			// Redis refuses a long command from a client that has not
+			// authenticated with a protocol error, not NOAUTH.
+			err = fmt.Errorf("the server requires a password, none was given (REDIS_AUTH): %w", err)
 		}
-		res.Err = fmt.Errorf("%w: redis: %w", backend.ErrUnavailable, err)
+		res.Err = fmt.Errorf("redis backend: %w: %w", backend.ErrUnavailable, err)
 		return liveRefusal(err)
 	}
 	res.Err = fmt.Errorf("redis backend: decide script: %w", err)
