@@ -22,6 +22,8 @@ type backends struct {
 	// cache is the local denial cache wrapped around a Redis main backend;
 	// nil when off or with the memory backend (which needs no cache).
 	cache *denycache.Backend
+	// stopCache stops what keeps the cache in step with other instances.
+	stopCache func()
 }
 
 // newBackends builds the backend s selects. A Redis that is down at start
@@ -49,7 +51,7 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBa
 	if s.LocalCache {
 		// Known denials are answered in process until Redis said they end,
 		// so an abusive client costs no round trip (internal/denycache).
-		b.cache = denycache.New(main, denycache.Options{Size: s.LocalCacheSize})
+		b.cache, b.stopCache = newDenyCache(ctx, s, main, log)
 		b.main = b.cache
 	}
 	return b, nil
@@ -57,6 +59,9 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBa
 
 // close releases the backends, logging failures.
 func (b *backends) close(log *logrus.Logger) {
+	if b.stopCache != nil {
+		b.stopCache()
+	}
 	for _, be := range []backend.Backend{b.main, b.local} {
 		if be == nil {
 			continue

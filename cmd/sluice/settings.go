@@ -15,6 +15,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/sluice-rl/sluice/internal/denycache"
 	"github.com/sluice-rl/sluice/internal/metrics"
 	"github.com/sluice-rl/sluice/internal/tracing"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
@@ -76,6 +77,9 @@ type settings struct {
 	LocalCacheSize    int
 	StreamWorkers     int
 	ShutdownTimeout   time.Duration
+
+	// LocalCacheMaxAge bounds how long a denial is answered locally.
+	LocalCacheMaxAge time.Duration
 
 	Metrics        bool
 	NearLimitRatio float64
@@ -258,6 +262,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 		"fail health while the config has no domain")
 	boolean(&s.LocalCache, "local-cache", "SLUICE_LOCAL_CACHE", true, "answer known Redis denials in process until they end (no round trip)")
 	integer(&s.LocalCacheSize, "local-cache-size", "SLUICE_LOCAL_CACHE_SIZE", 10000, "most descriptors the local denial cache holds")
+	duration(&s.LocalCacheMaxAge, "local-cache-max-age", "SLUICE_LOCAL_CACHE_MAX_AGE", denycache.DefaultMaxAge,
+		"most time a denial is answered locally before Redis is asked again (bounds a missed refund announcement)")
 	integer(&s.StreamWorkers, "grpc-stream-workers", "SLUICE_GRPC_STREAM_WORKERS", defaultStreamWorkers, "gRPC calls served by a pool of this many long-lived goroutines instead of one new goroutine each (saves stack growth; calls beyond it get their own goroutine); 0 = a new goroutine for every call")
 	adminFlags(str, &s.Admin)
 	str(&s.DebugAddr, "debug-addr", "SLUICE_DEBUG_ADDR", "", "deprecated: the admin listener's address, when --admin-addr keeps its default")
@@ -387,6 +393,9 @@ func (s *settings) validate(env map[string]string) error {
 	}
 	if s.StreamWorkers < 0 || s.StreamWorkers > 1<<16 {
 		bad("grpc-stream-workers", "%d: must be from 0 to 65536", s.StreamWorkers)
+	}
+	if s.LocalCacheMaxAge <= 0 {
+		bad("local-cache-max-age", "duration %v must be positive", s.LocalCacheMaxAge)
 	}
 	if s.LocalCacheSize < 1 {
 		bad("local-cache-size", "%d: must be at least 1", s.LocalCacheSize)

@@ -20,12 +20,16 @@
 //
 // The guarantee, within one process: a cached answer is the inner backend's
 // answer. It never admits anything (only denials are cached), and it denies
-// only where the inner backend would deny. What this process cannot see is
-// state changed by other instances sharing a Redis: another instance's
-// refund may make the store admit sooner than a cached denial says. That
-// error is bounded by the denial's reset and only ever errs on the side of
-// denying; consumption by other instances only makes a denial longer, which
-// the cache then under-reports.
+// only where the inner backend would deny. What this process cannot see by
+// itself is state changed by other instances sharing a Redis: another
+// instance's refund or reset may make the store admit sooner than a cached
+// denial says. Instances tell each other: every refund and reset is
+// announced (Options.Announce; over Redis pub/sub in sluice) and the
+// others Forget the identity. What an announcement cannot cover (a lost
+// message, an instance without the cache) is bounded by Options.MaxAge: no
+// denial is answered locally for longer, and the error only ever errs on
+// the side of denying. Consumption by other instances only makes a denial
+// longer, which the cache then under-reports.
 //
 // The clock: a denial's interval starts at the instant read before the
 // inner backend is called, so it ends no later than the store's own (the
@@ -56,6 +60,10 @@ import (
 // DefaultSize is the number of identities cached when Options.Size is 0.
 const DefaultSize = 10000
 
+// DefaultMaxAge is how long a denial is answered locally, at most, when
+// Options.MaxAge is 0.
+const DefaultMaxAge = 10 * time.Second
+
 // maxShards bounds the number of lock shards.
 const maxShards = 64
 
@@ -76,18 +84,32 @@ type Options struct {
 	// cache only ever measures intervals, from the instant it asked the
 	// store to the instant it answers in its place.
 	Clock func() time.Duration
+	// MaxAge bounds how long a denial is answered locally after the inner
+	// backend gave it: after MaxAge the next check reaches the inner
+	// backend again, even if the denial lasts longer. It bounds what this
+	// process cannot see for sure: state changed by other instances whose
+	// announcement (see Announce) did not arrive. 0 means DefaultMaxAge;
+	// negative means no bound beyond the denial's own end.
+	MaxAge time.Duration
+	// Announce, when not nil, is told the identity of every refund the
+	// inner backend accepted and every Reset, after the fact, so that the
+	// other instances sharing the store can forget their own denials of it
+	// (see Forget). It must not block.
+	Announce func(identity string)
 }
 
 // Backend is a backend.Backend that answers known denials locally and
 // passes everything else to the inner backend. It is safe for concurrent
 // use.
 type Backend struct {
-	inner  backend.Backend
-	clock  func() time.Duration
-	seed   maphash.Seed
-	shards []shard
-	mask   uint64
-	closed atomic.Bool
+	inner    backend.Backend
+	clock    func() time.Duration
+	maxAge   limit.Micros // < 0: unbounded
+	announce func(identity string)
+	seed     maphash.Seed
+	shards   []shard
+	mask     uint64
+	closed   atomic.Bool
 
 	// gens are bumped by every invalidation. A denial is remembered only if
 	// its identity's stripe did not move while the inner backend decided
@@ -112,9 +134,17 @@ func New(inner backend.Backend, opts Options) *Backend {
 		shards *= 2
 	}
 	per := (size + shards - 1) / shards
-	b := &Backend{inner: inner, clock: opts.Clock, seed: maphash.MakeSeed(), shards: make([]shard, shards), mask: uint64(shards - 1)}
+	b := &Backend{inner: inner, clock: opts.Clock, announce: opts.Announce, seed: maphash.MakeSeed(), shards: make([]shard, shards), mask: uint64(shards - 1)}
 	if b.clock == nil {
 		b.clock = monotonic()
+	}
+	switch {
+	case opts.MaxAge == 0:
+		b.maxAge = DefaultMaxAge.Microseconds()
+	case opts.MaxAge < 0:
+		b.maxAge = -1
+	default:
+		b.maxAge = max(1, opts.MaxAge.Microseconds())
 	}
 	for i := range b.shards {
 		b.shards[i] = newShard(per)
@@ -245,6 +275,9 @@ func (b *Backend) learn(c *backend.Check, r *backend.Result, p pending, now limi
 		if sh.live.Load() > 0 { // see insert for why this needs no lock
 			sh.invalidate(c.Identity)
 		}
+		if c.Cost.Refund && b.announce != nil {
+			b.announce(c.Identity) // other instances' denials may be too long now
+		}
 		return
 	}
 	// A peek or a denial changes no count, but a rule sharing a remembered
@@ -255,6 +288,9 @@ func (b *Backend) learn(c *backend.Check, r *backend.Result, p pending, now limi
 	ok := !r.Allowed && c.Cost.N > 0
 	if ok {
 		v, ok = remember(c.Rules, c.Cost.N, r.Decision, now)
+		if ok && b.maxAge >= 0 && v.until-now > b.maxAge {
+			v.until = now + b.maxAge
+		}
 	}
 	if !ok && sh.live.Load() == 0 {
 		return

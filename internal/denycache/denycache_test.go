@@ -66,6 +66,9 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	c := fakeclock.New(start)
 	inner := &counting{Backend: memory.New(memory.Options{Now: c.Now, SweepInterval: -1})}
 	opts.Clock = elapsed(c.Now)
+	if opts.MaxAge == 0 {
+		opts.MaxAge = -1 // the scenarios test the laws; TestMaxAge tests the bound
+	}
 	f := &fixture{t: t, clock: c, inner: inner, b: New(inner, opts)}
 	t.Cleanup(func() { f.b.Close() })
 	return f

@@ -146,6 +146,16 @@ func (s *shard) invalidate(identity string) {
 	s.drop(identity)
 }
 
+// clear forgets every denial remembered in the shard.
+func (s *shard) clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, i := range s.index {
+		s.release(i) // deleting from a map while ranging over it is allowed
+		s.invalidations++
+	}
+}
+
 // drop forgets every denial remembered for identity. The caller holds
 // s.mu.
 func (s *shard) drop(identity string) {
