@@ -85,6 +85,7 @@ type domainStats struct {
 	outcomes [numOutcomes]atomic.Pointer[prometheus.Counter]
 	near     atomic.Pointer[prometheus.Counter]
 	rules    cowMap[*pair]
+	nodes    cowMap[*nodeStats]
 	detailed cowMap[*pair]
 	// detailedOther is where descriptors fold past the cap, created lazily.
 	detailedOther atomic.Pointer[pair]

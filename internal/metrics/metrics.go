@@ -67,13 +67,14 @@ type Metrics struct {
 	reg  prometheus.Registerer
 	now  func() time.Time
 
-	decisions     *prometheus.CounterVec // domain, outcome
-	nearLimit     *prometheus.CounterVec // domain
-	ruleHits      *prometheus.CounterVec // domain, rule
-	ruleOver      *prometheus.CounterVec // domain, rule
-	descHits      *prometheus.CounterVec // domain, descriptor
-	descOver      *prometheus.CounterVec // domain, descriptor
-	requests      *prometheus.CounterVec // code
+	decisions     *prometheus.CounterVec                  // domain, outcome
+	nearLimit     *prometheus.CounterVec                  // domain
+	ruleHits      *prometheus.CounterVec                  // domain, rule
+	ruleOver      *prometheus.CounterVec                  // domain, rule
+	descHits      *prometheus.CounterVec                  // domain, descriptor
+	descOver      *prometheus.CounterVec                  // domain, descriptor
+	node          [numNodeCounters]*prometheus.CounterVec // domain, descriptor, key1, key2
+	requests      *prometheus.CounterVec                  // code
 	requestsOver  prometheus.Counter
 	shadowForced  prometheus.Counter
 	duration      *prometheus.HistogramVec // method
@@ -143,6 +144,12 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		Name: "sluice_descriptor_over_limit_total",
 		Help: "Cost denied to detailed_metric and value_to_metric descriptors, by domain and descriptor path with values.",
 	}, []string{"domain", "descriptor"})
+	for k := range m.node {
+		m.node[k] = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_rate_limit_" + nodeCounterNames[k] + "_total",
+			Help: nodeCounterHelp[k],
+		}, []string{"domain", "descriptor", "key1", "key2"})
+	}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_requests_total",
 		Help: "ShouldRateLimit calls finished (gRPC and /json), by gRPC status code.",
@@ -195,6 +202,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		m.requests, m.requestsOver, m.shadowForced, m.duration,
 		m.backendTime, m.backendChecks, m.backendErrors,
 		m.reloads, m.domainsGauge, m.lastReload, m.batchSize,
+		m.node[nodeTotalHits], m.node[nodeOverLimit], m.node[nodeNearLimit], m.node[nodeWithinLimit], m.node[nodeShadowMode],
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)

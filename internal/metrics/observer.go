@@ -69,6 +69,9 @@ func (m *Metrics) Descriptor(ev service.DescriptorEvent) {
 	if ev.Cost.Refund || ev.Override {
 		return // refunds are not hits; override rules are not the config's
 	}
+	if ev.Node != nil {
+		m.observeNode(d, &ev, o)
+	}
 	n := float64(ev.Cost.N)
 	for i := range ev.Rules {
 		if ev.Rules[i].Name == "" {
@@ -120,17 +123,26 @@ func classify(ev *service.DescriptorEvent) outcome {
 // used (capacity - remaining) is above floor(capacity × NearLimitRatio).
 // With the default 0.8 and a limit of 20, that is 3 or fewer left.
 func (m *Metrics) isNearLimit(ev *service.DescriptorEvent) bool {
+	return m.aboveNear(ev) > 0
+}
+
+// aboveNear is how far the binding rule's use (capacity - remaining) is
+// above floor(capacity × NearLimitRatio), 0 when it is not.
+func (m *Metrics) aboveNear(ev *service.DescriptorEvent) uint64 {
 	b := ev.Decision.Binding
 	if b < 0 || b >= len(ev.Rules) {
-		return false
+		return 0
 	}
 	capacity := ev.Rules[b].Capacity()
 	remaining := ev.Decision.Outcomes[b].Remaining
 	if capacity == 0 || remaining >= capacity {
-		return false
+		return 0
 	}
 	threshold := uint64(math.Floor(float64(capacity) * m.opts.NearLimitRatio))
-	return capacity-remaining > threshold
+	if used := capacity - remaining; used > threshold {
+		return used - threshold
+	}
+	return 0
 }
 
 // hasValueToMetric reports whether n or one of its ancestors has
@@ -185,7 +197,9 @@ func appendLabel(b []byte, node *descriptor.Node, entries []descriptor.Entry, al
 	}
 	b = append(b, node.Key...)
 	v := node.Value
-	if (all || node.ValueToMetric) && node.Depth >= 1 && node.Depth <= len(entries) {
+	// A share_threshold level keeps its pattern: every matching value
+	// shares one counter, and the reference's stats key names the pattern.
+	if (all || node.ValueToMetric) && !node.ShareThreshold && node.Depth >= 1 && node.Depth <= len(entries) {
 		v = entries[node.Depth-1].Value
 	}
 	if v != "" {

@@ -1,0 +1,87 @@
+package metrics
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-rl/sluice/internal/service"
+)
+
+// The per-node counters, the reference's per-descriptor stats
+// (ratelimit.service.rate_limit.<domain>.<path>.<name>): one series of
+// each per config node that has rules, so bounded by the configuration.
+const (
+	nodeTotalHits = iota
+	nodeOverLimit
+	nodeNearLimit
+	nodeWithinLimit
+	nodeShadowMode
+	numNodeCounters
+)
+
+// nodeCounterNames are the reference's stat names, which the families are
+// named after: sluice_rate_limit_<name>_total.
+var nodeCounterNames = [numNodeCounters]string{"total_hits", "over_limit", "near_limit", "within_limit", "shadow_mode"}
+
+var nodeCounterHelp = [numNodeCounters]string{
+	"Cost (hits_addend) asked of a config node's rules, admitted or not, by domain and node path.",
+	"Cost a config node's rules denied (shadowed or not), by domain and node path.",
+	"Admitted cost that landed above the near-limit ratio of a config node's binding rule, by domain and node path.",
+	"Cost a config node's rules admitted, by domain and node path.",
+	"Cost a config node denied but answered OK because of its shadow_mode, by domain and node path.",
+}
+
+// nodeStats is one config node's counters.
+type nodeStats [numNodeCounters]prometheus.Counter
+
+// nodeCounters returns d's counters for the node whose stats path is path,
+// creating them on first use.
+func (m *Metrics) nodeCounters(d *domainStats, path string) *nodeStats {
+	if ns, ok := d.nodes.load(path); ok {
+		return ns
+	}
+	d.nodes.mu.Lock()
+	defer d.nodes.mu.Unlock()
+	if ns, ok := d.nodes.load(path); ok {
+		return ns
+	}
+	l := labelValue(path, MaxDescriptorLabelLen)
+	key1, rest, _ := strings.Cut(l, ".")
+	key2, _, _ := strings.Cut(rest, ".")
+	ns := new(nodeStats)
+	for k := range ns {
+		ns[k] = m.node[k].WithLabelValues(d.label, l, key1, key2)
+	}
+	d.nodes.storeLocked(path, ns)
+	return ns
+}
+
+// observeNode counts a backend decision of ev's node as the reference
+// counts its per-descriptor stats, in units of cost: total_hits always;
+// within_limit when admitted, with near_limit for the part of the cost
+// above ⌊capacity × NearLimitRatio⌋ of the binding rule; over_limit when
+// denied (the whole cost: a denial consumes nothing), and shadow_mode too
+// when the node's shadow_mode answered OK.
+func (m *Metrics) observeNode(d *domainStats, ev *service.DescriptorEvent, o outcome) {
+	ns := m.nodeCounters(d, ev.Node.Path())
+	n := ev.Cost.N
+	ns[nodeTotalHits].Add(float64(n))
+	if o != outOK {
+		ns[nodeOverLimit].Add(float64(n))
+		if o == outShadowOverLimit {
+			ns[nodeShadowMode].Add(float64(n))
+		}
+		return
+	}
+	ns[nodeWithinLimit].Add(float64(n))
+	if near := m.nearCost(ev); near > 0 {
+		ns[nodeNearLimit].Add(float64(near))
+	}
+}
+
+// nearCost is the part of an admitted cost that landed above the binding
+// rule's near-limit threshold (the reference's near_limit accounting).
+func (m *Metrics) nearCost(ev *service.DescriptorEvent) uint64 {
+	return min(ev.Cost.N, m.aboveNear(ev))
+}
