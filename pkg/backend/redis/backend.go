@@ -2,10 +2,17 @@
 // (pkg/scripts' decide script) per descriptor against a single Redis, a
 // Sentinel-managed master, or a Redis Cluster, through go-redis.
 //
-// It owns the key schema (Key), the connection options (Options), script
-// loading and the NOSCRIPT fallback, pipelining, timeouts and the circuit
-// breakers (one per Redis node, breaker.go). It knows nothing of gRPC, Envoy or configuration files, and
-// nothing of the algorithms beyond handing pkg/scripts the rules.
+// It is the client side of the script contract that pkg/scripts owns (the
+// Lua, the keys, the arguments, the reply; pkg/scripts/CONTRACT.md): it
+// owns the connection options (options.go, validate.go) and the go-redis
+// client built from them (client.go), script loading and the NOSCRIPT
+// fallback (backend.go), the calls of one Decide (calls.go), routing them
+// to cluster masters (route.go), sending pipelines (exec.go), coalescing
+// concurrent Decides' pipelines (coalesce.go), reading replies and
+// classifying Redis's errors (errors.go), and the circuit breakers, one
+// per Redis node (breaker.go). It knows nothing of gRPC, Envoy or
+// configuration files, and nothing of the algorithms beyond handing
+// pkg/scripts the rules.
 //
 // Every check costs one EVALSHA. Concurrent Decide calls bound for the same
 // Redis node share pipelines (coalescing, coalesce.go; it can be turned
@@ -85,7 +92,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = stop
 	if !o.DisableCoalescing {
-		b.co = newCoalescer(bg, b)
+		b.co = newCoalescer(bg, o, b.cluster != nil, b.exec)
 	}
 	if err != nil {
 		b.log.WithError(err).Warn("redis: not reachable at start; retrying in the background, decisions fail until it answers")
@@ -202,7 +209,7 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 	var abandoned bool
 	var why error
 	if b.co != nil {
-		abandoned, why = b.coalesced(ctx, j)
+		abandoned, why = b.co.decide(ctx, j)
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
 		b.direct(rctx, j)

@@ -76,12 +76,17 @@ func (r *request) finish() {
 	}
 }
 
-// coalescer holds the per-node queues of one Backend.
+// coalescer holds the per-node queues of one Backend. It knows nothing of
+// Redis: it hands each batch's calls to send, which sends them in one
+// pipeline and returns when every call holds its reply or error (the
+// Backend's exec). Its tests give it a send of their own.
 type coalescer struct {
-	b      *Backend
+	send   func(ctx context.Context, calls []*call)
 	window time.Duration
 	limit  int // commands per pipeline
 	lanes  int // pipelines in flight per node
+	// timeout bounds a Decide's wait, from its submission (Options.Timeout).
+	timeout time.Duration
 
 	ctx     context.Context // cancelled by Close
 	lanesWG sync.WaitGroup
@@ -100,16 +105,21 @@ type coalescer struct {
 // address the cluster ever had.
 const idleNodeTTL = time.Minute
 
-func newCoalescer(ctx context.Context, b *Backend) *coalescer {
+// newCoalescer returns the coalescer of a backend with options o
+// (normalized), whose pipelines send sends; cluster says whether calls are
+// bound for several nodes (by address) or all for one. ctx ends with the
+// backend: the lanes' pipelines run under it.
+func newCoalescer(ctx context.Context, o Options, cluster bool, send func(ctx context.Context, calls []*call)) *coalescer {
 	c := &coalescer{
-		b:      b,
-		window: b.opts.PipelineWindow,
-		limit:  b.opts.PipelineLimit,
-		lanes:  b.opts.pipelineLanes,
-		ctx:    ctx,
-		nodes:  map[string]*node{},
+		send:    send,
+		window:  o.PipelineWindow,
+		limit:   o.PipelineLimit,
+		lanes:   o.pipelineLanes,
+		timeout: o.Timeout,
+		ctx:     ctx,
+		nodes:   map[string]*node{},
 	}
-	if b.cluster == nil {
+	if !cluster {
 		c.single = &node{c: c}
 	}
 	return c
@@ -374,7 +384,7 @@ func (n *node) send(parent context.Context, batch []*request, calls []*call) []*
 		}
 	}
 	ctx, cancel := context.WithDeadline(parent, deadline)
-	n.c.b.exec(ctx, calls)
+	n.c.send(ctx, calls)
 	cancel()
 	for _, r := range batch {
 		r.finish()
@@ -403,14 +413,14 @@ func (n *node) close() {
 	n.queue, n.queued = n.queue[:0], 0
 }
 
-// coalesced sends the calls of one Decide, those of the nodes whose breaker
-// let them through, through the node queues and waits for them, until its
-// deadline (now + Timeout) or until ctx ends. If the caller leaves before
+// decide sends the calls of one Decide (the job's groups), those of the
+// nodes whose breaker let them through, through the node queues and waits
+// for them, until its deadline (now + Timeout) or until ctx ends. If the caller leaves before
 // every reply came, the calls not answered are marked left, why says why,
 // and the job must not be reused: a lane may still read it.
-func (b *Backend) coalesced(ctx context.Context, j *job) (abandoned bool, why error) {
+func (c *coalescer) decide(ctx context.Context, j *job) (abandoned bool, why error) {
 	now := time.Now()
-	deadline := now.Add(b.opts.Timeout)
+	deadline := now.Add(c.timeout)
 	j.reqs = j.reqs[:0]
 	for gi := range j.groups {
 		if g := &j.groups[gi]; !g.open {
@@ -421,7 +431,7 @@ func (b *Backend) coalesced(ctx context.Context, j *job) (abandoned bool, why er
 	// others are queued.
 	var leader *node
 	for i, r := range j.reqs {
-		n := b.co.node(r.addr, now)
+		n := c.node(r.addr, now)
 		if n == nil {
 			r.fail(errClosed)
 			continue
@@ -451,7 +461,7 @@ func (b *Backend) coalesced(ctx context.Context, j *job) (abandoned bool, why er
 		case <-ctx.Done():
 			why = ctx.Err()
 		case <-j.timer.C:
-			why = fmt.Errorf("no answer within %v: %w", b.opts.Timeout, context.DeadlineExceeded)
+			why = fmt.Errorf("no answer within %v: %w", c.timeout, context.DeadlineExceeded)
 		}
 		for _, r := range j.reqs[i:] {
 			if r.state.CompareAndSwap(reqQueued, reqLeft) || r.state.CompareAndSwap(reqSent, reqLeft) {

@@ -1,0 +1,314 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The coalescer's state machine, without Redis: its send is fakeRedis,
+// which reports every pipeline as it starts and finishes one only when the
+// test releases it, so the tests decide what is in flight and what queues.
+
+// fakeRedis is a coalescer's send that holds each pipeline until released.
+type fakeRedis struct {
+	started chan []*call  // each pipeline's calls, as it starts
+	release chan struct{} // one receive finishes one pipeline
+}
+
+func newFakeRedis() *fakeRedis {
+	return &fakeRedis{started: make(chan []*call, 64), release: make(chan struct{})}
+}
+
+func (f *fakeRedis) send(ctx context.Context, calls []*call) {
+	f.started <- slices.Clone(calls)
+	select {
+	case <-f.release:
+	case <-ctx.Done():
+	}
+	for _, c := range calls {
+		if err := ctx.Err(); err != nil {
+			c.cmd.SetErr(err)
+			continue
+		}
+		c.cmd.SetVal([]int64{1, 0, 1, 0, 0})
+	}
+}
+
+// next returns the calls of the next pipeline to start.
+func (f *fakeRedis) next(t *testing.T) []*call {
+	t.Helper()
+	select {
+	case b := <-f.started:
+		return b
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pipeline started")
+		return nil
+	}
+}
+
+// none checks that no pipeline has started (and none is about to: callers
+// waited on are done).
+func (f *fakeRedis) none(t *testing.T) {
+	t.Helper()
+	select {
+	case b := <-f.started:
+		t.Fatalf("unexpected pipeline of %d calls", len(b))
+	default:
+	}
+}
+
+// testCoalescer returns a coalescer on fakeRedis, closed when t ends.
+func testCoalescer(t *testing.T, cluster bool, lanes, limit int) (*coalescer, *fakeRedis) {
+	f := newFakeRedis()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := newCoalescer(ctx, Options{PipelineLimit: limit, pipelineLanes: lanes, Timeout: time.Minute}, cluster, f.send)
+	t.Cleanup(func() {
+		c.close()
+		cancel()
+		c.lanesWG.Wait()
+	})
+	return c, f
+}
+
+// testJob returns a job of one Decide: calls calls per node address (""
+// when not a cluster), each call with its own command.
+func testJob(calls int, addrs ...string) *job {
+	if len(addrs) == 0 {
+		addrs = []string{""}
+	}
+	j := &job{calls: make([]call, calls*len(addrs))}
+	for i := range j.calls {
+		j.calls[i].cmd = newDecideCmd([]any{"evalsha", "sha", 0})
+		j.ptrs = append(j.ptrs, &j.calls[i])
+	}
+	for i, a := range addrs {
+		j.groups = append(j.groups, group{addr: a, calls: j.ptrs[i*calls : (i+1)*calls]})
+	}
+	return j
+}
+
+// decision is what coalescer.decide returned for one job.
+type decision struct {
+	abandoned bool
+	why       error
+}
+
+// decideAsyncJob runs c.decide for j on its own goroutine.
+func decideAsyncJob(ctx context.Context, c *coalescer, j *job) <-chan decision {
+	out := make(chan decision, 1)
+	go func() {
+		a, why := c.decide(ctx, j)
+		out <- decision{a, why}
+	}()
+	return out
+}
+
+// wait returns the decision, failing t if it does not come.
+func wait(t *testing.T, ch <-chan decision) decision {
+	t.Helper()
+	select {
+	case d := <-ch:
+		return d
+	case <-time.After(10 * time.Second):
+		t.Fatal("decide did not return")
+		return decision{}
+	}
+}
+
+// queued reads how many requests wait in n's queue.
+func queued(n *node) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.queue)
+}
+
+// sameCalls reports whether got holds exactly the calls of the jobs, in
+// order.
+func sameCalls(got []*call, jobs ...*job) bool {
+	var want []*call
+	for _, j := range jobs {
+		want = append(want, j.ptrs...)
+	}
+	return slices.Equal(got, want)
+}
+
+// replied checks that every call of j holds the fake reply.
+func replied(t *testing.T, j *job) {
+	t.Helper()
+	for i, c := range j.ptrs {
+		if err := c.cmd.Err(); err != nil || len(c.cmd.Val()) != 5 {
+			t.Errorf("call %d: err %v, reply %v; want the reply", i, err, c.cmd.Val())
+		}
+	}
+}
+
+// TestCoalescerLoneCallGoesAtOnce: with a lane free and no window, a
+// Decide's calls go out at once, in one pipeline of their own, and no lane
+// is left running after.
+func TestCoalescerLoneCallGoesAtOnce(t *testing.T) {
+	c, f := testCoalescer(t, false, 2, 128)
+	j := testJob(3)
+	done := decideAsyncJob(context.Background(), c, j)
+	if got := f.next(t); !sameCalls(got, j) {
+		t.Fatalf("pipeline of %d calls, want the Decide's 3", len(got))
+	}
+	f.release <- struct{}{}
+	if d := wait(t, done); d.abandoned || d.why != nil {
+		t.Fatalf("decide: %+v", d)
+	}
+	replied(t, j)
+	if !c.single.idle() {
+		t.Error("a lane or queue is left after the lone call")
+	}
+	f.none(t)
+}
+
+// TestCoalescerQueueJoinsOnePipeline: while every lane is busy, Decides
+// queue, and the lane that comes back sends all of them in one pipeline.
+func TestCoalescerQueueJoinsOnePipeline(t *testing.T) {
+	c, f := testCoalescer(t, false, 1, 128)
+	first := testJob(1)
+	d0 := decideAsyncJob(context.Background(), c, first)
+	if got := f.next(t); !sameCalls(got, first) {
+		t.Fatal("first pipeline is not the first Decide's")
+	}
+	jobs := []*job{testJob(1), testJob(2), testJob(1)}
+	var dones []<-chan decision
+	for i, j := range jobs {
+		dones = append(dones, decideAsyncJob(context.Background(), c, j))
+		waitUntil(t, 10*time.Second, "queued", func() bool { return queued(c.single) == i+1 })
+	}
+	f.none(t)
+	f.release <- struct{}{}
+	wait(t, d0)
+	if got := f.next(t); !sameCalls(got, jobs...) {
+		t.Fatalf("second pipeline has %d calls, want the 4 queued, in order", len(got))
+	}
+	f.release <- struct{}{}
+	for i, d := range dones {
+		if r := wait(t, d); r.abandoned || r.why != nil {
+			t.Errorf("decide %d: %+v", i, r)
+		}
+		replied(t, jobs[i])
+	}
+	f.none(t)
+}
+
+// TestCoalescerLimitSplitsBetweenDecides: a pipeline carries at most
+// Limit commands, cut between Decides, never inside one: a Decide with
+// more calls than Limit goes alone, whole.
+func TestCoalescerLimitSplitsBetweenDecides(t *testing.T) {
+	c, f := testCoalescer(t, false, 1, 2)
+	first := testJob(1)
+	d0 := decideAsyncJob(context.Background(), c, first)
+	f.next(t)
+	jobs := []*job{testJob(1), testJob(1), testJob(3), testJob(1)}
+	var dones []<-chan decision
+	for i, j := range jobs {
+		dones = append(dones, decideAsyncJob(context.Background(), c, j))
+		waitUntil(t, 10*time.Second, "queued", func() bool { return queued(c.single) == i+1 })
+	}
+	f.release <- struct{}{}
+	wait(t, d0)
+	for _, want := range [][]*job{{jobs[0], jobs[1]}, {jobs[2]}, {jobs[3]}} {
+		if got := f.next(t); !sameCalls(got, want...) {
+			t.Fatalf("pipeline of %d calls, want the calls of %d Decides", len(got), len(want))
+		}
+		f.release <- struct{}{}
+	}
+	for i, d := range dones {
+		wait(t, d)
+		replied(t, jobs[i])
+	}
+	f.none(t)
+}
+
+// TestCoalescerCallerLeavesQueue: a caller whose context ends while its
+// Decide is queued leaves at once, with the context's error, its calls
+// marked left; the lane then skips them: they are never sent.
+func TestCoalescerCallerLeavesQueue(t *testing.T) {
+	c, f := testCoalescer(t, false, 1, 128)
+	first := testJob(1)
+	d0 := decideAsyncJob(context.Background(), c, first)
+	f.next(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	leaving := testJob(2)
+	d1 := decideAsyncJob(ctx, c, leaving)
+	waitUntil(t, 10*time.Second, "queued", func() bool { return queued(c.single) == 1 })
+	cancel()
+	r := wait(t, d1)
+	if !r.abandoned || !errors.Is(r.why, context.Canceled) {
+		t.Fatalf("leaving caller: %+v, want abandoned with context.Canceled", r)
+	}
+	for i, cl := range leaving.ptrs {
+		if !cl.left {
+			t.Errorf("call %d not marked left", i)
+		}
+	}
+	f.release <- struct{}{}
+	wait(t, d0)
+	waitUntil(t, 10*time.Second, "the lane to stop", c.single.idle)
+	f.none(t)
+}
+
+// TestCoalescerCloseFailsQueued: closing fails the queued Decides with
+// errClosed without sending them, and every Decide after it at once.
+func TestCoalescerCloseFailsQueued(t *testing.T) {
+	c, f := testCoalescer(t, false, 1, 128)
+	first := testJob(1)
+	d0 := decideAsyncJob(context.Background(), c, first)
+	f.next(t)
+	queuedJob := testJob(2)
+	d1 := decideAsyncJob(context.Background(), c, queuedJob)
+	waitUntil(t, 10*time.Second, "queued", func() bool { return queued(c.single) == 1 })
+	c.close()
+	wait(t, d1)
+	for i, cl := range queuedJob.ptrs {
+		if !errors.Is(cl.cmd.Err(), errClosed) {
+			t.Errorf("queued call %d: err %v, want errClosed", i, cl.cmd.Err())
+		}
+	}
+	after := testJob(1)
+	wait(t, decideAsyncJob(context.Background(), c, after))
+	if !errors.Is(after.ptrs[0].cmd.Err(), errClosed) {
+		t.Errorf("Decide after close: err %v, want errClosed", after.ptrs[0].cmd.Err())
+	}
+	f.release <- struct{}{} // the pipeline in flight finishes on its own
+	wait(t, d0)
+	replied(t, first)
+	f.none(t)
+}
+
+// TestCoalescerNodesAreIndependent: with a cluster, each node has its own
+// queue and lanes: a Decide's calls for two nodes split by node, and while
+// one node's lanes are busy its calls queue but the other node's go out at
+// once.
+func TestCoalescerNodesAreIndependent(t *testing.T) {
+	c, f := testCoalescer(t, true, 1, 128)
+	onlyA := testJob(1, "a:1")
+	d0 := decideAsyncJob(context.Background(), c, onlyA)
+	if got := f.next(t); !sameCalls(got, onlyA) {
+		t.Fatal("first pipeline is not node a's Decide")
+	}
+	both := testJob(1, "a:1", "b:1")
+	d1 := decideAsyncJob(context.Background(), c, both)
+	if got := f.next(t); len(got) != 1 || got[0] != both.ptrs[1] {
+		t.Fatal("node b's call waited for node a")
+	}
+	nodeA := c.node("a:1", time.Now())
+	waitUntil(t, 10*time.Second, "node a's call queued", func() bool { return queued(nodeA) == 1 })
+	f.release <- struct{}{}
+	f.release <- struct{}{}
+	if got := f.next(t); len(got) != 1 || got[0] != both.ptrs[0] {
+		t.Fatal("node a's queued call was not sent once its lane came back")
+	}
+	f.release <- struct{}{}
+	wait(t, d0)
+	wait(t, d1)
+	replied(t, onlyA)
+	replied(t, both)
+	f.none(t)
+}

@@ -1,0 +1,82 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
+)
+
+// fill reads c's reply into res, and says whether the node answered (with
+// a decision, an error about this call, or a passing refusal: see
+// liveRefusal) or could not be reached. The breaker counts the calls that
+// were not answered.
+func (b *Backend) fill(res *backend.Result, c *call, outcomes []limit.Outcome) (answered bool) {
+	err := c.cmd.Err()
+	if err == nil {
+		d, perr := scripts.ParseDecideInts(c.cmd.Val(), outcomes)
+		if perr != nil {
+			res.Err = fmt.Errorf("redis backend: %w", perr)
+		} else {
+			res.Decision = d
+		}
+		return true
+	}
+	if isUnavailable(err) {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %v: %w", b.opts.Timeout, err)
+		} else if strings.Contains(err.Error(), "unauthenticated") {
+			// Redis refuses a long command from a client that has not
+			// authenticated with a protocol error, not NOAUTH.
+			err = fmt.Errorf("the server requires a password, none was given (REDIS_AUTH): %w", err)
+		}
+		res.Err = fmt.Errorf("redis backend: %w: %w", backend.ErrUnavailable, err)
+		return liveRefusal(err)
+	}
+	res.Err = fmt.Errorf("redis backend: decide script: %w", err)
+	return true // Redis answered, with an error about this call
+}
+
+// isUnavailable reports whether err means Redis cannot decide now (and a
+// later try may succeed), as opposed to Redis answering that this call is
+// wrong.
+func isUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var rerr goredis.Error
+	if !errors.As(err, &rerr) {
+		return true // transport, timeout, pool exhausted, client closed
+	}
+	return goredis.IsClusterDownError(err) || goredis.IsLoadingError(err) ||
+		goredis.IsMasterDownError(err) || goredis.IsTryAgainError(err) ||
+		goredis.IsReadOnlyError(err) || goredis.IsMaxClientsError(err) ||
+		goredis.IsOOMError(err) || goredis.IsAuthError(err) ||
+		goredis.IsNoReplicasError(err) ||
+		goredis.HasErrorPrefix(err, "NOSCRIPT") || goredis.HasErrorPrefix(err, "BUSY") ||
+		goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK")
+}
+
+// liveRefusal reports whether err is a reply by which a live node refuses
+// a call at once, for a state that ends by itself, and ends everywhere at
+// the same moment: the cluster is down (CLUSTERDOWN: a master failed and
+// its replica is not promoted yet, so with cluster-require-full-coverage
+// every node refuses every key), a slot is moving (TRYAGAIN, MOVED, ASK),
+// the node is loading its data set (LOADING), or a failover is under way
+// (MASTERDOWN, READONLY). The call fails (with ErrUnavailable), but the
+// node's breaker does not count it: failing the node's calls fast would
+// spare nobody a wait, and would keep them failing for up to an open
+// period after the state ended. Refusals that more calls would make worse
+// or that do not pass by themselves (OOM, BUSY, max clients, auth) count.
+func liveRefusal(err error) bool {
+	return goredis.IsClusterDownError(err) || goredis.IsTryAgainError(err) ||
+		goredis.IsLoadingError(err) || goredis.IsMasterDownError(err) ||
+		goredis.IsReadOnlyError(err) ||
+		goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK")
+}
