@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -242,6 +243,7 @@ func (w *work) identity(domain string, it *item) string {
 // gRPC error the whole call must answer, if any.
 func (s *Service) decide(ctx context.Context, dom *descriptor.Domain, w *work) error {
 	results := s.decideChecks(ctx, w)
+	logged := false
 	for i := range w.items {
 		it := &w.items[i]
 		if it.check < 0 {
@@ -258,6 +260,13 @@ func (s *Service) decide(ctx context.Context, dom *descriptor.Domain, w *work) e
 			continue
 		}
 		it.err = r.Err
+		if !logged {
+			// The backend's own words (Redis's WRONGPASS, OOM, READONLY,
+			// ...) reach the log, at most one line per interval.
+			logged = true
+			s.errLog.warn(s.log.WithFields(logrus.Fields{"domain": dom.Name, "failure_mode": dom.FailureMode.String()}),
+				"backend could not decide; the domain's failure_mode answers", r.Err)
+		}
 		switch dom.FailureMode {
 		case descriptor.FailureAllow:
 			it.failed = failedOpen
