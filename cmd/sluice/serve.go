@@ -90,8 +90,9 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	var probe *healthProbe
 	paths := s.configPaths()
 	watcher, err := reload.New(reload.Options{
-		Paths:    paths,
-		Interval: s.ReloadInterval,
+		Paths:      paths,
+		Interval:   s.ReloadInterval,
+		AllowEmpty: s.AllowEmptyReload,
 		Load: obs.load(func() (*descriptor.Config, error) {
 			return descriptor.Load(descriptor.LoadOptions{MergeDomains: s.MergeDomains}, paths...)
 		}),

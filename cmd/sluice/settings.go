@@ -42,6 +42,7 @@ type settings struct {
 	RuntimeIgnoreDotFiles, RuntimeWatchRoot               bool
 	Configs                                               stringList
 	MergeDomains                                          bool
+	AllowEmptyReload                                      bool
 	ReloadInterval                                        time.Duration
 
 	LogLevel  logrus.Level
@@ -187,6 +188,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 		"accepted for compatibility: polling sees changes in either layout")
 	boolean(&s.MergeDomains, "merge-domain-config", "MERGE_DOMAIN_CONFIG", false, "allow several files to define one domain")
 	duration(&s.ReloadInterval, "reload-interval", "SLUICE_RELOAD_INTERVAL", time.Second, "how often to poll the config for changes")
+	boolean(&s.AllowEmptyReload, "allow-empty-reload", "SLUICE_ALLOW_EMPTY_RELOAD", false, "apply a reload that leaves no domain (by default it is refused and the last config kept)")
 
 	s.LogLevel = logrus.InfoLevel
 	fs.Var(&levelValue{&s.LogLevel}, "log-level", "log level: debug, info, warn, error"+bind("log-level", "LOG_LEVEL"))

@@ -27,6 +27,12 @@ type Options struct {
 	Load func() (*descriptor.Config, error)
 	// Apply puts a successfully loaded configuration in use.
 	Apply func(*descriptor.Config)
+	// AllowEmpty lets a reload apply a configuration with no domain while
+	// the one in use has some. By default such a reload is refused (and
+	// logged as an error): a deploy that empties the directory for one
+	// poll, or a mount that vanished, would otherwise remove every limit.
+	// The first load may always be empty.
+	AllowEmpty bool
 	// Logger receives one info line per successful reload and one error
 	// line per configuration error. Nil means logrus' standard logger.
 	Logger logrus.FieldLogger
@@ -37,6 +43,10 @@ type Options struct {
 	// channel of their own.
 	NewTicker func(time.Duration) (<-chan time.Time, func())
 }
+
+// ErrEmptyReload is the error of a reload refused because the new
+// configuration has no domain (Options.AllowEmpty).
+var ErrEmptyReload = errors.New("reload: the new configuration has no domain")
 
 // Stats counts the Watcher's loads, for logs and metrics.
 type Stats struct {
@@ -172,10 +182,14 @@ func (w *Watcher) fingerprintNow() string {
 }
 
 func (w *Watcher) loadLocked() error {
-	cfg, err := w.opts.Load()
+	cfg, err := w.loadSafely()
 	now := w.opts.Now()
 	if err == nil && cfg == nil {
 		err = errors.New("reload: Load returned no configuration and no error")
+	}
+	if err == nil && w.current != nil && !w.opts.AllowEmpty && len(cfg.Domains()) == 0 && len(w.current.Domains()) > 0 {
+		err = fmt.Errorf("%w: it would remove every limit of the %d domains in use (%s); if that is meant, allow empty reloads (SLUICE_ALLOW_EMPTY_RELOAD=true)",
+			ErrEmptyReload, len(w.current.Domains()), strings.Join(w.current.Domains(), ", "))
 	}
 	if err != nil {
 		w.stats.Failures++
@@ -192,6 +206,17 @@ func (w *Watcher) loadLocked() error {
 	return nil
 }
 
+// loadSafely calls Options.Load, turning a panic into an error: whatever a
+// config file holds, a reload never takes the server down.
+func (w *Watcher) loadSafely() (cfg *descriptor.Config, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			cfg, err = nil, fmt.Errorf("reload: loading the configuration panicked: %v", r)
+		}
+	}()
+	return w.opts.Load()
+}
+
 func (w *Watcher) logFailure(err error) {
 	// A descriptor.ErrorList prints one "file:line: reason" per line: log
 	// each on its own line so none is lost in a multi-line message.
@@ -204,6 +229,11 @@ func (w *Watcher) logFailure(err error) {
 
 func (w *Watcher) logSuccess(old, cur *descriptor.Config) {
 	d := Diff(old, cur)
+	if len(cur.Domains()) == 0 && len(old.Domains()) > 0 {
+		w.log.WithField("removed", d.Removed).
+			Warn("config reloaded with no domain: every limit is removed and every request is answered OK")
+		return
+	}
 	w.log.WithFields(logrus.Fields{
 		"domains": len(cur.Domains()),
 		"added":   d.Added,

@@ -3,9 +3,11 @@ package reload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,5 +284,104 @@ func TestNewValidates(t *testing.T) {
 				t.Error("New: no error")
 			}
 		})
+	}
+}
+
+// TestWatcherRefusesEmptyReload is the regression test for a reload that
+// emptied the config (a non-atomic deploy leaves the directory empty for
+// one poll): it removed every limit and logged it at info. It is refused,
+// logged as an error, and the last good config stays; with AllowEmpty it
+// applies, with a warning.
+func TestWatcherRefusesEmptyReload(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("AllowEmpty=%v", allow), func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, dir, "api.yaml", config("api", 10))
+			h := newHarness(t, dir, Options{AllowEmpty: allow})
+			if err := h.w.Load(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(dir, "api.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			reloaded, err := h.w.Check()
+			if !reloaded {
+				t.Fatal("Check did not reload")
+			}
+			var levels []logrus.Level
+			for _, e := range h.logs.AllEntries() {
+				levels = append(levels, e.Level)
+			}
+			if allow {
+				if err != nil || len(h.w.Config().Domains()) != 0 {
+					t.Fatalf("AllowEmpty: err %v, domains %v; want the empty config applied", err, h.w.Config().Domains())
+				}
+				if e := h.logs.LastEntry(); e == nil || e.Level != logrus.WarnLevel || !strings.Contains(e.Message, "every limit is removed") {
+					t.Errorf("last log %+v, want a warning that every limit is removed", e)
+				}
+				return
+			}
+			if !errors.Is(err, ErrEmptyReload) || !strings.Contains(err.Error(), "SLUICE_ALLOW_EMPTY_RELOAD") {
+				t.Fatalf("Check error %v, want ErrEmptyReload naming the setting", err)
+			}
+			if got := h.limitOf("api"); got != 10 {
+				t.Errorf("api limit %d, want 10 (kept)", got)
+			}
+			if !slices.Contains(levels, logrus.ErrorLevel) || slices.Contains(levels, logrus.InfoLevel) {
+				t.Errorf("log levels %v, want an error and no info line", levels)
+			}
+			// The files come back: an ordinary reload.
+			writeFile(t, dir, "api.yaml", config("api", 12))
+			h.check(true, false)
+			if got := h.limitOf("api"); got != 12 {
+				t.Errorf("api limit %d, want 12", got)
+			}
+		})
+	}
+}
+
+// TestWatcherSurvivesAliasBomb: a padded alias bomb written into the
+// watched directory is refused and the server keeps its config (it used
+// to pass the expansion guard and exhaust memory on reload).
+func TestWatcherSurvivesAliasBomb(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "api.yaml", config("api", 10))
+	h := newHarness(t, dir, Options{})
+	if err := h.w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("domain: bomb\ndescriptors:\n  - key: a\n    metadata:\n      pad: [x" + strings.Repeat(",x", 199_999) + "]\n")
+	b.WriteString("      l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 6; i++ {
+		fmt.Fprintf(&b, "      l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 10), ", "))
+	}
+	writeFile(t, dir, "bomb.yaml", b.String())
+	reloaded, err := h.w.Check()
+	if !reloaded || err == nil || !strings.Contains(err.Error(), "aliases expand this document") {
+		t.Fatalf("Check() = %v, %v; want the bomb refused", reloaded, err)
+	}
+	if got := h.limitOf("api"); got != 10 || h.w.Config().Domain("bomb") != nil {
+		t.Errorf("config after the bomb: api %d, bomb %v; want the last good one", got, h.w.Config().Domain("bomb"))
+	}
+}
+
+// TestWatcherLoadPanics: a panic while loading is a failed reload, not a
+// crash.
+func TestWatcherLoadPanics(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "api.yaml", config("api", 10))
+	h := newHarness(t, dir, Options{})
+	if err := h.w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	h.w.opts.Load = func() (*descriptor.Config, error) { panic("boom") }
+	writeFile(t, dir, "api.yaml", config("api", 20))
+	reloaded, err := h.w.Check()
+	if !reloaded || err == nil || !strings.Contains(err.Error(), "panicked: boom") {
+		t.Fatalf("Check() = %v, %v; want the panic as an error", reloaded, err)
+	}
+	if got := h.limitOf("api"); got != 10 {
+		t.Errorf("api limit %d, want 10 (kept)", got)
 	}
 }

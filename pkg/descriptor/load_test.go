@@ -412,3 +412,16 @@ func TestLoadNamesSpecialFiles(t *testing.T) {
 		t.Errorf("warnings = %q, want %q", got, want)
 	}
 }
+
+// TestLoadRefusesLargeFile: a file over MaxFileSize is an error naming the
+// bound, and is not read past it.
+func TestLoadRefusesLargeFile(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml")
+	data := []byte(domainYAML("a", "k") + "# " + strings.Repeat("x", MaxFileSize) + "\n")
+	if err := os.WriteFile(big, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(LoadOptions{}, dir)
+	checkErrors(t, big, err, []want{{line: 0, reason: "file is larger than 4194304 bytes (4 MiB)"}})
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -234,14 +235,62 @@ func TestParsePartial(t *testing.T) {
 	}
 }
 
+// aliasBomb returns a config whose metadata holds a levels-deep chain of
+// lists, each holding fanout aliases to the one before, padded with
+// padding plain scalars.
+func aliasBomb(levels, fanout, padding int) string {
+	var b strings.Builder
+	b.WriteString("domain: bomb\ndescriptors:\n  - key: a\n    metadata:\n")
+	if padding > 0 {
+		b.WriteString("      pad: [x")
+		b.WriteString(strings.Repeat(",x", padding-1))
+		b.WriteString("]\n")
+	}
+	b.WriteString("      l0: &l0 [x" + strings.Repeat(", x", fanout-1) + "]\n")
+	for i := 1; i < levels; i++ {
+		fmt.Fprintf(&b, "      l%d: &l%d [*l%d%s]\n", i, i, i-1, strings.Repeat(fmt.Sprintf(", *l%d", i-1), fanout-1))
+	}
+	return b.String()
+}
+
 // TestAliasBomb: a few hundred bytes that expand to billions of nodes are
 // refused quickly instead of being walked.
 func TestAliasBomb(t *testing.T) {
-	var b strings.Builder
-	b.WriteString("domain: bomb\ndescriptors:\n  - key: a\n    metadata:\n      l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n")
-	for i := 1; i < 10; i++ {
-		fmt.Fprintf(&b, "      l%d: &l%d [*l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	_, err := Parse("bomb.yaml", []byte(aliasBomb(10, 10, 0)))
+	checkErrors(t, "bomb.yaml", err, []want{{line: 1, reason: "aliases expand this document by more than 65536 nodes"}})
+}
+
+// TestPaddedAliasBomb is the regression test for a bomb padded with plain
+// scalars: the guard compared the expansion with 10 times the document's
+// own size, so padding got a bomb past it, and walking its metadata ended
+// the process (validate, or a server on reload) with "out of memory". Here
+// a 6-level bomb (over a million nodes) padded with 200,000 scalars must be
+// refused, using a bounded amount of memory.
+func TestPaddedAliasBomb(t *testing.T) {
+	data := []byte(aliasBomb(6, 10, 200_000))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := Parse("bomb.yaml", data)
+	runtime.ReadMemStats(&after)
+	checkErrors(t, "bomb.yaml", err, []want{{line: 1, reason: "aliases expand this document by more than 65536 nodes"}})
+	// Decoding 200,000 nodes takes about 50 MB; expanding the bomb would
+	// take hundreds more.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 100<<20 {
+		t.Errorf("Parse allocated %d MB, want under 100", alloc>>20)
 	}
-	_, err := Parse("bomb.yaml", []byte(b.String()))
-	checkErrors(t, "bomb.yaml", err, []want{{line: 1, reason: "expands to more than"}})
+}
+
+// TestAliasesWithinBound: aliases used as configs use them (shared rule
+// and metadata maps) load, up to MaxAliasExpansion nodes added.
+func TestAliasesWithinBound(t *testing.T) {
+	// 4 levels of 10: the last list expands to 10,000 nodes, the whole
+	// chain to about 11,110, under the bound.
+	domains, err := Parse("ok.yaml", []byte(aliasBomb(4, 10, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l3, _ := domains[0].Match([]Entry{{Key: "a", Value: "v"}}).Metadata["l3"].([]any); len(l3) != 10 {
+		t.Errorf("l3 has %d items, want 10", len(l3))
+	}
 }

@@ -272,18 +272,23 @@ func (p *parser) integer(n *yaml.Node, name string, lo, hi uint64) (uint64, bool
 	return u, true
 }
 
-// Alias expansion bounds. An "alias bomb" (a list of aliases to lists of
-// aliases...) is tiny on disk and huge expanded; reject a document whose
-// expansion exceeds maxExpanded nodes and is much larger than the document
-// itself.
-const (
-	maxExpanded    = 1 << 20
-	maxExpandRatio = 10
-)
+// MaxAliasExpansion is how many nodes aliases may add to a document, all
+// uses counted: an alias to an anchored map of 5 nodes used 10 times adds
+// 50. Real configs use aliases to share a few rule or metadata maps and add
+// a few hundred; an "alias bomb" (a list of aliases to lists of aliases...)
+// adds billions from a few hundred bytes. The bound does not depend on the
+// document's own size, so padding a bomb with plain nodes does not get it
+// past.
+const MaxAliasExpansion = 1 << 16
+
+// expansionCap is where sizes stop counting: far above any bound, far
+// below overflow.
+const expansionCap = 1 << 50
 
 // checkAliases rejects documents with dangling aliases, aliases that
-// contain themselves, or an alias expansion past the bounds. Everything
-// after it may follow aliases freely.
+// contain themselves, or aliases that add more than MaxAliasExpansion
+// nodes. Everything after it may follow aliases freely: its work is
+// bounded by the document's size plus MaxAliasExpansion.
 func (p *parser) checkAliases(root *yaml.Node) bool {
 	const inProgress = -1
 	sizes := make(map[*yaml.Node]int)
@@ -311,17 +316,14 @@ func (p *parser) checkAliases(root *yaml.Node) bool {
 			}
 		}
 		for _, c := range n.Content {
-			s += size(c)
-			if s > maxExpanded*maxExpandRatio {
-				s = maxExpanded * maxExpandRatio
-			}
+			s = min(s+size(c), expansionCap)
 		}
 		sizes[n] = s
 		return s
 	}
 	total := size(root)
-	if ok && total > maxExpanded && total > maxExpandRatio*len(sizes) {
-		p.errorf(root, "document expands to more than %d nodes through aliases", maxExpanded)
+	if added := total - len(sizes); ok && added > MaxAliasExpansion {
+		p.errorf(root, "aliases expand this document by more than %d nodes (an alias bomb?): write the repeated parts out, or anchor less", MaxAliasExpansion)
 		ok = false
 	}
 	return ok
