@@ -32,7 +32,7 @@ type server struct {
 }
 
 // start copies the testdata files named (paths under testdata, copied to the
-// config directory under their base names) into a new runtime tree and runs
+// config directory under their base names, or "path=name" to rename) into a new runtime tree and runs
 // sluice on it under variant v with extra settings env. The config is read
 // through the incumbent's layout: RUNTIME_ROOT, RUNTIME_SUBDIRECTORY
 // "ratelimit", RUNTIME_APPDIRECTORY "config".
@@ -44,7 +44,11 @@ func start(t *testing.T, v variant, env map[string]string, files ...string) *ser
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		copyFile(t, filepath.Join("testdata", f), filepath.Join(dir, filepath.Base(f)))
+		src, name, renamed := strings.Cut(f, "=")
+		if !renamed {
+			name = filepath.Base(src)
+		}
+		copyFile(t, filepath.Join("testdata", src), filepath.Join(dir, name))
 	}
 	all := map[string]string{
 		"RUNTIME_ROOT":           root,

@@ -1,0 +1,151 @@
+package compat
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/sluicetest"
+)
+
+// validate runs `sluice validate args...` with env and returns whether it
+// accepted the config (exit 0) and what it printed.
+func validate(t *testing.T, env []string, args ...string) (accepted bool, out string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sluicetest.Binary(t), append([]string{"validate"}, args...)...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Run()
+	if _, isExit := err.(*exec.ExitError); err != nil && !isExit {
+		t.Fatalf("sluice validate: %v", err)
+	}
+	return err == nil, buf.String()
+}
+
+// verdict renders validate's answer as the incumbent's config tests see it.
+func verdict(accepted bool) string {
+	if accepted {
+		return "loaded"
+	}
+	return "refused"
+}
+
+// domainsOK matches validate's summary, "N domain(s) OK".
+var domainsOK = regexp.MustCompile(`(\d+) domains? OK`)
+
+// loaded renders validate's answer with the number of domains loaded.
+func loaded(accepted bool, out string) string {
+	if !accepted {
+		return "refused"
+	}
+	if m := domainsOK.FindStringSubmatch(out); m != nil {
+		return "loaded " + m[1]
+	}
+	return "loaded ?"
+}
+
+// TestConfigRefused: every config the incumbent's config tests refuse
+// (test/config), refused with an error naming the file.
+func TestConfigRefused(t *testing.T) {
+	for _, c := range []struct{ file, incumbent string }{
+		{"bad_limit_unit.yaml", "invalid rate limit unit 'foo'"},
+		{"bad_yaml.yaml", "yaml: line 2: found unexpected end of stream"},
+		{"duplicate_key.yaml", "duplicate descriptor composite key 'test-domain.key1_value1'"},
+		{"empty_domain.yaml", "config file cannot have empty domain"},
+		{"empty_key.yaml", "descriptor has empty key"},
+		{"misspelled_key.yaml", "config error, unknown key 'ratelimit'"},
+		{"misspelled_key2.yaml", "config error, unknown key 'requestsperunit'"},
+		{"non_map_list.yaml", "config error, yaml file contains list of type other than map: a"},
+		{"non_string_key.yaml", "config error, key is not of type string: 0.25"},
+		{"replaces_empty.yaml", "should not have an empty replaces entry"},
+		{"replaces_self.yaml", "replaces should not contain name of same descriptor"},
+		{"unlimited_with_unit.yaml", "should not specify rate limit unit when unlimited"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			t.Parallel()
+			accepted, out := validate(t, nil, filepath.Join("testdata", "fixtures", c.file))
+			expect(t, c.file+" (the incumbent: "+c.incumbent+")", verdict(accepted), "refused")
+			if !accepted && !strings.Contains(out, c.file) {
+				t.Errorf("%s: the error does not name the file:\n%s", c.file, out)
+			}
+		})
+	}
+}
+
+// TestConfigDomains is the incumbent's TestDuplicateDomain and
+// TestDomainMerge: two files of one domain are refused, unless
+// MERGE_DOMAIN_CONFIG merges them; a key repeated across merged files is
+// still refused.
+func TestConfigDomains(t *testing.T) {
+	dir := filepath.Join("testdata", "fixtures")
+	k1, k2 := filepath.Join(dir, "merge_domain_key1.yaml"), filepath.Join(dir, "merge_domain_key2.yaml")
+	accepted, _ := validate(t, nil, k1, k2)
+	expect(t, "one domain in two files", verdict(accepted), "refused")
+	accepted, _ = validate(t, nil, k1, filepath.Join(dir, "duplicate_domain.yaml"))
+	expect(t, "duplicate domain", verdict(accepted), "refused")
+	accepted, out := validate(t, []string{"MERGE_DOMAIN_CONFIG=true"}, k1, k2)
+	expect(t, "one domain in two files, merged", verdict(accepted), "loaded")
+	if !accepted {
+		t.Logf("%s", out)
+	}
+	twice := filepath.Join(t.TempDir(), "again.yaml")
+	b, err := os.ReadFile(k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(twice, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	accepted, _ = validate(t, []string{"MERGE_DOMAIN_CONFIG=true"}, k1, twice)
+	expect(t, "one key in two merged files", verdict(accepted), "refused")
+
+	// Merged through the binary: both files' limits apply.
+	for _, v := range []variant{memory, standalone} {
+		t.Run(v.name, func(t *testing.T) {
+			s := start(t, v, map[string]string{"MERGE_DOMAIN_CONFIG": "true"},
+				"fixtures/merge_domain_key1.yaml", "fixtures/merge_domain_key2.yaml")
+			awayFromEdge(t, time.Minute, 5*time.Second)
+			resp := s.ask(t, rq("test-domain", d("key1", "value1")))
+			expect(t, "key1 of the first file", answerOf(resp), ans(ok, limited(ok, 10, "MINUTE", 9)))
+			resp = s.ask(t, rq("test-domain", d("key2", "value2")))
+			expect(t, "key2 of the second file", answerOf(resp), ans(ok, limited(ok, 20, "MINUTE", 19)))
+		})
+	}
+}
+
+// TestConfigTolerated: configs the incumbent loads although they hold
+// keys in places it ignores, a repeated key, or a second YAML document.
+func TestConfigTolerated(t *testing.T) {
+	for _, file := range []string{
+		"shadow_in_rate_limit.yaml", "name_on_descriptor.yaml", "unit_at_root.yaml", "duplicate_yaml_key.yaml", "stream.yaml",
+	} {
+		t.Run(file, func(t *testing.T) {
+			t.Parallel()
+			accepted, out := validate(t, nil, filepath.Join("testdata", "tolerated", file))
+			expect(t, file, loaded(accepted, out), "loaded 1", because(devConfigTolerant, "refused"), because(devConfigTolerant, "loaded 2"))
+		})
+	}
+}
+
+// TestConfigFiles: the incumbent loads every file of its runtime
+// directory, whatever its name; with RUNTIME_IGNOREDOTFILES unset, dot-files
+// too.
+func TestConfigFiles(t *testing.T) {
+	s := start(t, memory, nil, "runtime/ratelimit/config/basic.yaml=basic", "runtime/ratelimit/config/another.yaml=.another.yaml")
+	resp := s.ask(t, rq("basic", d("key1", unique("foo"))))
+	expect(t, "a config file without .yaml", answerOf(resp), ans(ok, limited(ok, 50, "SECOND", 49)),
+		because(devConfigFiles, ans(ok, noLimit)))
+	awayFromEdge(t, time.Minute, 5*time.Second)
+	resp = s.ask(t, rq("another", d("key2", unique("foo"))))
+	expect(t, "a dot-file", answerOf(resp), ans(ok, limited(ok, 20, "MINUTE", 19)),
+		because(devDotfiles, ans(ok, noLimit)))
+}
