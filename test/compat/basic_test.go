@@ -78,11 +78,21 @@ func TestBasic(t *testing.T) {
 				key3 := limited(over, 10, "HOUR", 0)
 				if v.stopIncrement {
 					expect(t, fmt.Sprintf("key2+key3 call %d", i+1), answerOf(resp),
-						ans(over, limited(ok, 20, "MINUTE", 10), key3),
-						because(devStopIncrement, ans(over, counting, key3)))
+						ans(over, limited(ok, 20, "MINUTE", 10), key3))
 					continue
 				}
 				expect(t, fmt.Sprintf("key2+key3 call %d", i+1), answerOf(resp), ans(over, counting, key3))
+			}
+
+			// Per-descriptor counts, as the incumbent's stats
+			// (ratelimit.service.rate_limit.another.key2.total_hits, ...).
+			for _, c := range []struct{ series, want string }{
+				{fmt.Sprintf(`sluice_descriptor_hits_total{descriptor=%q,domain="another"}`, key("key2")), "40"},
+				{fmt.Sprintf(`sluice_descriptor_over_limit_total{descriptor=%q,domain="another"}`, key("key2")), "5"},
+				{fmt.Sprintf(`sluice_descriptor_hits_total{descriptor=%q,domain="another"}`, key("key3")), "15"},
+				{fmt.Sprintf(`sluice_descriptor_over_limit_total{descriptor=%q,domain="another"}`, key("key3")), "5"},
+			} {
+				expect(t, c.series, metricText(t, s, c.series), c.want, because(devPerNodeMetrics, "absent"))
 			}
 
 			// The time to reset counts down between two calls.
@@ -158,6 +168,40 @@ func TestReload(t *testing.T) {
 				expect(t, "reload domain after its file is removed", answerOf(resp), ans(ok, noLimit))
 			})
 		}
+	}
+}
+
+// metricText is one series' value as text, or "absent".
+func metricText(t *testing.T, s *server, series string) string {
+	t.Helper()
+	v, found := metric(t, s, series)
+	if !found {
+		return "absent"
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// TestHitsAddend is the incumbent's cost arithmetic (test/redis, hits_addend
+// above 1): a request's cost is added before the limit is checked, so a
+// cost that does not fit is over the limit and reports 0 left.
+func TestHitsAddend(t *testing.T) {
+	for _, v := range core {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, v, nil, runtimeConfig...)
+			value := unique("cost")
+			costly := func(n uint32) answer {
+				req := rq("another", d("key4", value))
+				req.HitsAddend = n
+				return answerOf(s.ask(t, req))
+			}
+			expect(t, "cost 17 of 20", costly(17), ans(ok, limited(ok, 20, "DAY", 3)))
+			expect(t, "cost 2, 19 of 20", costly(2), ans(ok, limited(ok, 20, "DAY", 1)))
+			expect(t, "cost 3 with 1 left", costly(3), ans(over, limited(over, 20, "DAY", 0)),
+				because(devRemainingOnDenial, ans(over, limited(over, 20, "DAY", 1))))
+			expect(t, "cost 1 after the denied cost", costly(1), ans(over, limited(over, 20, "DAY", 0)),
+				because(devDeniedNothing, ans(ok, limited(ok, 20, "DAY", 0))))
+		})
 	}
 }
 

@@ -40,23 +40,18 @@ func dev(id string) *deviation {
 // the fix is in.
 var pending = map[string]string{
 	"quota-debit":      "a check-then-debit debit that does not fit is not charged, so quota_mode nodes never bind",
-	"stop-increment":   "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT is ignored: the other descriptors of a request are still charged",
-	"health-names":     "the gRPC health service answers NotFound for the service names ratelimit and envoy.service.ratelimit.v3.RateLimitService",
-	"config-tolerance": "configs the incumbent loads (and files without .yaml) make sluice refuse or skip them",
-	"config-files":     "config files without .yaml or .yml are skipped",
+	"per-node-metrics": "no per-descriptor hit and over-limit counts for config nodes without detailed_metric",
 }
 
 // Declared deviations, one variable per ID the cases name.
 var (
-	devTypedErrors    = dev("typed-errors")
-	devDeniedNothing  = dev("denied-consumes-nothing")
-	devQuotaDebit     = dev("quota-debit")
-	devStopIncrement  = dev("stop-increment")
-	devConfigTolerant = dev("config-tolerance")
-	devPerSecond      = dev("redis-persecond")
-	devConfigFiles    = dev("config-files")
-	devMetadata       = dev("unlimited-metadata")
-	devDotfiles       = dev("dotfiles-skipped")
+	devTypedErrors       = dev("typed-errors")
+	devQuotaDebit        = dev("quota-debit")
+	devPerSecond         = dev("redis-persecond")
+	devDotfiles          = dev("dotfiles-skipped")
+	devPerNodeMetrics    = dev("per-node-metrics")
+	devRemainingOnDenial = dev("remaining-on-denial")
+	devDeniedNothing     = dev("denied-consumes-nothing")
 )
 
 // alt is sluice's answer where it differs from the incumbent's by dev.
