@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,15 +85,16 @@ func TestBasic(t *testing.T) {
 				expect(t, fmt.Sprintf("key2+key3 call %d", i+1), answerOf(resp), ans(over, counting, key3))
 			}
 
-			// Per-descriptor counts, as the incumbent's stats
+			// Per-node counts, as the incumbent's stats
 			// (ratelimit.service.rate_limit.another.key2.total_hits, ...).
-			for _, c := range []struct{ series, want string }{
-				{fmt.Sprintf(`sluice_descriptor_hits_total{descriptor=%q,domain="another"}`, key("key2")), "40"},
-				{fmt.Sprintf(`sluice_descriptor_over_limit_total{descriptor=%q,domain="another"}`, key("key2")), "5"},
-				{fmt.Sprintf(`sluice_descriptor_hits_total{descriptor=%q,domain="another"}`, key("key3")), "15"},
-				{fmt.Sprintf(`sluice_descriptor_over_limit_total{descriptor=%q,domain="another"}`, key("key3")), "5"},
+			for _, c := range []struct{ family, node, want string }{
+				{"sluice_rate_limit_total_hits_total", key("key2"), "40"},
+				{"sluice_rate_limit_over_limit_total", key("key2"), "5"},
+				{"sluice_rate_limit_total_hits_total", key("key3"), "15"},
+				{"sluice_rate_limit_over_limit_total", key("key3"), "5"},
 			} {
-				expect(t, c.series, metricText(t, s, c.series), c.want, because(devPerNodeMetrics, "absent"))
+				got := metricText(t, s, c.family, map[string]string{"domain": "another", "descriptor": c.node})
+				expect(t, c.family+" of "+c.node, got, c.want)
 			}
 
 			// The time to reset counts down between two calls.
@@ -171,10 +173,11 @@ func TestReload(t *testing.T) {
 	}
 }
 
-// metricText is one series' value as text, or "absent".
-func metricText(t *testing.T, s *server, series string) string {
+// metricText is the value, as text, of the series of family whose labels
+// include labels; "absent" if there is none.
+func metricText(t *testing.T, s *server, family string, labels map[string]string) string {
 	t.Helper()
-	v, found := metric(t, s, series)
+	v, found := metricWith(t, s, family, labels)
 	if !found {
 		return "absent"
 	}
@@ -217,26 +220,77 @@ func reloads(t *testing.T, s *server) float64 {
 // /metrics; found is false when it is not there.
 func metric(t *testing.T, s *server, series string) (value float64, found bool) {
 	t.Helper()
+	for _, m := range scrape(t, s) {
+		if m.series == series {
+			return m.value, true
+		}
+	}
+	return 0, false
+}
+
+// metricWith reads the first series of family whose labels include labels.
+func metricWith(t *testing.T, s *server, family string, labels map[string]string) (value float64, found bool) {
+	t.Helper()
+next:
+	for _, m := range scrape(t, s) {
+		if m.family != family {
+			continue
+		}
+		for k, v := range labels {
+			if m.labels[k] != v {
+				continue next
+			}
+		}
+		return m.value, true
+	}
+	return 0, false
+}
+
+// sample is one line of the Prometheus text format.
+type sample struct {
+	series, family string
+	labels         map[string]string
+	value          float64
+}
+
+// labelRE matches one label pair of a series.
+var labelRE = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"`)
+
+// scrape reads every sample of /metrics.
+func scrape(t *testing.T, s *server) []sample {
+	t.Helper()
 	resp, err := http.Get("http://" + s.HTTPAddr() + "/metrics")
 	if err != nil {
 		t.Fatalf("GET /metrics: %v", err)
 	}
 	defer resp.Body.Close()
+	var out []sample
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		name, val, cut := strings.Cut(sc.Text(), " ")
-		if !cut || name != series {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		f, err := strconv.ParseFloat(strings.Fields(val)[0], 64)
-		if err != nil {
-			t.Fatalf("/metrics: %s: %v", series, err)
+		cut := strings.LastIndexByte(line, ' ')
+		if cut < 0 {
+			continue
 		}
-		return f, true
+		f, err := strconv.ParseFloat(line[cut+1:], 64)
+		if err != nil {
+			t.Fatalf("/metrics: %q: %v", line, err)
+		}
+		m := sample{series: line[:cut], family: line[:cut], labels: map[string]string{}, value: f}
+		if i := strings.IndexByte(m.series, '{'); i >= 0 {
+			m.family = m.series[:i]
+			for _, l := range labelRE.FindAllStringSubmatch(m.series[i:], -1) {
+				m.labels[l[1]] = l[2]
+			}
+		}
+		out = append(out, m)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatalf("read /metrics: %v", err)
 	}
-	return 0, false
+	return out
 }

@@ -39,8 +39,7 @@ func dev(id string) *deviation {
 // (and the case's dev(...) alternative, unless the table lists it) once
 // the fix is in.
 var pending = map[string]string{
-	"quota-debit":      "a check-then-debit debit that does not fit is not charged, so quota_mode nodes never bind",
-	"per-node-metrics": "no per-descriptor hit and over-limit counts for config nodes without detailed_metric",
+	"quota-debit": "a check-then-debit debit that does not fit is not charged, so quota_mode nodes never bind",
 }
 
 // Declared deviations, one variable per ID the cases name.
@@ -49,7 +48,6 @@ var (
 	devQuotaDebit        = dev("quota-debit")
 	devPerSecond         = dev("redis-persecond")
 	devDotfiles          = dev("dotfiles-skipped")
-	devPerNodeMetrics    = dev("per-node-metrics")
 	devRemainingOnDenial = dev("remaining-on-denial")
 	devDeniedNothing     = dev("denied-consumes-nothing")
 )
