@@ -43,12 +43,18 @@ func TestEnvoyHeaderClaims(t *testing.T) {
 				continue
 			}
 			mentions++
-			for j := max(0, i-3); j <= min(len(lines)-1, i+3); j++ {
-				near := strings.ReplaceAll(strings.ReplaceAll(lines[j], "X-RateLimit-", ""), "x-ratelimit-", "")
-				if strings.Contains(near, "RateLimit-") {
-					t.Errorf("%s:%d: says Envoy's enable_x_ratelimit_headers emits RateLimit-* headers; Envoy emits x-ratelimit-limit, -remaining, -reset:\n%s",
-						f, j+1, lines[j])
-				}
+			// The claim is on the same line (docs) or in the comment lines
+			// just above the setting (YAML).
+			from := i
+			if filepath.Ext(f) != ".md" {
+				from = max(0, i-3)
+			}
+			window := strings.Join(lines[from:i+1], "\n")
+			lower := strings.ToLower(window)
+			stripped := strings.ReplaceAll(lower, "x-ratelimit-", "")
+			if strings.Contains(stripped, "ratelimit-") && !strings.Contains(lower, "x-ratelimit-limit") {
+				t.Errorf("%s:%d: says Envoy's enable_x_ratelimit_headers emits RateLimit-* headers; Envoy emits x-ratelimit-limit, -remaining, -reset:\n%s",
+					f, i+1, window)
 			}
 		}
 	}
