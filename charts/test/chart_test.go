@@ -1,0 +1,302 @@
+// Package charttest renders the Helm chart charts/sluice with the helm
+// binary for every values file and decodes every manifest strictly into
+// the Kubernetes API types, so a misspelt field or a wrong type fails here
+// and not at `kubectl apply`. It is a module of its own so that the
+// Kubernetes API types never become a dependency of sluice itself.
+package charttest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+)
+
+const chartDir = "../sluice"
+
+// helm returns the helm binary: $HELM, helm on PATH, or $GOPATH/bin/helm
+// (where `go install` puts it). Missing, the test is skipped on a
+// workstation and fails in CI (CI=true).
+func helm(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("HELM"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("helm"); err == nil {
+		return p
+	}
+	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		p := filepath.Join(strings.TrimSpace(string(out)), "bin", "helm")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("helm is not installed: go install helm.sh/helm/v3/cmd/helm@v3.22.0")
+	}
+	t.Skip("helm is not installed (go install helm.sh/helm/v3/cmd/helm@v3.22.0); CI fails here instead")
+	return ""
+}
+
+// render runs helm template and returns its output, or the error output.
+func render(t *testing.T, bin string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"template", "rl", chartDir, "--namespace", "limits"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// objects is a rendered release decoded by kind.
+type objects struct {
+	deployments     []appsv1.Deployment
+	services        []corev1.Service
+	configMaps      []corev1.ConfigMap
+	pdbs            []policyv1.PodDisruptionBudget
+	hpas            []autoscalingv2.HorizontalPodAutoscaler
+	serviceMonitors []serviceMonitor
+	kinds           []string
+}
+
+// serviceMonitor is the part of the Prometheus Operator's ServiceMonitor
+// the chart writes; decoding is strict, so any other field fails.
+type serviceMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []struct {
+			Port     string `json:"port"`
+			Path     string `json:"path"`
+			Interval string `json:"interval"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+// wantAPIVersion is the apiVersion of each kind the chart renders.
+var wantAPIVersion = map[string]string{
+	"Deployment": "apps/v1", "Service": "v1", "ConfigMap": "v1", "PodDisruptionBudget": "policy/v1",
+	"HorizontalPodAutoscaler": "autoscaling/v2", "ServiceMonitor": "monitoring.coreos.com/v1",
+}
+
+// decode splits a rendered release and decodes every document strictly.
+func decode(t *testing.T, out string) objects {
+	t.Helper()
+	var o objects
+	for _, doc := range strings.Split(out, "\n---") {
+		doc = strings.TrimSpace(doc)
+		if doc == "" || strings.Trim(doc, "-\n ") == "" {
+			continue
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			t.Fatalf("not YAML: %v\n%s", err, doc)
+		}
+		if want, ok := wantAPIVersion[tm.Kind]; !ok || tm.APIVersion != want {
+			t.Fatalf("kind %q apiVersion %q: want one of %v", tm.Kind, tm.APIVersion, wantAPIVersion)
+		}
+		o.kinds = append(o.kinds, tm.Kind)
+		var err error
+		switch tm.Kind {
+		case "Deployment":
+			var v appsv1.Deployment
+			err = yaml.UnmarshalStrict([]byte(doc), &v)
+			o.deployments = append(o.deployments, v)
+		case "Service":
+			var v corev1.Service
+			err = yaml.UnmarshalStrict([]byte(doc), &v)
+			o.services = append(o.services, v)
+		case "ConfigMap":
+			var v corev1.ConfigMap
+			err = yaml.UnmarshalStrict([]byte(doc), &v)
+			o.configMaps = append(o.configMaps, v)
+		case "PodDisruptionBudget":
+			var v policyv1.PodDisruptionBudget
+			err = yaml.UnmarshalStrict([]byte(doc), &v)
+			o.pdbs = append(o.pdbs, v)
+		case "HorizontalPodAutoscaler":
+			var v autoscalingv2.HorizontalPodAutoscaler
+			err = yaml.UnmarshalStrict([]byte(doc), &v)
+			o.hpas = append(o.hpas, v)
+		case "ServiceMonitor":
+			var v serviceMonitor
+			err = yaml.UnmarshalStrict([]byte(doc), &v)
+			o.serviceMonitors = append(o.serviceMonitors, v)
+		}
+		if err != nil {
+			t.Fatalf("%s does not decode strictly: %v\n%s", tm.Kind, err, doc)
+		}
+	}
+	return o
+}
+
+func env(c corev1.Container) map[string]corev1.EnvVar {
+	m := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		m[e.Name] = e
+	}
+	return m
+}
+
+// TestChartRenders renders every values file (and the chart's defaults)
+// and checks what each must hold.
+func TestChartRenders(t *testing.T) {
+	bin := helm(t)
+	tests := []struct {
+		values    string
+		set       []string
+		backend   string
+		redisType string
+		kinds     []string
+		admin     string // SLUICE_ADMIN_ADDR
+	}{
+		{"values.yaml", nil, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
+		{"values-embedded.yaml", nil, "memory", "", []string{"ConfigMap", "Service", "Deployment"}, "127.0.0.1:6070"},
+		{"values-redis.yaml", nil, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget", "HorizontalPodAutoscaler"}, "127.0.0.1:6070"},
+		{"values-sentinel.yaml", nil, "redis", "sentinel", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
+		{"values-cluster.yaml", nil, "redis", "cluster", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor"}, "127.0.0.1:6070"},
+		{"values.yaml", []string{"config.existingConfigMap=my-limits"}, "redis", "single", []string{"Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
+		{"values.yaml", []string{"admin.exposeOnService=true", "admin.tokenSecret=sluice-admin"}, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "0.0.0.0:6070"},
+		{"values.yaml", []string{"admin.enabled=false"}, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "off"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.values+strings.Join(tc.set, ","), func(t *testing.T) {
+			args := []string{"-f", filepath.Join(chartDir, tc.values)}
+			for _, s := range tc.set {
+				args = append(args, "--set", s)
+			}
+			out, err := render(t, bin, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := decode(t, out)
+			if got, want := sorted(o.kinds), sorted(tc.kinds); !slices.Equal(got, want) {
+				t.Fatalf("kinds %v, want %v", got, want)
+			}
+			d := o.deployments[0]
+			c := d.Spec.Template.Spec.Containers[0]
+			e := env(c)
+			if e["BACKEND_TYPE"].Value != tc.backend || e["REDIS_TYPE"].Value != tc.redisType {
+				t.Errorf("BACKEND_TYPE %q REDIS_TYPE %q, want %q %q", e["BACKEND_TYPE"].Value, e["REDIS_TYPE"].Value, tc.backend, tc.redisType)
+			}
+			if tc.backend == "redis" && e["REDIS_URL"].Value == "" {
+				t.Error("no REDIS_URL")
+			}
+			if got := e["SLUICE_ADMIN_ADDR"].Value; got != tc.admin {
+				t.Errorf("SLUICE_ADMIN_ADDR %q, want %q", got, tc.admin)
+			}
+			// Probes on the gRPC health service.
+			for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "startup": c.StartupProbe} {
+				if p == nil || p.GRPC == nil || p.GRPC.Service == nil || *p.GRPC.Service != "envoy.service.ratelimit.v3.RateLimitService" {
+					t.Errorf("%s probe is not the gRPC health service: %+v", name, p)
+				}
+			}
+			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+				t.Errorf("no resource requests: %+v", c.Resources)
+			}
+			// The admin port is on the Service only when asked, with a token.
+			var ports []string
+			for _, p := range o.services[0].Spec.Ports {
+				ports = append(ports, p.Name)
+			}
+			wantAdmin := tc.admin == "0.0.0.0:6070"
+			if slices.Contains(ports, "admin") != wantAdmin {
+				t.Errorf("service ports %v; admin exposed: want %v", ports, wantAdmin)
+			}
+			if wantAdmin && e["SLUICE_ADMIN_TOKEN_FILE"].Value == "" {
+				t.Error("admin exposed without SLUICE_ADMIN_TOKEN_FILE")
+			}
+			// The config volume names the ConfigMap the chart wrote, or
+			// the existing one; every config file the chart writes parses.
+			cmName := d.Spec.Template.Spec.Volumes[0].ConfigMap.Name
+			if len(o.configMaps) > 0 {
+				if cmName != o.configMaps[0].Name {
+					t.Errorf("config volume names %q, the chart wrote %q", cmName, o.configMaps[0].Name)
+				}
+				for name, content := range o.configMaps[0].Data {
+					if _, err := descriptor.Parse(name, []byte(content)); err != nil {
+						t.Errorf("config file %s: %v", name, err)
+					}
+				}
+			} else if cmName != "my-limits" {
+				t.Errorf("config volume names %q, want the existing ConfigMap my-limits", cmName)
+			}
+			sel := d.Spec.Selector.MatchLabels
+			for _, p := range o.pdbs {
+				if !sameLabels(p.Spec.Selector.MatchLabels, sel) {
+					t.Errorf("PDB selects %v, the Deployment %v", p.Spec.Selector.MatchLabels, sel)
+				}
+			}
+			for _, h := range o.hpas {
+				if h.Spec.ScaleTargetRef.Name != d.Name || d.Spec.Replicas != nil {
+					t.Errorf("HPA targets %q (deployment %q, replicas %v: must be unset)", h.Spec.ScaleTargetRef.Name, d.Name, d.Spec.Replicas)
+				}
+			}
+			for _, sm := range o.serviceMonitors {
+				if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "http" || sm.Spec.Endpoints[0].Path != "/metrics" {
+					t.Errorf("ServiceMonitor endpoints %+v", sm.Spec.Endpoints)
+				}
+			}
+		})
+	}
+}
+
+// TestChartRefuses: values that would make a broken or unsafe release fail
+// the render with a reason.
+func TestChartRefuses(t *testing.T) {
+	bin := helm(t)
+	tests := []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"admin.exposeOnService=true"}, "needs admin.tokenSecret"},
+		{[]string{"backend=memory", "autoscaling.enabled=true"}, "autoscaling with backend memory"},
+		{[]string{"backend=etcd"}, "backend must be memory or redis"},
+		{[]string{"redis.type=ring"}, "redis.type must be"},
+		{[]string{"redis.url="}, "redis.url is required"},
+	}
+	for _, tc := range tests {
+		var args []string
+		for _, s := range tc.set {
+			args = append(args, "--set", s)
+		}
+		_, err := render(t, bin, args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--set %v: %v, want an error containing %q", tc.set, err, tc.want)
+		}
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+func sameLabels(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
