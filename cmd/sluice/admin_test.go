@@ -220,3 +220,43 @@ func TestAdminRefusesOpenNonLoopback(t *testing.T) {
 		t.Errorf("serve with an open admin listener: exit %d: %s", code, errOut)
 	}
 }
+
+// TestResetReachesOtherInstances: two instances share a Redis; each has
+// cached the client's denial. A reset through one instance's admin
+// listener is announced, and the other stops denying too, well before its
+// cached denial (a whole year) or the cache's age bound would end.
+func TestResetReachesOtherInstances(t *testing.T) {
+	rs := startRedis(t)
+	dir := t.TempDir()
+	writeConfig(t, dir, "api.yaml", adminConfig)
+	env := []string{"SLUICE_CONFIG=" + dir, "REDIS_URL=" + rs.Addr(), "CACHE_KEY_PREFIX=fan:", "SLUICE_LOCAL_CACHE_MAX_AGE=1h"}
+	a, b := startServe(t, env), startServe(t, env)
+	checkOn := func(s *served) int {
+		code, _, _ := runCmd(t, nil, "check", "--addr", s.grpc, "--domain", "api", "--entry", "user=carol")
+		return code
+	}
+	for i, s := range []*served{a, b, a, b, a, b} {
+		want := 0
+		if i >= 2 {
+			want = 1
+		}
+		if code := checkOn(s); code != want {
+			t.Fatalf("call %d: exit %d, want %d", i+1, code, want)
+		}
+	}
+	// b answered its last denial from its cache.
+	if !strings.Contains(b.scrapeMetricsText(t), "sluice_denycache_hits_total 1") {
+		t.Fatalf("b did not answer a denial from its cache:\n%s", b.scrapeMetricsText(t))
+	}
+	if code, out, errOut := runCmd(t, []string{"SLUICE_ADMIN_ADDR=" + a.admin(t)}, "counters", "reset", "--domain", "api", "--entry", "user=carol"); code != 0 {
+		t.Fatalf("reset on a: exit %d\n%s%s", code, out, errOut)
+	}
+	waitFor(t, "b to admit after the reset on a", func() bool { return checkOn(b) == 0 })
+}
+
+// scrapeMetricsText returns /metrics as text.
+func (s *served) scrapeMetricsText(t *testing.T) string {
+	t.Helper()
+	_, body := s.get(t, "/metrics")
+	return body
+}
