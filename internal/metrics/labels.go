@@ -39,6 +39,22 @@ func (c *cowMap[V]) loadBytes(k []byte) (V, bool) {
 	return zero, false
 }
 
+// loadOrCreate returns the value for k, storing mk() first if there is
+// none; mk runs at most once per key.
+func (c *cowMap[V]) loadOrCreate(k string, mk func() V) V {
+	if v, ok := c.load(k); ok {
+		return v
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.load(k); ok {
+		return v
+	}
+	v := mk()
+	c.storeLocked(k, v)
+	return v
+}
+
 // len returns the number of entries.
 func (c *cowMap[V]) len() int {
 	if p := c.m.Load(); p != nil {
@@ -163,18 +179,10 @@ func (m *Metrics) nearLimitCounter(d *domainStats) prometheus.Counter {
 
 // rule returns d's counters for the rule called name (not empty).
 func (m *Metrics) rule(d *domainStats, name string) *pair {
-	if p, ok := d.rules.load(name); ok {
-		return p
-	}
-	d.rules.mu.Lock()
-	defer d.rules.mu.Unlock()
-	if p, ok := d.rules.load(name); ok {
-		return p
-	}
-	l := labelValue(name, MaxDescriptorLabelLen)
-	p := &pair{hits: m.ruleHits.WithLabelValues(d.label, l), over: m.ruleOver.WithLabelValues(d.label, l)}
-	d.rules.storeLocked(name, p)
-	return p
+	return d.rules.loadOrCreate(name, func() *pair {
+		l := labelValue(name, MaxDescriptorLabelLen)
+		return &pair{hits: m.ruleHits.WithLabelValues(d.label, l), over: m.ruleOver.WithLabelValues(d.label, l)}
+	})
 }
 
 // descriptor returns d's counters for the descriptor label held in key,

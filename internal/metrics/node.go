@@ -38,23 +38,16 @@ type nodeStats [numNodeCounters]prometheus.Counter
 // nodeCounters returns d's counters for the node whose stats path is path,
 // creating them on first use.
 func (m *Metrics) nodeCounters(d *domainStats, path string) *nodeStats {
-	if ns, ok := d.nodes.load(path); ok {
+	return d.nodes.loadOrCreate(path, func() *nodeStats {
+		l := labelValue(path, MaxDescriptorLabelLen)
+		key1, rest, _ := strings.Cut(l, ".")
+		key2, _, _ := strings.Cut(rest, ".")
+		ns := new(nodeStats)
+		for k := range ns {
+			ns[k] = m.node[k].WithLabelValues(d.label, l, key1, key2)
+		}
 		return ns
-	}
-	d.nodes.mu.Lock()
-	defer d.nodes.mu.Unlock()
-	if ns, ok := d.nodes.load(path); ok {
-		return ns
-	}
-	l := labelValue(path, MaxDescriptorLabelLen)
-	key1, rest, _ := strings.Cut(l, ".")
-	key2, _, _ := strings.Cut(rest, ".")
-	ns := new(nodeStats)
-	for k := range ns {
-		ns[k] = m.node[k].WithLabelValues(d.label, l, key1, key2)
-	}
-	d.nodes.storeLocked(path, ns)
-	return ns
+	})
 }
 
 // observeNode counts a backend decision of ev's node as the reference
