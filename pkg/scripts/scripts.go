@@ -47,6 +47,7 @@ var decideParts = []string{
 	"meter.lua",          // ~ limit/meter.go
 	"sliding_log.lua",    // ~ limit/sliding_log.go
 	"decision.lua",       // ~ limit/decision.go: check, bind, apply, reply
+	"batch.lua",          // one descriptor, or a batch of them
 }
 
 // resetParts are the files of the reset script (ResetScript).
@@ -140,23 +141,60 @@ type Time struct {
 
 // ArgCount returns at most how many ARGV slots a decide call for n rules
 // takes (exactly, when every rule is a calendar-aligned fixed window), for
-// sizing a buffer.
+// sizing a buffer. In a batch, each descriptor takes at most ArgCount of
+// its rules, and the call two slots more.
 func ArgCount(n int) int { return decideHead + (ruleSlots+calendarSlots)*n }
 
-// AppendHead appends the first three ARGV slots of a decide call: now, N
-// and refund. The cost goes as an integer, which go-redis writes as the
-// decimal string decide.lua reads; integers below 256 box without
-// allocating, so the common costs cost nothing here.
+// AppendHead appends the first three ARGV slots of a single-descriptor
+// decide call: now, N and refund. The cost goes as an integer, which
+// go-redis writes as the decimal string the script reads; integers below
+// 256 box without allocating, so the common costs cost nothing here.
 func AppendHead(dst []any, cost limit.Cost, clock Time) []any {
-	now := any("")
+	return appendCost(append(dst, nowArg(clock)), cost)
+}
+
+// nowArg is ARGV[1]: the test instant, or "" for Redis's clock.
+func nowArg(clock Time) any {
 	if clock.Fixed {
-		now = strconv.FormatInt(clock.At, 10)
+		return strconv.FormatInt(clock.At, 10)
 	}
+	return any("") // boxed constant: no allocation
+}
+
+// appendCost appends N and refund.
+func appendCost(dst []any, cost limit.Cost) []any {
 	refund := any("0") // boxed constants: no allocation
 	if cost.Refund {
 		refund = any("1")
 	}
-	return append(dst, now, min(cost.N, MaxExact), refund)
+	return append(dst, min(cost.N, MaxExact), refund)
+}
+
+// AppendBatchHead appends the first two ARGV slots of a batch call (one
+// call deciding several descriptors, each as its own call would; see
+// CONTRACT.md, "Batches"): now, and "b". AppendBatchItem follows, once
+// per descriptor.
+func AppendBatchHead(dst []any, clock Time) []any {
+	return append(dst, nowArg(clock), any("b"))
+}
+
+// AppendBatchItem appends one descriptor's slots of a batch call: its
+// number of KEYS (nkeys: those AppendKeys gave it, which the call's KEYS
+// hold in the same order as its items), its number of slots after that
+// count, N, refund and its rules' slots.
+func AppendBatchItem(dst []any, nkeys int, cost limit.Cost, rules []*RuleArgs, clock Time) []any {
+	na := 2
+	for _, a := range rules {
+		na += ruleSlots
+		if a.calendar {
+			na += calendarSlots
+		}
+	}
+	dst = appendCost(append(dst, nkeys, na), cost)
+	for _, a := range rules {
+		dst = a.Append(dst, clock)
+	}
+	return dst
 }
 
 // RuleArgs holds the ARGV slots of one rule that depend on the rule alone
@@ -281,6 +319,32 @@ func calendarSegments(r limit.Rule, at limit.Micros) (w int64, s [4]limit.Micros
 // ErrReply reports a reply that does not have the decide script's shape, or whose
 // binding disagrees with limit.Decision.Bind: a bug, never a Redis outage.
 var ErrReply = errors.New("unexpected decide reply")
+
+// ParseBatchInts reads the reply of the next descriptor of a batch call
+// from the start of ints (the call's whole reply, as integers, less the
+// descriptors read before) into a Decision for len(outcomes) rules, and
+// returns the rest of ints. A descriptor the script failed (its own call
+// would have had an error reply) gives an error holding the script's
+// message, and the rest.
+func ParseBatchInts(ints []int64, outcomes []limit.Outcome) (d limit.Decision, rest []int64, err error) {
+	if len(ints) >= 2 && ints[0] == -1 {
+		n := ints[1]
+		if n < 0 || int64(len(ints)-2) < n {
+			return d, nil, fmt.Errorf("%w: error of %d bytes in %d values", ErrReply, n, len(ints)-2)
+		}
+		msg := make([]byte, n)
+		for i := range msg {
+			msg[i] = byte(ints[2+i])
+		}
+		return d, ints[2+n:], errors.New(string(msg))
+	}
+	size := 2 + 3*len(outcomes)
+	if len(ints) < size {
+		return d, nil, fmt.Errorf("%w: %d values left for %d rules", ErrReply, len(ints), len(outcomes))
+	}
+	d, err = ParseDecideInts(ints[:size], outcomes)
+	return d, ints[size:], err
+}
 
 // ParseDecideInts reads the decide script's reply, already read as integers (as
 // go-redis's IntSliceCmd reads it, without boxing each one), into a

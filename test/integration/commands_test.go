@@ -152,27 +152,30 @@ var control = map[string]bool{
 }
 
 // TestOneEvalshaPerDescriptor checks the single-call claim end to end: N
-// requests, each with one descriptor of three rules, reach Redis as exactly
-// N EVALSHA calls carrying 1 key each (the descriptor's counter key holds
-// the three rules' records), and no other data command, and leave N keys.
+// requests, each with three descriptors of three rules, reach one Redis as
+// exactly N EVALSHA calls, each naming every rule of every descriptor of
+// its request (3 keys: each descriptor's counter key holds its three rules'
+// records), and a cluster as 3N calls of one descriptor each; no other data
+// command is sent, and 3N keys are left.
 // MONITOR
 // tells the commands clients sent from those the script ran; INFO
 // commandstats (reset before the measured calls) confirms the count.
 func TestOneEvalshaPerDescriptor(t *testing.T) {
-	const n = 50
+	const n, per = 50, 3 // requests, descriptors per request
 	type node struct {
 		addr   string
 		client *redis.Client
 	}
 	for _, topo := range []struct {
 		name  string
+		batch bool // one call decides every descriptor of a request
 		start func(t *testing.T) (map[string]string, []node)
 	}{
-		{"standalone", func(t *testing.T) (map[string]string, []node) {
+		{"standalone", true, func(t *testing.T) (map[string]string, []node) {
 			rs := redistest.Standalone(t)
 			return standaloneEnv(rs), []node{{rs.Addr(), rs.Client()}}
 		}},
-		{"cluster", func(t *testing.T) (map[string]string, []node) {
+		{"cluster", false, func(t *testing.T) (map[string]string, []node) {
 			c := cluster.Get(t)
 			var nodes []node
 			for _, m := range c.Masters() {
@@ -198,10 +201,21 @@ func TestOneEvalshaPerDescriptor(t *testing.T) {
 
 			users := unique("u") // this run's descriptors: the cluster is shared with other tests
 			for i := range n {
-				resp := call(t, p, sluicetest.Request("api", 0, entries("user", fmt.Sprintf("%s-%d", users, i))))
+				var ds [][]sluicetest.Entry
+				for d := range per {
+					ds = append(ds, entries("user", fmt.Sprintf("%s-%d.%d", users, i, d)))
+				}
+				resp := call(t, p, sluicetest.Request("api", 0, ds...))
 				if resp.OverallCode != ok {
 					t.Fatalf("call %d: %v", i+1, resp)
 				}
+			}
+			// Calls and their key counts: on one node, one call per request
+			// names all its descriptors (each one key: the counter key, for
+			// all three rules); on a cluster, one call per descriptor.
+			calls, keysPerCall := n*per, 1
+			if topo.batch {
+				calls, keysPerCall = n, per
 			}
 
 			commands, numkeys := map[string]int{}, map[string]int{}
@@ -225,11 +239,11 @@ func TestOneEvalshaPerDescriptor(t *testing.T) {
 			if reloads > 1 {
 				t.Errorf("%d script reloads, want at most 1", reloads)
 			}
-			if got := commands["evalsha"]; got != n+reloads {
-				t.Errorf("clients sent %d EVALSHA for %d descriptors, want %d", got, n, n+reloads)
+			if got := commands["evalsha"]; got != calls+reloads {
+				t.Errorf("clients sent %d EVALSHA for %d requests of %d descriptors, want %d", got, n, per, calls+reloads)
 			}
-			if numkeys["1"] < n || len(numkeys) != 1 {
-				t.Errorf("EVALSHA key counts %v, want every call with 1 key (the counter key, for all three rules)", numkeys)
+			if k := fmt.Sprint(keysPerCall); numkeys[k] < calls || len(numkeys) != 1 {
+				t.Errorf("EVALSHA key counts %v, want every call with %s keys (a counter key per descriptor, for all three rules)", numkeys, k)
 			}
 			var keys []string
 			for _, nd := range nodes {
@@ -239,19 +253,19 @@ func TestOneEvalshaPerDescriptor(t *testing.T) {
 				}
 				keys = append(keys, k...)
 			}
-			if len(keys) != n {
-				t.Errorf("%d keys in Redis after %d descriptors of three rules, want %d: %q", len(keys), n, n, keys)
+			if len(keys) != n*per {
+				t.Errorf("%d keys in Redis after %d descriptors of three rules, want %d: %q", len(keys), n*per, n*per, keys)
 			}
 			for name, calls := range commands {
 				if name != "evalsha" && name != "eval" && name != "script" && !control[name] {
 					t.Errorf("clients sent %d %s: a data command other than EVALSHA", calls, strings.ToUpper(name))
 				}
 			}
-			if s := stats["evalsha"]; s[0]-s[1] != n {
-				t.Errorf("INFO commandstats: %d EVALSHA (%d failed), want %d that succeeded", s[0], s[1], n)
+			if s := stats["evalsha"]; s[0]-s[1] != calls {
+				t.Errorf("INFO commandstats: %d EVALSHA (%d failed), want %d that succeeded", s[0], s[1], calls)
 			}
-			t.Logf("%d requests of one three-rule descriptor: client commands %v; INFO commandstats evalsha %v (calls, failed)",
-				n, commands, stats["evalsha"])
+			t.Logf("%d requests of %d three-rule descriptors: client commands %v; INFO commandstats evalsha %v (calls, failed)",
+				n, per, commands, stats["evalsha"])
 		})
 	}
 }

@@ -148,7 +148,9 @@ func (b *Backend) retryLoad(ctx context.Context) {
 	}
 }
 
-// Decide decides every check with one script call each. With coalescing
+// Decide decides the checks with one script call per Redis node: all of
+// them in one call (a batch, each check decided as its own call would)
+// when there is one node, one call per check on a cluster. With coalescing
 // (the default) the calls join the pipelines of concurrent Decide calls
 // bound for the same node; without, they go in one pipeline of their own
 // (one per cluster master). Either way every Decide returns within Timeout.
@@ -162,13 +164,24 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 		clock = scripts.Time{Fixed: true, At: limit.MicrosOf(b.opts.FakeRedisClock())}
 	}
 	j := getJob(checks)
+	j.idx = j.idx[:0]
 	for i, c := range checks {
 		if len(c.Rules) == 0 {
 			results[i].Decision = limit.Decide(nil, nil, clock.At, c.Cost)
 			continue
 		}
-		if err := b.add(j, i, c, clock); err != nil {
+		j.idx = append(j.idx, i)
+	}
+	if len(j.idx) > 1 && b.cluster == nil {
+		// One node: every check in one script call (a batch).
+		b.addBatch(j, j.idx, checks, clock, func(i int, err error) {
 			results[i].Err = fmt.Errorf("redis backend: %w", err)
+		})
+	} else {
+		for _, i := range j.idx {
+			if err := b.add(j, i, checks[i], clock); err != nil {
+				results[i].Err = fmt.Errorf("redis backend: %w", err)
+			}
 		}
 	}
 	if len(j.calls) == 0 {
@@ -187,7 +200,9 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 		if !ok {
 			g.open, open = true, true
 			for _, c := range g.calls {
-				results[c.result].Err = g.br.err
+				for _, it := range c.items {
+					results[it.result].Err = g.br.err
+				}
 			}
 			continue
 		}
@@ -222,13 +237,14 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 		}
 		answered, down := 0, 0
 		for _, c := range g.calls {
-			res := &results[c.result]
 			if c.left {
-				res.Err = fmt.Errorf("redis backend: %w: %w", backend.ErrUnavailable, why)
+				for _, it := range c.items {
+					results[it.result].Err = fmt.Errorf("redis backend: %w: %w", backend.ErrUnavailable, why)
+				}
 				down++
 				continue
 			}
-			if b.fill(res, c, j.outcomes[c.out:c.out+c.rules]) {
+			if b.fill(results, c, j.outcomes) {
 				answered++
 			} else {
 				down++

@@ -31,14 +31,22 @@ func newDecideCmd(argv []any) decideCmd {
 	return c
 }
 
-// call is one check ready to send: its command, and where its result goes.
+// call is one script call ready to send: one check, or a batch of checks
+// bound for the same node, its command, and where its results go.
 type call struct {
+	items []item // the checks it decides, in the order of its reply
+	batch bool   // the batch layout (even of one item); else a single call
+	left  bool   // its caller left before the reply came (coalescing only)
+	argv  []any  // "evalsha", sha, numkeys, keys..., ARGV...
+	cmd   decideCmd
+}
+
+// item is one check of a call.
+type item struct {
 	result int // index in checks and results
 	out    int // index of its first outcome in the job's outcomes
 	rules  int
-	left   bool  // its caller left before the reply came (coalescing only)
-	argv   []any // "evalsha", sha, numkeys, keys..., ARGV...
-	cmd    decideCmd
+	nkeys  int // its KEYS in the call
 }
 
 // ruleKey is what a rule's scripts.RuleArgs depends on: every Rule field
@@ -88,6 +96,8 @@ func (c *ruleCache) get(r limit.Rule) (*scripts.RuleArgs, error) {
 // the pool, since a pipeline may still read it.
 type job struct {
 	calls    []call
+	items    []item // the calls' items, carved in order
+	idx      []int  // scratch: the checks to send
 	argv     []any
 	keys     []string
 	rules    []*scripts.RuleArgs
@@ -133,12 +143,13 @@ var jobs = sync.Pool{New: func() any { return new(job) }}
 // getJob returns an empty job with room for checks.
 func getJob(checks []backend.Check) *job {
 	j := jobs.Get().(*job)
-	nargs, nrules := 0, 0
+	nargs, nrules := 2, 0
 	for _, c := range checks {
 		nrules += len(c.Rules)
-		nargs += 3 + 1 + len(c.Rules) + scripts.ArgCount(len(c.Rules))
+		nargs += 3 + 1 + len(c.Rules) + 2 + scripts.ArgCount(len(c.Rules))
 	}
 	j.calls = grow(j.calls[:0], len(checks))
+	j.items = grow(j.items[:0], len(checks))
 	j.argv = grow(j.argv[:0], nargs)
 	j.keys = grow(j.keys[:0], len(checks)+nrules)
 	j.outcomes = make([]limit.Outcome, nrules) // handed to the caller: never reused
@@ -149,6 +160,8 @@ func getJob(checks []backend.Check) *job {
 // putJob clears j's references and returns it to the pool.
 func putJob(j *job) {
 	clear(j.calls)
+	clear(j.items[:cap(j.items)])
+	j.idx = j.idx[:0]
 	clear(j.argv[:cap(j.argv)])
 	clear(j.keys[:cap(j.keys)])
 	clear(j.rules[:cap(j.rules)])
@@ -172,21 +185,29 @@ func grow[T any](s []T, n int) []T {
 	return s[:0]
 }
 
-// add builds the call for check c (result index i): its KEYS
-// (scripts.AppendKeys) and its argv, carved from the job's slices (sized by
-// getJob, so they never move and the pointers boxed into argv stay valid).
-func (b *Backend) add(j *job, i int, c backend.Check, clock scripts.Time) error {
+// prepare returns the RuleArgs of c's rules, in j.rules.
+func (b *Backend) prepare(j *job, c backend.Check) ([]*scripts.RuleArgs, error) {
 	j.rules = j.rules[:0]
 	for n, r := range c.Rules {
 		a, err := b.rules.get(r)
 		if err != nil {
-			return fmt.Errorf("rule %d: %w", n, err)
+			return nil, fmt.Errorf("rule %d: %w", n, err)
 		}
 		j.rules = append(j.rules, a)
 	}
+	return j.rules, nil
+}
+
+// add builds the call for check c (result index i): its KEYS
+// (scripts.AppendKeys) and its argv, carved from the job's slices (sized by
+// getJob, so they never move and the pointers boxed into argv stay valid).
+func (b *Backend) add(j *job, i int, c backend.Check, clock scripts.Time) error {
+	rules, err := b.prepare(j, c)
+	if err != nil {
+		return err
+	}
 	k0 := len(j.keys)
-	var err error
-	if j.keys, err = scripts.AppendKeys(j.keys, b.opts.KeyPrefix, c.Identity, j.rules); err != nil {
+	if j.keys, err = scripts.AppendKeys(j.keys, b.opts.KeyPrefix, c.Identity, rules); err != nil {
 		return err
 	}
 	a0 := len(j.argv)
@@ -196,11 +217,61 @@ func (b *Backend) add(j *job, i int, c backend.Check, clock scripts.Time) error 
 		j.argv = append(j.argv, &j.keys[k]) // a *string boxes without allocating
 	}
 	j.argv = scripts.AppendHead(j.argv, c.Cost, clock)
-	for _, a := range j.rules {
+	for _, a := range rules {
 		j.argv = a.Append(j.argv, clock)
 	}
-	argv := j.argv[a0:len(j.argv):len(j.argv)]
-	j.calls = append(j.calls, call{result: i, out: j.nout, rules: len(c.Rules), argv: argv, cmd: newDecideCmd(argv)})
-	j.nout += len(c.Rules)
+	i0 := len(j.items)
+	j.items = append(j.items, item{result: i, out: j.nout, rules: len(c.Rules), nkeys: len(j.keys) - k0})
+	j.addCall(a0, i0, false)
 	return nil
+}
+
+// addCall appends the call whose argv starts at j.argv[a0] and whose items
+// are j.items[i0:].
+func (j *job) addCall(a0, i0 int, batch bool) {
+	for _, it := range j.items[i0:] {
+		j.nout += it.rules
+	}
+	argv := j.argv[a0:len(j.argv):len(j.argv)]
+	j.calls = append(j.calls, call{items: j.items[i0:len(j.items):len(j.items)], batch: batch, argv: argv, cmd: newDecideCmd(argv)})
+}
+
+// addBatch builds one call deciding the checks of idx (result indexes),
+// all bound for one node, with the decide script's batch layout: each
+// check is decided as its own call would decide it. A check that cannot
+// be sent (a bad identity or rule) gets its error in errs and is left out.
+func (b *Backend) addBatch(j *job, idx []int, checks []backend.Check, clock scripts.Time, errs func(i int, err error)) {
+	// KEYS first (EVALSHA names them before ARGV): each check's keys, then
+	// its slots, from the same RuleArgs.
+	k0, i0 := len(j.keys), len(j.items)
+	nout := j.nout
+	for _, i := range idx {
+		c := checks[i]
+		k := len(j.keys)
+		rules, err := b.prepare(j, c)
+		if err == nil {
+			j.keys, err = scripts.AppendKeys(j.keys, b.opts.KeyPrefix, c.Identity, rules)
+		}
+		if err != nil {
+			errs(i, err)
+			continue
+		}
+		j.items = append(j.items, item{result: i, out: nout, rules: len(c.Rules), nkeys: len(j.keys) - k})
+		nout += len(c.Rules)
+	}
+	if len(j.items) == i0 {
+		return
+	}
+	a0 := len(j.argv)
+	j.argv = append(j.argv, b.evalsha, b.sha, len(j.keys)-k0)
+	for k := k0; k < len(j.keys); k++ {
+		j.argv = append(j.argv, &j.keys[k])
+	}
+	j.argv = scripts.AppendBatchHead(j.argv, clock)
+	for _, it := range j.items[i0:] {
+		c := checks[it.result]
+		rules, _ := b.prepare(j, c) // cached: cannot fail now
+		j.argv = scripts.AppendBatchItem(j.argv, it.nkeys, c.Cost, rules, clock)
+	}
+	j.addCall(a0, i0, true)
 }

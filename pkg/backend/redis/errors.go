@@ -13,18 +13,36 @@ import (
 	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
-// fill reads c's reply into res, and says whether the node answered (with
-// a decision, an error about this call, or a passing refusal: see
-// liveRefusal) or could not be reached. The breaker counts the calls that
-// were not answered.
-func (b *Backend) fill(res *backend.Result, c *call, outcomes []limit.Outcome) (answered bool) {
+// fill reads c's reply into the results of its items, and says whether
+// the node answered (with decisions, an error about this call, or a
+// passing refusal: see liveRefusal) or could not be reached. The breaker
+// counts the calls that were not answered.
+func (b *Backend) fill(results []backend.Result, c *call, outcomes []limit.Outcome) (answered bool) {
 	err := c.cmd.Err()
 	if err == nil {
-		d, perr := scripts.ParseDecideInts(c.cmd.Val(), outcomes)
-		if perr != nil {
-			res.Err = fmt.Errorf("redis backend: %w", perr)
-		} else {
-			res.Decision = d
+		ints := c.cmd.Val()
+		for _, it := range c.items {
+			res := &results[it.result]
+			out := outcomes[it.out : it.out+it.rules]
+			if !c.batch {
+				d, perr := scripts.ParseDecideInts(ints, out)
+				if perr != nil {
+					res.Err = fmt.Errorf("redis backend: %w", perr)
+				} else {
+					res.Decision = d
+				}
+				continue
+			}
+			d, rest, perr := scripts.ParseBatchInts(ints, out)
+			ints = rest
+			switch {
+			case perr == nil:
+				res.Decision = d
+			case errors.Is(perr, scripts.ErrReply):
+				res.Err = fmt.Errorf("redis backend: %w", perr)
+			default:
+				res.Err = fmt.Errorf("redis backend: decide script: %w", perr)
+			}
 		}
 		return true
 	}
@@ -36,11 +54,14 @@ func (b *Backend) fill(res *backend.Result, c *call, outcomes []limit.Outcome) (
 			// authenticated with a protocol error, not NOAUTH.
 			err = fmt.Errorf("the server requires a password, none was given (REDIS_AUTH): %w", err)
 		}
-		res.Err = fmt.Errorf("redis backend: %w: %w", backend.ErrUnavailable, err)
-		return liveRefusal(err)
+		err = fmt.Errorf("redis backend: %w: %w", backend.ErrUnavailable, err)
+	} else {
+		err = fmt.Errorf("redis backend: decide script: %w", err)
 	}
-	res.Err = fmt.Errorf("redis backend: decide script: %w", err)
-	return true // Redis answered, with an error about this call
+	for _, it := range c.items {
+		results[it.result].Err = err
+	}
+	return !isUnavailable(c.cmd.Err()) || liveRefusal(c.cmd.Err())
 }
 
 // isUnavailable reports whether err means Redis cannot decide now (and a

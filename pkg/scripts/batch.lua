@@ -1,0 +1,59 @@
+-- batch.lua: closes decide_one (opened in decide.lua) and decides the
+-- call: one descriptor (the single layout: KEYS and ARGV are the
+-- descriptor's), or, when ARGV[2] is "b", a batch of descriptors, each
+-- decided by decide_one on its own keys and slots, in order, exactly as if
+-- each were its own call (see CONTRACT.md, "Batches"). Part of the decide
+-- script (see decide.lua).
+
+end -- decide_one
+
+if ARGV[2] ~= 'b' then
+  return decide_one(KEYS, ARGV)
+end
+
+-- A batch: ARGV[1] now, ARGV[2] "b", then per descriptor: nk (its number of
+-- KEYS), na (its number of slots after na: N, refund, the rules' slots),
+-- and those slots. Its shape is checked whole before any descriptor is
+-- decided, so a malformed batch writes nothing.
+local nargv, nkeys = #ARGV, #KEYS
+local heads = {} -- ARGV index of each descriptor's nk
+do
+  local a, k = 2, 0
+  while a < nargv do
+    local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    if nk == nil or na == nil or nk < 1 or na < 2 or a + 2 + na > nargv or k + nk > nkeys then
+      return redis.error_reply('sluice decide: bad batch ARGV at slot ' .. (a + 1))
+    end
+    heads[#heads + 1] = a + 1
+    a, k = a + 2 + na, k + nk
+  end
+  if k ~= nkeys then
+    return redis.error_reply('sluice decide: batch names ' .. k .. ' KEYS, got ' .. nkeys)
+  end
+end
+
+-- The reply: each descriptor's reply, one after the other. A descriptor
+-- whose call fails replies -1, the length of the error message, then its
+-- bytes: the others are decided all the same.
+local out, n, k = {}, 0, 0
+local byte = string.byte
+for h = 1, #heads do
+  local a = heads[h]
+  local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  local keys, argv = {}, { ARGV[1] }
+  for j = 1, nk do keys[j] = KEYS[k + j] end
+  for j = 1, na do argv[j + 1] = ARGV[a + 1 + j] end
+  k = k + nk
+  local r = decide_one(keys, argv)
+  if r.err then
+    local msg = r.err
+    out[n + 1], out[n + 2] = -1, #msg
+    n = n + 2
+    for j = 1, #msg do out[n + j] = byte(msg, j) end
+    n = n + #msg
+  else
+    for j = 1, #r do out[n + j] = r[j] end
+    n = n + #r
+  end
+end
+return out

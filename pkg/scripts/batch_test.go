@@ -1,0 +1,195 @@
+package scripts
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// batchItem is one descriptor of a batch: its harness and its cost.
+type batchItem struct {
+	h    *harness
+	cost limit.Cost
+}
+
+// runBatch decides items in one batch call at now and compares every
+// descriptor's Decision with limit.Decide run on the items in order, as
+// separate calls would be, then each written descriptor's stored state.
+func runBatch(t *testing.T, step string, now limit.Micros, items []batchItem) []limit.Decision {
+	t.Helper()
+	clock := Time{Fixed: true, At: now}
+	args := AppendBatchHead(nil, clock)
+	var keys []string
+	for _, it := range items {
+		prepared := make([]*RuleArgs, len(it.h.rules))
+		for i, r := range it.h.rules {
+			a, err := PrepareRule(r)
+			if err != nil {
+				t.Fatalf("%s: %v", step, err)
+			}
+			prepared[i] = a
+		}
+		keys = append(keys, it.h.keys...)
+		args = AppendBatchItem(args, len(it.h.keys), it.cost, prepared, clock)
+	}
+	h0 := items[0].h
+	ints, err := h0.c.Eval(h0.ctx, DecideScript().Source, keys, args...).Int64Slice()
+	if err != nil {
+		t.Fatalf("%s: eval: %v", step, err)
+	}
+	var got []limit.Decision
+	written := map[*harness]bool{}
+	for i, it := range items {
+		d, rest, err := ParseBatchInts(ints, make([]limit.Outcome, len(it.h.rules)))
+		if err != nil {
+			t.Fatalf("%s: descriptor %d: %v", step, i, err)
+		}
+		ints = rest
+		want := limit.Decide(it.h.rules, it.h.states, now, it.cost)
+		if d.Allowed != want.Allowed || d.Binding != want.Binding || !slices.Equal(d.Outcomes, want.Outcomes) {
+			t.Fatalf("%s: descriptor %d (of %d): now=%d cost=%+v rules=%v\n lua: %+v\n go:  %+v", step, i, len(items), now, it.cost, it.h.rules, d, want)
+		}
+		if want.Allowed && it.cost.N > 0 {
+			written[it.h] = true
+		}
+		got = append(got, d)
+	}
+	if len(ints) != 0 {
+		t.Fatalf("%s: %d values left after the last descriptor", step, len(ints))
+	}
+	for h := range written {
+		h.compareState(step, now)
+	}
+	return got
+}
+
+// TestBatchMatchesSeparateCalls: one batch call decides each of its
+// descriptors exactly as its own call would, in order: random rule sets,
+// random costs, several descriptors per batch and the same descriptor more
+// than once in one batch (the second sees the first's writes), compared
+// with limit.Decide at every step and in the stored state.
+func TestBatchMatchesSeparateCalls(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := srv.Client()
+	zones := []*time.Location{time.UTC, mustZone(t, "America/New_York"), mustZone(t, "Asia/Shanghai")}
+	scenarios, steps := 150, 40
+	if testing.Short() {
+		scenarios = 30
+	}
+	repeated := 0
+	for sc := range scenarios {
+		rng := rand.New(rand.NewPCG(uint64(sc), 0xba7c4))
+		hs := make([]*harness, 1+rng.IntN(5))
+		for i := range hs {
+			rules := make([]limit.Rule, 1+rng.IntN(3))
+			for k := range rules {
+				rules[k] = randomRule(rng, zones)
+			}
+			hs[i] = newHarness(t, c, fmt.Sprintf("batch%d.%d", sc, i), rules)
+		}
+		now := bases[rng.IntN(len(bases))] + rng.Int64N(1_000_000)
+		for step := range steps {
+			now += rng.Int64N(300_000)
+			items := make([]batchItem, 1+rng.IntN(8))
+			seen := map[*harness]bool{}
+			for i := range items {
+				h := hs[rng.IntN(len(hs))]
+				if seen[h] {
+					repeated++
+				}
+				seen[h] = true
+				items[i] = batchItem{h, randomCost(rng, h.rules)}
+			}
+			runBatch(t, fmt.Sprintf("scenario %d step %d", sc, step), now, items)
+		}
+	}
+	if repeated < 100 {
+		t.Errorf("only %d repeated descriptors in a batch; the scenarios do not exercise them", repeated)
+	}
+}
+
+// TestBatchErrorIsPerDescriptor: a descriptor the script must refuse (its
+// calendar windows do not hold Redis's now: an instance clock off by more
+// than a window) gets its own error, with the script's message, and the
+// other descriptors of the batch are decided and written all the same.
+func TestBatchErrorIsPerDescriptor(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := srv.Client()
+	now := bases[0]
+	good := newHarness(t, c, "batch-good", []limit.Rule{{Unit: limit.Minute, Limit: 5}})
+	cal := limit.Rule{Unit: limit.Day, Limit: 5, Location: mustZone(t, "Asia/Shanghai")}
+	a, err := PrepareRule(cal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga, err := PrepareRule(good.rules[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	skewed := Time{Fixed: true, At: now + 3*24*3600*1_000_000} // windows computed three days ahead
+	clock := Time{Fixed: true, At: now}
+	args := AppendBatchHead(nil, clock)
+	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{ga}, clock)
+	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{a}, skewed)
+	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{ga}, clock)
+	keys := []string{good.counter, "d:{batch-skewed}", good.counter}
+	ints, err := c.Eval(good.ctx, DecideScript().Source, keys, args...).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []uint64{4, 0, 3} {
+		d, rest, err := ParseBatchInts(ints, make([]limit.Outcome, 1))
+		ints = rest
+		if i == 1 {
+			if err == nil || !strings.Contains(err.Error(), "outside the calendar windows") {
+				t.Fatalf("skewed descriptor: %+v, err %v; want the calendar error", d, err)
+			}
+			continue
+		}
+		if err != nil || !d.Allowed || d.Outcomes[0].Remaining != want {
+			t.Fatalf("descriptor %d: %+v, err %v; want admitted with %d remaining", i, d, err, want)
+		}
+	}
+	if n, _ := c.Exists(good.ctx, "d:{batch-skewed}").Result(); n != 0 {
+		t.Error("the refused descriptor wrote its key")
+	}
+}
+
+// TestBatchMalformedWritesNothing: a batch whose shape does not add up is
+// refused whole before any descriptor is decided.
+func TestBatchMalformedWritesNothing(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := srv.Client()
+	h := newHarness(t, c, "batch-bad", []limit.Rule{{Unit: limit.Minute, Limit: 5}})
+	a, err := PrepareRule(h.rules[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := Time{Fixed: true, At: bases[0]}
+	args := AppendBatchHead(nil, clock)
+	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{a}, clock)
+	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{a}, clock)
+	for _, tt := range []struct {
+		name string
+		keys []string
+		args []any
+	}{
+		{"a key short", []string{h.counter}, args},
+		{"a slot short", []string{h.counter, h.counter}, args[:len(args)-1]},
+		{"a key too many", []string{h.counter, h.counter, h.counter}, args},
+	} {
+		err := c.Eval(h.ctx, DecideScript().Source, tt.keys, tt.args...).Err()
+		if err == nil || !strings.Contains(err.Error(), "sluice decide: ") {
+			t.Errorf("%s: err %v, want the script's refusal", tt.name, err)
+		}
+		if n, _ := c.Exists(h.ctx, h.counter).Result(); n != 0 {
+			t.Fatalf("%s: the refused batch wrote", tt.name)
+		}
+	}
+}
