@@ -69,6 +69,8 @@ func TestDecisions(t *testing.T) {
 	refund := cost(2, d("multi", "m"))
 	refund.IsNegativeHits = true
 	h.call(t, rq("api", refund))
+	// A malformed descriptor is answered OVER_LIMIT, not decided.
+	h.call(t, rq("api", d("", "x")))
 	if _, err := h.call(t, rq("")); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("empty domain: %v", err)
 	}
@@ -81,6 +83,7 @@ func TestDecisions(t *testing.T) {
 		{"sluice_decisions_total", "domain=api,outcome=unlimited", 1},
 		{"sluice_decisions_total", "domain=api,outcome=no_limit", 1},
 		{"sluice_decisions_total", "domain=nope,outcome=unknown_domain", 1},
+		{"sluice_decisions_total", "domain=api,outcome=invalid", 1},
 		// Limit 20: near when used > 16, i.e. remaining 3, 2, 1, 0. Limit
 		// 1 (ip): near at remaining 0. Multi's hourly rule (5) binds with
 		// used 4, not above floor(4.0).
@@ -93,9 +96,9 @@ func TestDecisions(t *testing.T) {
 		{"sluice_rule_over_limit_total", "domain=api,rule=burst", 0},
 		{"sluice_rule_hits_total", "domain=api,rule=hourly", 4 + 3},
 		{"sluice_rule_over_limit_total", "domain=api,rule=hourly", 3},
-		{"sluice_requests_total", "code=OK", 25 + 2 + 1 + 1 + 1 + 4},
+		{"sluice_requests_total", "code=OK", 25 + 2 + 1 + 1 + 1 + 4 + 1},
 		{"sluice_requests_total", "code=InvalidArgument", 1},
-		{"sluice_requests_over_limit_total", "", 5 + 1 + 1},
+		{"sluice_requests_over_limit_total", "", 5 + 1 + 1 + 1},
 		{"sluice_requests_shadow_forced_total", "", 0},
 		{"sluice_backend_checks_total", "", 25 + 2 + 1 + 4},
 		{"sluice_backend_decide_duration_seconds", "", 25 + 2 + 1 + 4},

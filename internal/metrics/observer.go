@@ -28,12 +28,13 @@ const (
 	outFailureAllow
 	outFailureDeny
 	outFailureLocal
+	outInvalid
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{
 	"ok", "over_limit", "shadow_over_limit", "unlimited", "no_limit", "unknown_domain",
-	"error", "failure_allow", "failure_deny", "failure_local",
+	"error", "failure_allow", "failure_deny", "failure_local", "invalid",
 }
 
 // String returns the label value.
@@ -97,6 +98,8 @@ func classify(ev *service.DescriptorEvent) outcome {
 		return outNoLimit
 	case service.OutcomeUnlimited:
 		return outUnlimited
+	case service.OutcomeInvalid:
+		return outInvalid
 	}
 	if ev.BackendErr != nil {
 		switch ev.FailureMode {

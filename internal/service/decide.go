@@ -24,6 +24,7 @@ const (
 	kindNoLimit                   // no node, no rules, or all rules replaced
 	kindUnlimited                 // node is unlimited
 	kindCheck                     // rules decided by a backend
+	kindInvalid                   // the descriptor is malformed: answered OVER_LIMIT
 )
 
 // failed says how a failed check was answered.
@@ -42,6 +43,7 @@ type item struct {
 	node     *descriptor.Node
 	override bool
 	kind     kind
+	invalid  string       // what is wrong with the descriptor (kindInvalid)
 	rules    []limit.Rule // the rules decided (kindCheck)
 	cost     limit.Cost
 	check    int // index into work.checks; -1 when none
@@ -99,6 +101,13 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	dom := s.cfg.Load().Domain(req.Domain)
 	s.plan(req, dom, w)
+	if s.log.IsLevelEnabled(logrus.DebugLevel) {
+		for i := range w.items {
+			if it := &w.items[i]; it.kind == kindInvalid {
+				s.log.WithField("domain", req.Domain).Debug("service: invalid descriptor answered OVER_LIMIT: " + it.invalid)
+			}
+		}
+	}
 	if len(w.checks) > 0 {
 		if err := s.decide(ctx, dom, w); err != nil {
 			return nil, false, err
@@ -130,13 +139,17 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, dom *descriptor.Domain, w *w
 	}
 	total := 0
 	for _, d := range req.Descriptors {
-		total += len(d.Entries)
+		total += len(d.GetEntries()) // d may be nil: invalidDescriptor says so below
 	}
 	if cap(w.entries) < total {
 		w.entries = make([]descriptor.Entry, 0, total)
 	}
 	for i, d := range req.Descriptors {
 		it := &w.items[i]
+		if why := s.invalidDescriptor(i, d); why != "" {
+			*it = item{kind: kindInvalid, invalid: why, check: -1}
+			continue
+		}
 		start := len(w.entries)
 		for _, e := range d.Entries {
 			w.entries = append(w.entries, descriptor.Entry{Key: e.Key, Value: e.Value})
@@ -346,6 +359,8 @@ func (s *Service) observe(domain string, dom *descriptor.Domain, w *work) {
 			ev.Outcome = OutcomeNoLimit
 		case kindUnlimited:
 			ev.Outcome = OutcomeUnlimited
+		case kindInvalid:
+			ev.Outcome = OutcomeInvalid
 		case kindCheck:
 			ev.Cost, ev.Rules, ev.Decision, ev.BackendErr = it.cost, it.rules, it.dec, it.err
 			ev.FailureMode = dom.FailureMode

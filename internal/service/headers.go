@@ -69,7 +69,7 @@ func pickHeaderStatus(items []item, views []view) int {
 		if views[i].rule != nil && views[i].remaining < least {
 			pick, least = i, views[i].remaining
 		}
-		if items[i].over && !items[i].quota {
+		if items[i].over && !items[i].quota && views[i].rule != nil { // an invalid descriptor has no limit to describe
 			pick, least = i, 0
 		}
 	}

@@ -6,6 +6,8 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -54,6 +56,9 @@ func (s *Service) Lookup(domain string, entries []descriptor.Entry) (Target, err
 	w := new(work)
 	s.plan(req, dom, w)
 	it := w.items[0]
+	if it.kind == kindInvalid {
+		return Target{Config: cfg}, status.Error(codes.InvalidArgument, it.invalid)
+	}
 	t := Target{Node: it.node, Unlimited: it.kind == kindUnlimited, Config: cfg}
 	if it.kind == kindCheck {
 		t.Rules = it.rules

@@ -54,15 +54,17 @@ func (s *Service) dynamicMetadata(req *rlsv3.RateLimitRequest, w *work) *structp
 // descriptorStruct describes one request descriptor for dynamic metadata.
 func descriptorStruct(d *ratelimitv3.RateLimitDescriptor) *structpb.Struct {
 	fields := make(map[string]*structpb.Value, 3)
-	entries := make([]*structpb.Value, len(d.Entries))
-	for i, e := range d.Entries {
-		entries[i] = structpb.NewStringValue(validUTF8(e.Key + "=" + e.Value))
+	// d, or one of its entries, may be nil: an invalid descriptor is
+	// answered (OVER_LIMIT) and echoed like the others.
+	entries := make([]*structpb.Value, len(d.GetEntries()))
+	for i, e := range d.GetEntries() {
+		entries[i] = structpb.NewStringValue(validUTF8(e.GetKey() + "=" + e.GetValue()))
 	}
 	fields["entries"] = structpb.NewListValue(&structpb.ListValue{Values: entries})
-	if o := d.Limit; o != nil {
+	if o := d.GetLimit(); o != nil {
 		fields["limit"] = structpb.NewStringValue(overrideString(o))
 	}
-	if d.HitsAddend != nil {
+	if d.GetHitsAddend() != nil {
 		fields["hitsAddend"] = structpb.NewNumberValue(float64(d.HitsAddend.Value))
 	}
 	return &structpb.Struct{Fields: fields}

@@ -34,9 +34,13 @@ const (
 	// OutcomeOverLimit: a rule denied the cost (Shadow says whether the
 	// status was nevertheless reported OK).
 	OutcomeOverLimit
+	// OutcomeInvalid: the descriptor was malformed (too many entries, an
+	// empty key, a key or value over the size bound, an override with an
+	// unknown unit) and was answered OVER_LIMIT without being decided.
+	OutcomeInvalid
 )
 
-var outcomeNames = [...]string{"unknown_domain", "no_limit", "unlimited", "ok", "over_limit"}
+var outcomeNames = [...]string{"unknown_domain", "no_limit", "unlimited", "ok", "over_limit", "invalid"}
 
 // String returns a metric-friendly name of o.
 func (o Outcome) String() string {

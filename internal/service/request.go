@@ -1,6 +1,7 @@
 package service
 
 import (
+	"fmt"
 	"math"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -16,7 +17,10 @@ import (
 // exactly (Lua numbers are float64), and no limit is anywhere near it.
 const MaxCost = 1 << 53
 
-// validate checks req against the protocol's rules and s's bounds.
+// validate checks what makes req malformed as a whole: no request, no or
+// an oversized domain, no descriptors or too many. A request failing it
+// gets InvalidArgument. What is wrong with one descriptor only is
+// invalidDescriptor's: that descriptor alone is answered OVER_LIMIT.
 func (s *Service) validate(req *rlsv3.RateLimitRequest) error {
 	b := &s.opts.Bounds
 	if req == nil {
@@ -34,32 +38,41 @@ func (s *Service) validate(req *rlsv3.RateLimitRequest) error {
 	if len(req.Descriptors) > b.MaxDescriptors {
 		return status.Errorf(codes.InvalidArgument, "rate limit request has %d descriptors, more than the limit of %d", len(req.Descriptors), b.MaxDescriptors)
 	}
-	for i, d := range req.Descriptors {
-		if d == nil {
-			return status.Errorf(codes.InvalidArgument, "descriptor %d must not be null", i)
-		}
-		if len(d.Entries) > b.MaxEntries {
-			return status.Errorf(codes.InvalidArgument, "descriptor %d has %d entries, more than the limit of %d", i, len(d.Entries), b.MaxEntries)
-		}
-		for j, e := range d.Entries {
-			switch {
-			case e == nil:
-				return status.Errorf(codes.InvalidArgument, "descriptor %d entry %d must not be null", i, j)
-			case e.Key == "":
-				return status.Errorf(codes.InvalidArgument, "descriptor %d entry %d has an empty key", i, j)
-			case len(e.Key) > b.MaxEntryLen:
-				return status.Errorf(codes.InvalidArgument, "descriptor %d entry %d key is %d bytes long, more than the limit of %d", i, j, len(e.Key), b.MaxEntryLen)
-			case len(e.Value) > b.MaxEntryLen:
-				return status.Errorf(codes.InvalidArgument, "descriptor %d entry %d value is %d bytes long, more than the limit of %d", i, j, len(e.Value), b.MaxEntryLen)
-			}
-		}
-		if o := d.Limit; o != nil {
-			if _, ok := unitFromEnvoy(int32(o.Unit)); !ok {
-				return status.Errorf(codes.InvalidArgument, "descriptor %d limit override has invalid unit %d (%s)", i, int32(o.Unit), o.Unit)
-			}
+	return nil
+}
+
+// invalidDescriptor says what is wrong with descriptor i of a request, or
+// "" when nothing is. Envoy passes a request whose rate-limit call fails
+// (its default failure_mode_deny is false), so refusing the whole request
+// for one bad descriptor would let a client skip every limit by making one
+// descriptor bad (an oversized header value, say): the caller answers the
+// bad descriptor OVER_LIMIT instead and decides the others.
+func (s *Service) invalidDescriptor(i int, d *ratelimitv3.RateLimitDescriptor) string {
+	b := &s.opts.Bounds
+	if d == nil {
+		return fmt.Sprintf("descriptor %d must not be null", i)
+	}
+	if len(d.Entries) > b.MaxEntries {
+		return fmt.Sprintf("descriptor %d has %d entries, more than the limit of %d", i, len(d.Entries), b.MaxEntries)
+	}
+	for j, e := range d.Entries {
+		switch {
+		case e == nil:
+			return fmt.Sprintf("descriptor %d entry %d must not be null", i, j)
+		case e.Key == "":
+			return fmt.Sprintf("descriptor %d entry %d has an empty key", i, j)
+		case len(e.Key) > b.MaxEntryLen:
+			return fmt.Sprintf("descriptor %d entry %d key is %d bytes long, more than the limit of %d", i, j, len(e.Key), b.MaxEntryLen)
+		case len(e.Value) > b.MaxEntryLen:
+			return fmt.Sprintf("descriptor %d entry %d value is %d bytes long, more than the limit of %d", i, j, len(e.Value), b.MaxEntryLen)
 		}
 	}
-	return nil
+	if o := d.Limit; o != nil {
+		if _, ok := unitFromEnvoy(int32(o.Unit)); !ok {
+			return fmt.Sprintf("descriptor %d limit override has invalid unit %d (%s)", i, int32(o.Unit), o.Unit)
+		}
+	}
+	return ""
 }
 
 // costOf returns what descriptor d asks: its own hits_addend when set (0 is

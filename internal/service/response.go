@@ -24,6 +24,9 @@ func viewOf(it *item) view {
 	switch it.kind {
 	case kindUnlimited:
 		return view{remaining: math.MaxUint32}
+	case kindInvalid:
+		it.over = true // limits, never frees: see invalidDescriptor
+		return view{}
 	case kindCheck:
 	default:
 		return view{}

@@ -40,6 +40,9 @@ func (s *Service) decideChecks(ctx context.Context, w *work) []backend.Result {
 // its domain's failure mode, denied (shadowed or not: the reference stops
 // charging whenever a key is over its limit, whatever shadow mode says).
 func (it *item) denied() bool {
+	if it.kind == kindInvalid {
+		return true // answered OVER_LIMIT: the request is denied
+	}
 	if it.kind != kindCheck {
 		return false
 	}

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,7 +18,7 @@ func TestRequestValidation(t *testing.T) {
 	many := func(n int) []*rlv3.RateLimitDescriptor {
 		out := make([]*rlv3.RateLimitDescriptor, n)
 		for i := range out {
-			out[i] = d("key1", "x")
+			out[i] = d("key1", strconv.Itoa(i)) // one identity each: 64 stay within key1's 50 per second
 		}
 		return out
 	}
@@ -28,49 +30,88 @@ func TestRequestValidation(t *testing.T) {
 		return d(kv...)
 	}
 	long := strings.Repeat("x", DefaultMaxEntryLen+1)
-	tests := []struct {
+	// Requests malformed as a whole get InvalidArgument and reach no
+	// backend.
+	whole := []struct {
 		name   string
 		bounds RequestBounds
 		req    *rlsv3.RateLimitRequest
-		msg    string // "" means the request is valid
+		msg    string
 	}{
 		{name: "nil request", req: nil, msg: "rate limit request must not be null"},
 		{name: "empty domain", req: rq("", d("key1", "x")), msg: "rate limit domain must not be empty"},
 		{name: "empty descriptor list", req: rq("basic"), msg: "rate limit descriptor list must not be empty"},
-		{name: "nil descriptor", req: rq("basic", nil), msg: "descriptor 0 must not be null"},
-		{name: "nil entry", req: rq("basic", &rlv3.RateLimitDescriptor{Entries: []*rlv3.RateLimitDescriptor_Entry{nil}}), msg: "descriptor 0 entry 0 must not be null"},
-		{name: "empty key", req: rq("basic", d("key1", "x"), d("key1", "x", "", "y")), msg: "descriptor 1 entry 1 has an empty key"},
-		{name: "empty value is fine", req: rq("basic", d("key1", ""))},
-		{name: "64 descriptors", req: rq("basic", many(64)...)},
 		{name: "65 descriptors", req: rq("basic", many(65)...), msg: "rate limit request has 65 descriptors, more than the limit of 64"},
-		{name: "32 entries", req: rq("basic", manyEntries(32))},
-		{name: "33 entries", req: rq("basic", manyEntries(33)), msg: "descriptor 0 has 33 entries, more than the limit of 32"},
-		{name: "long key", req: rq("basic", d(long, "x")), msg: "descriptor 0 entry 0 key is 65537 bytes long, more than the limit of 65536"},
-		{name: "long value", req: rq("basic", d("key1", long)), msg: "descriptor 0 entry 0 value is 65537 bytes long, more than the limit of 65536"},
 		{name: "long domain", req: rq(long, d("key1", "x")), msg: "rate limit domain is 65537 bytes long, more than the limit of 65536"},
-		{name: "custom bounds", bounds: RequestBounds{MaxDescriptors: 1, MaxEntries: 1, MaxEntryLen: 3},
-			req: rq("bas", d("key1", "x")), msg: "descriptor 0 entry 0 key is 4 bytes long, more than the limit of 3"},
-		{name: "override with UNKNOWN unit", req: rq("basic", override(d("key1", "x"), 5, typev3.RateLimitUnit_UNKNOWN, 0)),
-			msg: "descriptor 0 limit override has invalid unit 0 (UNKNOWN)"},
-		{name: "override with an unlisted unit", req: rq("basic", d("key1", "x"), override(d("key1", "x"), 5, typev3.RateLimitUnit(42), 0)),
-			msg: "descriptor 1 limit override has invalid unit 42"},
+		{name: "custom bounds: domain", bounds: RequestBounds{MaxEntryLen: 3}, req: rq("basic", d("key1", "x")),
+			msg: "rate limit domain is 5 bytes long, more than the limit of 3"},
 	}
-	for _, tt := range tests {
+	for _, tt := range whole {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, Options{Bounds: tt.bounds}, basicYAML)
 			resp, err := h.svc.ShouldRateLimit(context.Background(), tt.req)
-			if tt.msg == "" {
-				if err != nil || len(resp.Statuses) != len(tt.req.Descriptors) {
-					t.Fatalf("valid request: err %v, %d statuses", err, len(resp.GetStatuses()))
-				}
-				return
-			}
 			st, ok := status.FromError(err)
 			if !ok || st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), tt.msg) || resp != nil {
 				t.Fatalf("got (%v, %v), want InvalidArgument %q", resp, err, tt.msg)
 			}
 			if n := h.mem.calls.Load(); n != 0 {
 				t.Fatalf("backend called %d times for an invalid request", n)
+			}
+		})
+	}
+
+	// A malformed descriptor is answered OVER_LIMIT on its own (no limit,
+	// nothing counted), and the request's other descriptors are decided:
+	// one bad descriptor never turns the whole call into an error, which
+	// Envoy would let through unlimited.
+	perDescriptor := []struct {
+		name    string
+		bounds  RequestBounds
+		req     *rlsv3.RateLimitRequest
+		invalid []int // the descriptors answered OVER_LIMIT as invalid; none: the request is valid
+	}{
+		{name: "nil descriptor", req: rq("basic", nil, d("key1", "x")), invalid: []int{0}},
+		{name: "nil entry", req: rq("basic", &rlv3.RateLimitDescriptor{Entries: []*rlv3.RateLimitDescriptor_Entry{nil}}), invalid: []int{0}},
+		{name: "empty key", req: rq("basic", d("key1", "x"), d("key1", "x", "", "y")), invalid: []int{1}},
+		{name: "empty value is fine", req: rq("basic", d("key1", ""))},
+		{name: "64 descriptors", req: rq("basic", many(64)...)},
+		{name: "32 entries", req: rq("basic", manyEntries(32))},
+		{name: "33 entries", req: rq("basic", manyEntries(33), d("key1", "x")), invalid: []int{0}},
+		{name: "long key", req: rq("basic", d(long, "x"), d("key1", "x")), invalid: []int{0}},
+		{name: "long value", req: rq("basic", d("key1", "x"), d("key1", long)), invalid: []int{1}},
+		{name: "custom bounds", bounds: RequestBounds{MaxDescriptors: 2, MaxEntries: 1, MaxEntryLen: 5},
+			req: rq("basic", d("key1", "x"), d("key1", "xxxxxx")), invalid: []int{1}},
+		{name: "override with UNKNOWN unit", req: rq("basic", override(d("key1", "x"), 5, typev3.RateLimitUnit_UNKNOWN, 0)), invalid: []int{0}},
+		{name: "override with an unlisted unit", req: rq("basic", d("key1", "x"), override(d("key1", "x"), 5, typev3.RateLimitUnit(42), 0)), invalid: []int{1}},
+		{name: "every descriptor invalid", req: rq("basic", d(long, "x"), nil), invalid: []int{0, 1}},
+	}
+	for _, tt := range perDescriptor {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, Options{Bounds: tt.bounds, DynamicMetadata: true, Headers: HeaderOptions{Enabled: true, RetryAfter: true}}, basicYAML)
+			resp, err := h.svc.ShouldRateLimit(context.Background(), tt.req)
+			if err != nil || len(resp.GetStatuses()) != len(tt.req.Descriptors) {
+				t.Fatalf("err %v, %d statuses for %d descriptors", err, len(resp.GetStatuses()), len(tt.req.Descriptors))
+			}
+			for i, st := range resp.Statuses {
+				if slices.Contains(tt.invalid, i) {
+					if st.Code != rlsv3.RateLimitResponse_OVER_LIMIT || st.CurrentLimit != nil || st.LimitRemaining != 0 {
+						t.Errorf("invalid descriptor %d: %v, want OVER_LIMIT with no limit", i, st)
+					}
+					continue
+				}
+				if st.Code != rlsv3.RateLimitResponse_OK {
+					t.Errorf("valid descriptor %d: %v, want it decided (OK)", i, st)
+				}
+			}
+			wantOverall := rlsv3.RateLimitResponse_OK
+			if len(tt.invalid) > 0 {
+				wantOverall = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+			if resp.OverallCode != wantOverall {
+				t.Errorf("overall %v, want %v", resp.OverallCode, wantOverall)
+			}
+			if n := h.mem.calls.Load(); len(tt.invalid) == len(tt.req.Descriptors) && n != 0 {
+				t.Errorf("backend called %d times with no valid descriptor", n)
 			}
 		})
 	}
