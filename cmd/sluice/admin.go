@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/admin"
 	"github.com/sluice-rl/sluice/internal/hitters"
-	"github.com/sluice-rl/sluice/internal/reload"
 	"github.com/sluice-rl/sluice/internal/server"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/pkg/backend"
@@ -51,7 +50,7 @@ func newAdminWiring() *adminWiring {
 // startAdmin binds the admin listener unless it is off, and returns a
 // function running it until ctx is done (nil when off).
 func startAdmin(s *settings, log *logrus.Logger, w *adminWiring, svc *service.Service, b *backends,
-	srv *server.Server, watcher *reload.Watcher) (func(context.Context), error) {
+	srv *server.Server, reloads func() admin.ReloadState) (func(context.Context), error) {
 	addr := s.Admin.Addr
 	if s.DebugAddr != "" && addr == admin.DefaultAddr {
 		log.WithField("addr", s.DebugAddr).Warn(s.source["debug-addr"] + " is deprecated: it now sets the admin listener's address (SLUICE_ADMIN_ADDR)")
@@ -94,11 +93,7 @@ func startAdmin(s *settings, log *logrus.Logger, w *adminWiring, svc *service.Se
 				"http": srv.HTTPAddr(),
 			}},
 		ConfigText: func() string { return svc.Config().Dump() },
-		Reloads: func() admin.ReloadState {
-			st := watcher.Stats()
-			return admin.ReloadState{Successes: st.Successes, Failures: st.Failures,
-				LastSuccess: st.LastSuccess, LastFailure: st.LastFailure, LastError: st.LastError}
-		},
+		Reloads:    reloads,
 		Reflection: srv,
 		Logger:     log,
 	})

@@ -23,6 +23,9 @@ type healthProbe struct {
 	// requireDomains keeps health failing while the config has no domain
 	// (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
 	requireDomains bool
+	// ready reports whether the configuration source allows serving
+	// (false until the first xDS configuration); nil means always.
+	ready func() bool
 
 	lastErr string // the last ping error logged, "" when the last ping worked
 
@@ -74,6 +77,9 @@ func (p *healthProbe) report() {
 	c := p.config()
 	ok := !p.pingDown || !needsBackend(c)
 	if p.requireDomains && (c == nil || len(c.Domains()) == 0) {
+		ok = false
+	}
+	if p.ready != nil && !p.ready() {
 		ok = false
 	}
 	p.set(ok)

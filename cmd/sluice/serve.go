@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
@@ -88,43 +89,37 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	// probe reports health; it exists once the server does, before any
 	// reload after the first load.
 	var probe *healthProbe
-	paths := s.configPaths()
-	watcher, err := reload.New(reload.Options{
-		Paths:      paths,
-		Interval:   s.ReloadInterval,
-		AllowEmpty: s.AllowEmptyReload,
-		Load: obs.load(func() (*descriptor.Config, error) {
-			return descriptor.Load(descriptor.LoadOptions{MergeDomains: s.MergeDomains}, paths...)
-		}),
-		Apply: obs.apply(func(c *descriptor.Config) {
-			for _, w := range c.Warnings() {
-				log.Warn("config: " + w)
-			}
-			svc.SetConfig(c)
-			if probe != nil {
-				probe.report()
-			}
-		}),
-		Logger: log,
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
-		return exitError
-	}
-	if err := watcher.Load(); err != nil {
-		n := printConfigErrors(stderr, err)
-		fmt.Fprintf(stderr, "sluice serve: invalid configuration in %s (%d %s)\n",
-			strings.Join(paths, ", "), n, plural(n, "error", "errors"))
-		return exitError
-	}
-	domains := svc.Config().Domains()
-	log.WithField("paths", paths).Infof("config loaded: %d %s %v", len(domains), plural(len(domains), "domain", "domains"), domains)
-	if len(domains) == 0 {
-		msg := "no domain configured: every request is answered OK until a config file appears"
-		if s.HealthyWithConfig {
-			msg = "no domain configured: health fails until a config file with a domain appears (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)"
+	onApply := func() {
+		if probe != nil {
+			probe.report()
 		}
-		log.WithField("paths", paths).Warn(msg)
+	}
+	// The configuration comes from files (read now: an invalid one stops
+	// the start) or over xDS (after the server starts; until it arrives
+	// the gate answers Unavailable).
+	var rls rlsv3.RateLimitServiceServer = svc
+	var runConfig func(context.Context)
+	var ready func() bool
+	var reloads func() admin.ReloadState
+	if s.ConfigSource.xdsEnabled() {
+		src, err := newXDSSource(s, svc, obs, log, onApply)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+			return exitError
+		}
+		rls, runConfig, ready = src.gate, src.client.Run, src.ready(s.ConfigSource.ForceStart)
+		reloads = src.stats
+	} else {
+		watcher, code := loadFiles(s, svc, obs, log, stderr, onApply)
+		if watcher == nil {
+			return code
+		}
+		runConfig = watcher.Run
+		reloads = func() admin.ReloadState {
+			st := watcher.Stats()
+			return admin.ReloadState{Successes: st.Successes, Failures: st.Failures,
+				LastSuccess: st.LastSuccess, LastFailure: st.LastFailure, LastError: st.LastError}
+		}
 	}
 
 	var tlsFiles *server.TLSFiles
@@ -140,7 +135,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		GRPCAddr:              net.JoinHostPort(s.GRPCHost, strconv.Itoa(s.GRPCPort)),
 		GRPCUnixSocket:        s.GRPCUDS,
 		HTTPAddr:              net.JoinHostPort(s.HTTPHost, strconv.Itoa(s.HTTPPort)),
-		Service:               svc,
+		Service:               rls,
 		TLS:                   tlsFiles,
 		MaxConnectionAge:      s.MaxConnectionAge,
 		MaxConnectionAgeGrace: s.MaxConnectionAgeGrace,
@@ -167,6 +162,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		interval:       s.HealthInterval,
 		log:            log,
 		requireDomains: s.HealthyWithConfig,
+		ready:          ready,
 	}
 	probe.check(ctx) // before serving: a dead Redis is NOT_SERVING from the start
 
@@ -178,7 +174,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		}
 		defer prom.stop()
 	}
-	runAdmin, err := startAdmin(s, log, aw, svc, backends, srv, watcher)
+	runAdmin, err := startAdmin(s, log, aw, svc, backends, srv, reloads)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitError
@@ -186,7 +182,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { watcher.Run(bg) })
+	wg.Go(func() { runConfig(bg) })
 	wg.Go(func() { probe.run(bg) })
 	if runAdmin != nil {
 		wg.Go(func() { runAdmin(bg) })
@@ -199,6 +195,51 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		return exitError
 	}
 	return exitOK
+}
+
+// loadFiles reads the configuration files and returns the watcher that
+// reloads them, or nil and the exit code when the configuration is
+// invalid or the watcher cannot be built.
+// onApply runs after every configuration put in use, the first one
+// included.
+func loadFiles(s *settings, svc *service.Service, obs *observability, log *logrus.Logger, stderr io.Writer, onApply func()) (*reload.Watcher, int) {
+	paths := s.configPaths()
+	watcher, err := reload.New(reload.Options{
+		Paths:      paths,
+		Interval:   s.ReloadInterval,
+		AllowEmpty: s.AllowEmptyReload,
+		Load: obs.load(func() (*descriptor.Config, error) {
+			return descriptor.Load(descriptor.LoadOptions{MergeDomains: s.MergeDomains}, paths...)
+		}),
+		Apply: obs.apply(func(c *descriptor.Config) {
+			for _, w := range c.Warnings() {
+				log.Warn("config: " + w)
+			}
+			svc.SetConfig(c)
+			onApply()
+		}),
+		Logger: log,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return nil, exitError
+	}
+	if err := watcher.Load(); err != nil {
+		n := printConfigErrors(stderr, err)
+		fmt.Fprintf(stderr, "sluice serve: invalid configuration in %s (%d %s)\n",
+			strings.Join(paths, ", "), n, plural(n, "error", "errors"))
+		return nil, exitError
+	}
+	domains := svc.Config().Domains()
+	log.WithField("paths", paths).Infof("config loaded: %d %s %v", len(domains), plural(len(domains), "domain", "domains"), domains)
+	if len(domains) == 0 {
+		msg := "no domain configured: every request is answered OK until a config file appears"
+		if s.HealthyWithConfig {
+			msg = "no domain configured: health fails until a config file with a domain appears (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)"
+		}
+		log.WithField("paths", paths).Warn(msg)
+	}
+	return watcher, exitOK
 }
 
 // newLogger builds the process logger: text, or JSON with the reference's

@@ -44,6 +44,9 @@ type settings struct {
 	MergeDomains                                          bool
 	AllowEmptyReload                                      bool
 	ReloadInterval                                        time.Duration
+	// ConfigSource says whether the configuration comes from files or
+	// over xDS (xds.go).
+	ConfigSource configSettings
 
 	LogLevel  logrus.Level
 	LogFormat string
@@ -283,6 +286,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 		"OTLP protocol when OTEL_EXPORTER_OTLP_PROTOCOL is unset; default http/protobuf")
 	float(&s.TracingSamplingRate, "tracing-sampling-rate", "TRACING_SAMPLING_RATE", 1,
 		"share of new traces sampled, 0 to 1, when OTEL_TRACES_SAMPLER is unset; a sampled caller is always followed")
+	names = append(names, configFlags(fs, &s.ConfigSource)...)
 	return names
 }
 
@@ -438,9 +442,9 @@ func (s *settings) validate(env map[string]string) error {
 		bad(flag, "needs LIMIT_RESPONSE_HEADERS_ENABLED=true")
 	}
 	s.validateListener(bad)
-	if v, ok := env["CONFIG_TYPE"]; ok && v != "" && !strings.EqualFold(v, "FILE") {
-		errs = append(errs, fmt.Errorf("invalid CONFIG_TYPE=%q: sluice reads configuration from files only (FILE)", v))
-	}
+	notes, err := s.validateConfigSource()
+	errs = append(errs, err)
+	s.notes = append(s.notes, notes...)
 	return errors.Join(errs...)
 }
 
@@ -501,8 +505,7 @@ func redisSettingsSet(names []envName, given map[string]bool, env map[string]str
 // implement; a name ending in '_' stands for every variable with that
 // prefix. Setting one logs a warning; it changes nothing.
 var referenceOnly = []string{
-	"DEBUG_HOST", "DEBUG_PORT", "FORCE_START_WITHOUT_INITIAL_CONFIG",
-	"CONFIG_GRPC_XDS_", "XDS_CLIENT_",
+	"DEBUG_HOST", "DEBUG_PORT",
 	"REDIS_PERSECOND", "REDIS_PERSECOND_",
 	"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
 	"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
