@@ -173,7 +173,7 @@ func TestParseServeErrors(t *testing.T) {
 		{"TLS without files", nil, []string{"GRPC_SERVER_USE_TLS=true"}, "GRPC_SERVER_USE_TLS: TLS needs"},
 		{"client CA without TLS", nil, []string{"GRPC_CLIENT_TLS_CACERT=/ca.pem"}, "GRPC_CLIENT_TLS_CACERT"},
 		{"IETF headers without headers", []string{"--ietf-headers"}, nil, "--ietf-headers: needs LIMIT_RESPONSE_HEADERS_ENABLED"},
-		{"xDS config", nil, []string{"CONFIG_TYPE=GRPC_XDS_SOTW"}, `CONFIG_TYPE="GRPC_XDS_SOTW"`},
+		{"unknown config type", nil, []string{"CONFIG_TYPE=GRPC_XDS_DELTA"}, `CONFIG_TYPE="GRPC_XDS_DELTA"`},
 		{"unknown flag", []string{"--nope"}, nil, "nope"},
 		{"stray argument", []string{"extra"}, nil, "no arguments"},
 	}

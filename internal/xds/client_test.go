@@ -48,7 +48,11 @@ func (r *recorder) apply(version string, confs []*rlsconfv3.RateLimitConfig) err
 	return nil
 }
 
-func (r *recorder) Connected(up bool) { r.mu.Lock(); r.connected = append(r.connected, up); r.mu.Unlock() }
+func (r *recorder) Connected(up bool) {
+	r.mu.Lock()
+	r.connected = append(r.connected, up)
+	r.mu.Unlock()
+}
 func (r *recorder) Accepted(v string) { r.mu.Lock(); r.accepted = append(r.accepted, v); r.mu.Unlock() }
 func (r *recorder) Rejected(v string, _ error) {
 	r.mu.Lock()
@@ -137,8 +141,12 @@ type syncBuffer struct {
 	b  strings.Builder
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.b.Write(p) }
-func (b *syncBuffer) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
 
 // TestTypeURL is go-control-plane's name for the resource type.
 func TestTypeURL(t *testing.T) {
@@ -321,9 +329,11 @@ func TestNewRefusesBadSettings(t *testing.T) {
 		{"negative message size", func(s *xds.Settings) { s.MaxMsgSize = -1 }, "max message size -1"},
 		{"zero retry interval", func(s *xds.Settings) { s.ConnectRetryInterval = 0 }, "connect retry interval 0s"},
 		{"cert without key", func(s *xds.Settings) { s.UseTLS, s.ClientCert = true, "/x.crt" }, "both its cert and its key"},
-		{"TLS files without TLS", func(s *xds.Settings) { s.ServerCACert = "/ca.crt" }, "need the xDS server TLS setting on"},
+		{"TLS files without TLS", func(s *xds.Settings) { s.ServerCACert = "/ca.crt" }, "need CONFIG_GRPC_XDS_SERVER_USE_TLS=true"},
 		{"missing CA file", func(s *xds.Settings) { s.UseTLS, s.ServerCACert = true, "/nonexistent/ca.crt" }, "/nonexistent/ca.crt"},
-		{"missing client pair", func(s *xds.Settings) { s.UseTLS, s.ClientCert, s.ClientKey = true, "/nonexistent/tls.crt", "/nonexistent/tls.key" }, "/nonexistent/tls.crt"},
+		{"missing client pair", func(s *xds.Settings) {
+			s.UseTLS, s.ClientCert, s.ClientKey = true, "/nonexistent/tls.crt", "/nonexistent/tls.key"
+		}, "/nonexistent/tls.crt"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -85,35 +85,36 @@ func DefaultSettings() Settings {
 	}
 }
 
-// Validate checks s without touching files; it returns every problem.
+// Validate checks s without touching files; it returns every problem,
+// each named by the environment variable that sets the field.
 func (s *Settings) Validate() error {
 	var errs []error
 	if s.ServerURL == "" {
-		errs = append(errs, errors.New("the xDS server URL is empty"))
+		errs = append(errs, errors.New("CONFIG_GRPC_XDS_SERVER_URL: the xDS server URL is empty"))
 	}
 	if s.ConnectRetryInterval <= 0 {
-		errs = append(errs, fmt.Errorf("connect retry interval %v must be positive", s.ConnectRetryInterval))
+		errs = append(errs, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: connect retry interval %v must be positive", s.ConnectRetryInterval))
 	}
 	if s.BackoffInitial <= 0 {
-		errs = append(errs, fmt.Errorf("backoff initial interval %v must be positive", s.BackoffInitial))
+		errs = append(errs, fmt.Errorf("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: backoff initial interval %v must be positive", s.BackoffInitial))
 	}
 	if s.BackoffMax < s.BackoffInitial {
-		errs = append(errs, fmt.Errorf("backoff max interval %v is below the initial interval %v", s.BackoffMax, s.BackoffInitial))
+		errs = append(errs, fmt.Errorf("XDS_CLIENT_BACKOFF_MAX_INTERVAL: backoff max interval %v is below the initial interval %v", s.BackoffMax, s.BackoffInitial))
 	}
 	if s.BackoffRandomFactor < 0 || s.BackoffRandomFactor > 1 {
-		errs = append(errs, fmt.Errorf("backoff random factor %v must be from 0 to 1", s.BackoffRandomFactor))
+		errs = append(errs, fmt.Errorf("XDS_CLIENT_BACKOFF_RANDOM_FACTOR: backoff random factor %v must be from 0 to 1", s.BackoffRandomFactor))
 	}
 	if s.MaxMsgSize < 0 {
-		errs = append(errs, fmt.Errorf("max message size %d must not be negative", s.MaxMsgSize))
+		errs = append(errs, fmt.Errorf("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: max message size %d must not be negative", s.MaxMsgSize))
 	}
 	if _, err := ParseNodeMetadata(s.NodeMetadata); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("CONFIG_GRPC_XDS_NODE_METADATA: %w", err))
 	}
 	if (s.ClientCert == "") != (s.ClientKey == "") {
-		errs = append(errs, errors.New("a client certificate needs both its cert and its key file"))
+		errs = append(errs, errors.New("CONFIG_GRPC_XDS_CLIENT_TLS_CERT, CONFIG_GRPC_XDS_CLIENT_TLS_KEY: a client certificate needs both its cert and its key file"))
 	}
 	if !s.UseTLS && (s.ClientCert != "" || s.ClientKey != "" || s.ServerCACert != "" || s.ServerSAN != "") {
-		errs = append(errs, errors.New("xDS TLS files and SAN need the xDS server TLS setting on"))
+		errs = append(errs, errors.New("CONFIG_GRPC_XDS_CLIENT_TLS_*, CONFIG_GRPC_XDS_SERVER_TLS_*: xDS TLS files and SAN need CONFIG_GRPC_XDS_SERVER_USE_TLS=true"))
 	}
 	return errors.Join(errs...)
 }
