@@ -116,13 +116,13 @@ func expectAdmits(t *testing.T, client rlsv3.RateLimitServiceClient, domain, key
 func TestXDSLifecycle(t *testing.T) {
 	srv := xdstest.Start(t, xdstest.Options{})
 	p := sluicetest.Start(t, sluicetest.Options{Env: map[string]string{
-		"CONFIG_TYPE":                                  "GRPC_XDS_SOTW",
-		"CONFIG_GRPC_XDS_SERVER_URL":                   srv.Addr(),
-		"CONFIG_GRPC_XDS_NODE_ID":                      xdsNode,
+		"CONFIG_TYPE":                                   "GRPC_XDS_SOTW",
+		"CONFIG_GRPC_XDS_SERVER_URL":                    srv.Addr(),
+		"CONFIG_GRPC_XDS_NODE_ID":                       xdsNode,
 		"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "100ms",
-		"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL":          "100ms",
-		"XDS_CLIENT_BACKOFF_MAX_INTERVAL":              "400ms",
-		"BACKEND_TYPE":                                 "memory",
+		"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL":           "100ms",
+		"XDS_CLIENT_BACKOFF_MAX_INTERVAL":               "400ms",
+		"BACKEND_TYPE":                                  "memory",
 	}})
 	client := p.Client()
 	ctx := context.Background()
