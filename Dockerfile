@@ -24,6 +24,9 @@ RUN CGO_ENABLED=0 go build -trimpath -tags timetzdata,vtprotobuf \
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/sluice /sluice
+# The incumbent's path: Envoy Gateway's rate-limit Deployment runs
+# /bin/ratelimit with no argument, which is `sluice serve` under that name.
+COPY --from=build /out/sluice /bin/ratelimit
 # A directory of config files, one per domain (mount it here).
 ENV SLUICE_CONFIG=/etc/sluice/config
 # distroless "nonroot", numeric so Kubernetes can check runAsNonRoot.

@@ -7,11 +7,22 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+	os.Exit(run(ctx, commandArgs(os.Args[0], os.Args[1:]), os.Environ(), os.Stdout, os.Stderr))
+}
+
+// commandArgs returns the arguments run gets. Run under the incumbent's
+// name, `ratelimit` (the image's /bin/ratelimit, which Envoy Gateway's
+// Deployment runs with no argument), the binary is `sluice serve`.
+func commandArgs(argv0 string, args []string) []string {
+	if filepath.Base(argv0) == "ratelimit" {
+		return append([]string{"serve"}, args...)
+	}
+	return args
 }
