@@ -1,11 +1,13 @@
 package admin
 
 import (
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/hitters"
 	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
 // Rate history shape: 15 minutes of 10-second buckets.
@@ -53,17 +55,15 @@ func (o *Observer) Descriptor(ev service.DescriptorEvent) {
 		return
 	}
 	denied := ev.Outcome == service.OutcomeOverLimit
-	rule, reset := "", time.Duration(0)
-	if b := ev.Decision.Binding; b >= 0 && b < len(ev.Rules) {
-		rule = ruleName(ev.Rules[b].Name, ev.Rules[b].ID(), ev.Override)
-		if b < len(ev.Decision.Outcomes) {
-			reset = ev.Decision.Outcomes[b].Reset
-		}
-	} else if len(ev.Rules) > 0 {
-		rule = ruleName(ev.Rules[0].Name, ev.Rules[0].ID(), ev.Override)
-	}
 	if !ev.Cost.Refund {
-		o.top.Record(ev.Domain, rule, ev.Entries, ev.Cost.N, denied, reset)
+		binding, reset := "", time.Duration(0)
+		if b := ev.Decision.Binding; denied && b >= 0 && b < len(ev.Rules) {
+			binding = ruleName(ev.Rules[b].Name, ev.Rules[b].ID(), ev.Override)
+			if b < len(ev.Decision.Outcomes) {
+				reset = ev.Decision.Outcomes[b].Reset
+			}
+		}
+		o.top.Record(ev.Domain, ev.Entries, ruleSet(ev.Rules, ev.Override), ev.Cost.N, denied, binding, reset)
 	}
 
 	now := o.now()
@@ -104,6 +104,18 @@ func ruleName(name, id string, override bool) string {
 		return "override " + id
 	}
 	return id
+}
+
+// ruleSet names the rules decided together: their names joined by "+".
+func ruleSet(rules []limit.Rule, override bool) string {
+	if len(rules) == 1 {
+		return ruleName(rules[0].Name, rules[0].ID(), override)
+	}
+	names := make([]string, len(rules))
+	for i, r := range rules {
+		names[i] = ruleName(r.Name, r.ID(), override)
+	}
+	return strings.Join(names, "+")
 }
 
 // Rate is one domain's history, oldest point first.

@@ -15,6 +15,8 @@ import (
 const (
 	chartW, chartH = 600.0, 120.0
 	chartPad       = 4.0
+	// plotH is the plot's height; the strip below holds the time labels.
+	plotH = 100.0
 )
 
 // pageData is what the page template renders.
@@ -99,7 +101,7 @@ func points(vs []float64, top float64) string {
 		if n > 1 {
 			x += float64(i) * (chartW - 2*chartPad) / float64(n-1)
 		}
-		y := chartH - chartPad - v/top*(chartH-2*chartPad)
+		y := plotH - v/top*(plotH-chartPad)
 		fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
 	}
 	return strings.TrimSpace(b.String())
@@ -162,9 +164,9 @@ svg{background:#fbfcfd;border:1px solid #eceff2}
 <div class="legend"><span class="dec">━ decisions/s</span><span class="den">━ denials/s</span></div>
 {{range .Charts}}<h3 style="font-size:14px;margin:10px 0 4px">{{.Domain}} <small>now {{.LastDec}} decided, {{.LastDenial}} denied</small></h3>
 <svg viewBox="0 0 {{.W}} {{.H}}" width="100%" height="{{.H}}" role="img" aria-label="rates of {{.Domain}}">
-<line x1="4" y1="4" x2="596" y2="4" stroke="#e3e7eb"/><line x1="4" y1="60" x2="596" y2="60" stroke="#e3e7eb"/>
+<line x1="4" y1="4" x2="596" y2="4" stroke="#e3e7eb"/><line x1="4" y1="52" x2="596" y2="52" stroke="#e3e7eb"/><line x1="4" y1="100" x2="596" y2="100" stroke="#c9ced4"/>
 <text x="8" y="16" font-size="11" fill="#6b7280">{{.Max}}</text>
-<text x="8" y="114" font-size="11" fill="#6b7280">−15 min</text><text x="560" y="114" font-size="11" fill="#6b7280">now</text>
+<text x="4" y="114" font-size="11" fill="#6b7280">−15 min</text><text x="575" y="114" font-size="11" fill="#6b7280">now</text>
 <polyline class="decisions" fill="none" stroke="#2563eb" stroke-width="2" points="{{.Decisions}}"/>
 <polyline class="denials" fill="none" stroke="#dc2626" stroke-width="2" points="{{.Denials}}"/>
 </svg>{{else}}<p>No decisions yet.</p>{{end}}

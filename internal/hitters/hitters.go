@@ -88,7 +88,8 @@ type Options struct {
 // Item names what was counted.
 type Item struct {
 	Domain string `json:"domain"`
-	// Rule is the binding rule's name (or its id when it has no name).
+	// Rule names the rule: for Denials the binding rule's name (or its id
+	// when it has no name); for Hits every rule decided, joined by "+".
 	Rule string `json:"rule"`
 	// Descriptor is "k=v,k2=v2" with every value cut to MaxValueLen.
 	Descriptor string `json:"descriptor"`
@@ -155,9 +156,20 @@ func New(o Options) *Tracker {
 	return t
 }
 
-// Record counts one decided descriptor: a hit of weight cost, and a denial
-// when denied, under the binding rule's name; reset is the denial's wait.
-func (t *Tracker) Record(domain, rule string, entries []descriptor.Entry, cost uint64, denied bool, reset time.Duration) {
+// Record counts one decided descriptor: a hit of weight cost under
+// rules (the names of the rules decided), and, when denied, a denial
+// under the binding rule's name, whose reset is the denial's wait.
+func (t *Tracker) Record(domain string, entries []descriptor.Entry, rules string, cost uint64, denied bool, binding string, reset time.Duration) {
+	now := t.opts.Now()
+	seen := func(it *Item) { it.LastSeen = now }
+	t.add(Hits, domain, entries, rules, cost, now, seen)
+	if denied {
+		t.add(Denials, domain, entries, binding, 1, now, func(it *Item) { it.LastSeen, it.ResetAt = now, now.Add(reset) })
+	}
+}
+
+// add counts w for (domain, rule, entries) in every window of kind.
+func (t *Tracker) add(kind Kind, domain string, entries []descriptor.Entry, rule string, w uint64, now time.Time, update func(*Item)) {
 	var h maphash.Hash
 	h.SetSeed(t.seed)
 	h.WriteString(domain)
@@ -170,20 +182,14 @@ func (t *Tracker) Record(domain, rule string, entries []descriptor.Entry, cost u
 		h.WriteString(e.Value)
 	}
 	key := h.Sum64()
-	now := t.opts.Now()
 	mk := func() Item {
 		return Item{Domain: domain, Rule: rule, Descriptor: t.format(entries)}
 	}
-	seen := func(it *Item) { it.LastSeen = now }
-	denial := func(it *Item) { it.LastSeen, it.ResetAt = now, now.Add(reset) }
 	sh := &t.shards[key%shards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	for w := range windows {
-		sh.rings[Hits][w].current(now).add(key, cost, mk, seen)
-		if denied {
-			sh.rings[Denials][w].current(now).add(key, 1, mk, denial)
-		}
+	for win := range windows {
+		sh.rings[kind][win].current(now).add(key, w, mk, update)
 	}
 }
 

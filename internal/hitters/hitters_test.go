@@ -20,9 +20,9 @@ func TestHeavyItemFoundAmongManyDistinct(t *testing.T) {
 	clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	tr := New(Options{Capacity: 16, Now: clock.Now})
 	for i := range 100_000 {
-		tr.Record("api", "per_user", user(fmt.Sprint("noise-", i)), 1, true, time.Second)
+		tr.Record("api", user(fmt.Sprint("noise-", i)), "per_user", 1, true, "per_user", time.Second)
 		if i%50 == 0 {
-			tr.Record("api", "per_user", user("alice"), 1, true, 30*time.Second)
+			tr.Record("api", user("alice"), "per_user", 1, true, "per_user", 30*time.Second)
 		}
 	}
 	top := tr.Top(Denials, Minute, "", "", 3)
@@ -59,9 +59,9 @@ func TestHeavyItemFoundAmongManyDistinct(t *testing.T) {
 func TestWindows(t *testing.T) {
 	clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	tr := New(Options{Now: clock.Now})
-	tr.Record("api", "per_user", user("bob"), 5, false, 0)
-	tr.Record("api", "per_user", user("bob"), 1, true, time.Second)
-	tr.Record("web", "per_ip", []descriptor.Entry{{Key: "ip", Value: "10.0.0.1"}}, 1, true, time.Second)
+	tr.Record("api", user("bob"), "per_user+daily", 5, false, "", 0)
+	tr.Record("api", user("bob"), "per_user+daily", 1, true, "per_user", time.Second)
+	tr.Record("web", []descriptor.Entry{{Key: "ip", Value: "10.0.0.1"}}, "per_ip", 1, true, "per_ip", time.Second)
 	tests := []struct {
 		after        time.Duration
 		kind         Kind
@@ -72,6 +72,8 @@ func TestWindows(t *testing.T) {
 		{0, Hits, Minute, "", "", "user=bob:6,ip=10.0.0.1:1"},
 		{0, Denials, Minute, "api", "", "user=bob:1"},
 		{0, Denials, Minute, "", "per_ip", "ip=10.0.0.1:1"},
+		{0, Denials, Minute, "", "per_user", "user=bob:1"},
+		{0, Hits, Minute, "", "per_user+daily", "user=bob:6"},
 		{0, Denials, Minute, "nope", "", ""},
 		{59 * time.Second, Hits, Minute, "api", "", "user=bob:6"},
 		{61 * time.Second, Hits, Minute, "", "", ""},
@@ -93,7 +95,7 @@ func TestWindows(t *testing.T) {
 
 func TestLongValuesAreCut(t *testing.T) {
 	tr := New(Options{MaxValueLen: 8})
-	tr.Record("api", "r", user(strings.Repeat("é", 10)), 1, true, 0)
+	tr.Record("api", user(strings.Repeat("é", 10)), "r", 1, true, "r", 0)
 	top := tr.Top(Denials, Minute, "", "", 1)
 	if len(top) != 1 || top[0].Descriptor != "user=éééé…" {
 		t.Fatalf("got %+v, want the value cut to 8 bytes", top)
