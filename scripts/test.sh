@@ -39,6 +39,16 @@ go test -race -count=1 -timeout 30m ./...
 go vet -tags timetzdata,vtprotobuf ./...
 go test -race -count=1 -tags timetzdata,vtprotobuf ./internal/server/ ./cmd/sluice/
 
+# The Helm chart (charts/sluice), rendered with helm for every values file
+# and decoded strictly into the Kubernetes API types. Its test is a module of
+# its own (charts/test), so those types stay out of sluice's dependencies.
+# helm is built with go install when missing (decision 0042).
+if ! command -v helm >/dev/null && [ ! -x "$(go env GOPATH)/bin/helm" ]; then
+  echo "installing helm (go install helm.sh/helm/v3/cmd/helm@v3.22.0)"
+  go install helm.sh/helm/v3/cmd/helm@v3.22.0
+fi
+(cd charts/test && go vet ./... && go test -count=1 ./...)
+
 # Fuzz targets, briefly each (seed corpora run in the normal tests above).
 fuzztime=${FUZZTIME:-15s}
 go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do

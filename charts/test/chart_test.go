@@ -54,7 +54,7 @@ func helm(t *testing.T) string {
 // render runs helm template and returns its output, or the error output.
 func render(t *testing.T, bin string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"template", "rl", chartDir, "--namespace", "limits"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"template", "rl", chartDir, "--namespace", "limits", "--kube-version", "1.30.0"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -299,4 +299,19 @@ func sameLabels(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// TestChartLints runs helm lint --strict with every values file.
+func TestChartLints(t *testing.T) {
+	bin := helm(t)
+	files, err := filepath.Glob(filepath.Join(chartDir, "values*.yaml"))
+	if err != nil || len(files) < 5 {
+		t.Fatalf("values files: %v %v", files, err)
+	}
+	for _, f := range files {
+		out, err := exec.Command(bin, "lint", "--strict", "--kube-version", "1.30.0", chartDir, "-f", f).CombinedOutput()
+		if err != nil {
+			t.Errorf("helm lint -f %s: %v\n%s", filepath.Base(f), err, out)
+		}
+	}
 }
