@@ -208,6 +208,7 @@ func loadFiles(s *settings, svc *service.Service, obs *observability, log *logru
 		Paths:      paths,
 		Interval:   s.ReloadInterval,
 		AllowEmpty: s.AllowEmptyReload,
+		Refused:    func(error) { obs.metrics.ConfigLoadFailed() },
 		Load: obs.load(func() (*descriptor.Config, error) {
 			return descriptor.Load(descriptor.LoadOptions{MergeDomains: s.MergeDomains}, paths...)
 		}),

@@ -33,6 +33,11 @@ type Options struct {
 	// poll, or a mount that vanished, would otherwise remove every limit.
 	// The first load may always be empty.
 	AllowEmpty bool
+	// Refused, when set, is called with the error of every load the
+	// Watcher refuses although Load returned no error (an empty reload,
+	// a panic inside Load), so that a caller counting Load's errors can
+	// count these too.
+	Refused func(error)
 	// Logger receives one info line per successful reload and one error
 	// line per configuration error. Nil means logrus' standard logger.
 	Logger logrus.FieldLogger
@@ -182,14 +187,19 @@ func (w *Watcher) fingerprintNow() string {
 }
 
 func (w *Watcher) loadLocked() error {
-	cfg, err := w.loadSafely()
+	cfg, panicked, err := w.loadSafely()
 	now := w.opts.Now()
+	refused := panicked
 	if err == nil && cfg == nil {
-		err = errors.New("reload: Load returned no configuration and no error")
+		err, refused = errors.New("reload: Load returned no configuration and no error"), true
 	}
 	if err == nil && w.current != nil && !w.opts.AllowEmpty && len(cfg.Domains()) == 0 && len(w.current.Domains()) > 0 {
 		err = fmt.Errorf("%w: it would remove every limit of the %d domains in use (%s); if that is meant, allow empty reloads (SLUICE_ALLOW_EMPTY_RELOAD=true)",
 			ErrEmptyReload, len(w.current.Domains()), strings.Join(w.current.Domains(), ", "))
+		refused = true
+	}
+	if refused && w.opts.Refused != nil {
+		w.opts.Refused(err)
 	}
 	if err != nil {
 		w.stats.Failures++
@@ -208,13 +218,14 @@ func (w *Watcher) loadLocked() error {
 
 // loadSafely calls Options.Load, turning a panic into an error: whatever a
 // config file holds, a reload never takes the server down.
-func (w *Watcher) loadSafely() (cfg *descriptor.Config, err error) {
+func (w *Watcher) loadSafely() (cfg *descriptor.Config, panicked bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			cfg, err = nil, fmt.Errorf("reload: loading the configuration panicked: %v", r)
+			cfg, panicked, err = nil, true, fmt.Errorf("reload: loading the configuration panicked: %v", r)
 		}
 	}()
-	return w.opts.Load()
+	cfg, err = w.opts.Load()
+	return cfg, false, err
 }
 
 func (w *Watcher) logFailure(err error) {

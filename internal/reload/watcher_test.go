@@ -297,7 +297,8 @@ func TestWatcherRefusesEmptyReload(t *testing.T) {
 		t.Run(fmt.Sprintf("AllowEmpty=%v", allow), func(t *testing.T) {
 			dir := t.TempDir()
 			writeFile(t, dir, "api.yaml", config("api", 10))
-			h := newHarness(t, dir, Options{AllowEmpty: allow})
+			var refused []error
+			h := newHarness(t, dir, Options{AllowEmpty: allow, Refused: func(err error) { refused = append(refused, err) }})
 			if err := h.w.Load(); err != nil {
 				t.Fatal(err)
 			}
@@ -323,6 +324,9 @@ func TestWatcherRefusesEmptyReload(t *testing.T) {
 			}
 			if !errors.Is(err, ErrEmptyReload) || !strings.Contains(err.Error(), "SLUICE_ALLOW_EMPTY_RELOAD") {
 				t.Fatalf("Check error %v, want ErrEmptyReload naming the setting", err)
+			}
+			if len(refused) != 1 || refused[0] != err {
+				t.Errorf("Refused called with %v, want once with the error", refused)
 			}
 			if got := h.limitOf("api"); got != 10 {
 				t.Errorf("api limit %d, want 10 (kept)", got)
