@@ -51,7 +51,9 @@
 // with ReadOptions.Strict. Otherwise parsing is strict: unknown keys, wrong
 // types, rules that would share state and the like are errors, and every
 // error of every file is reported (ErrorList), each with its file and line.
-// docs/decisions/0003-config-files-and-extensions.md records the choices.
+// docs/decisions/0003-config-files-and-extensions.md, 0025 (what the
+// reference ignores, which files are read) and 0026 (bounds) record the
+// choices.
 //
 // # Matching
 //
