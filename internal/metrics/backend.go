@@ -47,13 +47,28 @@ func kindOf(err error) errKind {
 // InstrumentBackend returns b decorated to record each Decide call's
 // duration (sluice_backend_decide_duration_seconds), the checks it carried
 // (sluice_backend_checks_total) and every check it could not decide, by
-// kind (sluice_backend_errors_total). Ping and Close pass through. A nil m
-// returns b unchanged.
+// kind (sluice_backend_errors_total). Ping and Close pass through. When b
+// decides a request's checks together (backend.TogetherDecider), so does
+// the result, recorded the same way. A nil m returns b unchanged.
 func (m *Metrics) InstrumentBackend(b backend.Backend) backend.Backend {
 	if m == nil || b == nil {
 		return b
 	}
+	if td, ok := b.(backend.TogetherDecider); ok {
+		return &instrumentedTogether{instrumented{next: b, m: m}, td}
+	}
 	return &instrumented{next: b, m: m}
+}
+
+// instrumentedTogether is the decorator of a backend.TogetherDecider.
+type instrumentedTogether struct {
+	instrumented
+	together backend.TogetherDecider
+}
+
+// DecideTogether calls the wrapped backend's and records the call.
+func (b *instrumentedTogether) DecideTogether(ctx context.Context, checks []backend.Check) []backend.Result {
+	return b.record(checks, func() []backend.Result { return b.together.DecideTogether(ctx, checks) })
 }
 
 // instrumented is the backend decorator.
@@ -64,8 +79,13 @@ type instrumented struct {
 
 // Decide calls the wrapped backend and records the call.
 func (b *instrumented) Decide(ctx context.Context, checks []backend.Check) []backend.Result {
+	return b.record(checks, func() []backend.Result { return b.next.Decide(ctx, checks) })
+}
+
+// record runs decide, one backend call for checks, and records it.
+func (b *instrumented) record(checks []backend.Check, decide func() []backend.Result) []backend.Result {
 	start := b.m.now()
-	res := b.next.Decide(ctx, checks)
+	res := decide()
 	b.m.backendTime.Observe(b.m.now().Sub(start).Seconds())
 	b.m.backendChecks.Add(float64(len(checks)))
 	for i := range res {

@@ -170,3 +170,42 @@ func TestObserveBatch(t *testing.T) {
 		}
 	}
 }
+
+// scriptedTogether is scripted with a DecideTogether, counted.
+type scriptedTogether struct {
+	scripted
+	together int
+}
+
+func (s *scriptedTogether) DecideTogether(ctx context.Context, checks []backend.Check) []backend.Result {
+	s.together++
+	return s.Decide(ctx, checks)
+}
+
+// A backend that decides a request's checks together keeps that ability
+// through the instrumentation, and its together calls are recorded like
+// Decide calls; a backend without it does not gain it.
+func TestInstrumentBackendTogether(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	clock := fakeclock.New(t0)
+	m, err := New(reg, Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := &scriptedTogether{scripted: scripted{errs: []error{nil, stacktest.ErrRedisDown}, clock: clock, took: time.Millisecond}}
+	td, ok := m.InstrumentBackend(inner).(backend.TogetherDecider)
+	if !ok {
+		t.Fatal("the instrumented backend lost DecideTogether")
+	}
+	if res := td.DecideTogether(context.Background(), make([]backend.Check, 2)); len(res) != 2 || inner.together != 1 {
+		t.Fatalf("DecideTogether not passed through: %d results, %d calls", len(res), inner.together)
+	}
+	scrape(t, reg).check(t, []want{
+		{"sluice_backend_checks_total", "", 2},
+		{"sluice_backend_errors_total", "kind=unavailable", 1},
+		{"sluice_backend_decide_duration_seconds", "", 1},
+	})
+	if _, ok := m.InstrumentBackend(&scripted{clock: clock}).(backend.TogetherDecider); ok {
+		t.Error("a backend without DecideTogether gained one")
+	}
+}
