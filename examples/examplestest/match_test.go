@@ -179,7 +179,8 @@ func parseProduced(t *testing.T, s string) []descriptor.Entry {
 // mountConfigMap writes a ConfigMap's data the way the kubelet mounts it:
 // the files in a hidden timestamped directory, a "..data" link to it, and
 // one link per key through "..data". Loading the mount point must read each
-// file once (the reference read them twice: its issue #367).
+// file once (the reference reads them twice, a known problem of the
+// reference: github.com/envoyproxy/ratelimit/issues/367).
 func mountConfigMap(t *testing.T, cm configMap) string {
 	t.Helper()
 	dir := t.TempDir()
