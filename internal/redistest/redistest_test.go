@@ -191,6 +191,22 @@ func TestSentinel(t *testing.T) {
 	}
 }
 
+// TestSentinelAuth: with --requirepass the data nodes want the password,
+// the replica and the sentinel use it, and Client sends it.
+func TestSentinelAuth(t *testing.T) {
+	s := Sentinel(t, "--requirepass", "secret")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Client().Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET through sentinel with the password: %v", err)
+	}
+	anon := adminClient(s.MasterAddr(), "")
+	defer anon.Close()
+	if err := anon.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING without a password succeeded against --requirepass")
+	}
+}
+
 // TestPortTakenIsDetected: a start that loses its port to another process
 // reports errPortTaken, which newProcess answers with new ports.
 func TestPortTakenIsDetected(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 // under the name MasterName().
 type SentinelSet struct {
 	root      string
+	password  string // the data nodes' --requirepass, if any
 	master    *process
 	replica   *process
 	sentinels []*process
@@ -28,11 +29,14 @@ type SentinelSet struct {
 
 const masterName = "sluice-test"
 
-// Sentinel starts a sentinel set and stops it when t ends. It skips t if
-// redis-server is not installed and fails t if the set does not come up.
-func Sentinel(t testing.TB) *SentinelSet {
+// Sentinel starts a sentinel set and stops it when t ends. args are extra
+// redis-server options for the master and the replica; with
+// "--requirepass", PASSWORD the replica and the sentinel authenticate to
+// the master with it (the sentinel itself needs none). It fails t if
+// redis-server is not installed or the set does not come up.
+func Sentinel(t testing.TB, args ...string) *SentinelSet {
 	t.Helper()
-	s, err := StartSentinel()
+	s, err := StartSentinel(args...)
 	requireStarted(t, "redis sentinel set", err)
 	t.Cleanup(s.Close)
 	return s
@@ -40,12 +44,15 @@ func Sentinel(t testing.TB) *SentinelSet {
 
 // StartSentinel is Sentinel for callers without a testing.TB; the caller
 // must Close the set.
-func StartSentinel() (*SentinelSet, error) {
+func StartSentinel(args ...string) (*SentinelSet, error) {
 	root, err := tempRoot()
 	if err != nil {
 		return nil, err
 	}
 	s := &SentinelSet{root: root}
+	if a := cliAuthArgs(args); a != nil {
+		s.password = a[1]
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -54,20 +61,24 @@ func StartSentinel() (*SentinelSet, error) {
 	}()
 	s.master, err = newProcess(root, "master", func(port, _ int) []string {
 		return baseConfig(filepath.Join(root, "master"), port)
-	}, false, false, nil)
+	}, false, false, args)
 	if err != nil {
 		return nil, err
 	}
 	masterPort := s.master.port
 	s.replica, err = newProcess(root, "replica", func(port, _ int) []string {
-		return append(baseConfig(filepath.Join(root, "replica"), port),
+		conf := append(baseConfig(filepath.Join(root, "replica"), port),
 			"replicaof 127.0.0.1 "+strconv.Itoa(masterPort))
-	}, false, false, nil)
+		if s.password != "" {
+			conf = append(conf, "masterauth "+s.password)
+		}
+		return conf
+	}, false, false, args)
 	if err != nil {
 		return nil, err
 	}
 	sen, err := newProcess(root, "sentinel", func(port, _ int) []string {
-		return []string{
+		conf := []string{
 			"bind 127.0.0.1",
 			"port " + strconv.Itoa(port),
 			"dir " + filepath.Join(root, "sentinel"),
@@ -78,6 +89,10 @@ func StartSentinel() (*SentinelSet, error) {
 			"sentinel failover-timeout " + masterName + " 5000",
 			"sentinel parallel-syncs " + masterName + " 1",
 		}
+		if s.password != "" {
+			conf = append(conf, "sentinel auth-pass "+masterName+" "+s.password)
+		}
+		return conf
 	}, false, true, nil)
 	if err != nil {
 		return nil, err
@@ -103,7 +118,7 @@ func StartSentinel() (*SentinelSet, error) {
 		if len(reps) == 0 {
 			return errors.New("sentinel knows no replica yet")
 		}
-		rc := adminClient(s.replica.addr(), "")
+		rc := adminClient(s.replica.addr(), s.password)
 		defer rc.Close()
 		info, err := rc.Info(ctx, "replication").Result()
 		if err != nil {
@@ -165,6 +180,7 @@ func (s *SentinelSet) Client() *redis.Client {
 	c := redis.NewFailoverClient(&redis.FailoverOptions{
 		MasterName:    masterName,
 		SentinelAddrs: s.SentinelAddrs(),
+		Password:      s.password,
 		DialTimeout:   time.Second,
 		ReadTimeout:   5 * time.Second,
 		WriteTimeout:  5 * time.Second,

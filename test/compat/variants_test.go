@@ -117,12 +117,13 @@ var basicVariants = []variant{
 		return env
 	}},
 	clustered,
-	{name: "sentinel", redis: true, env: func(t *testing.T) map[string]string {
-		s := redistest.Sentinel(t)
+	{name: "sentinel-auth", redis: true, env: func(t *testing.T) map[string]string {
+		s := redistest.Sentinel(t, "--requirepass", password)
 		return map[string]string{
 			"BACKEND_TYPE": "redis",
 			"REDIS_TYPE":   "sentinel",
 			"REDIS_URL":    s.MasterName() + "," + strings.Join(s.SentinelAddrs(), ","),
+			"REDIS_AUTH":   password,
 		}
 	}},
 }
