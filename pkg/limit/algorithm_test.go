@@ -65,12 +65,12 @@ func runScenarios(t *testing.T, scenarios []scenario) {
 }
 
 func cloneState(s State) State {
-	s.Log = append([]Micros(nil), s.Log...)
+	s.Log = append([]LogEntry(nil), s.Log...)
 	return s
 }
 
 func sameState(a, b State) bool {
-	if a.Window != b.Window || a.Count != b.Count || a.Prev != b.Prev || a.Level != b.Level || a.At != b.At || len(a.Log) != len(b.Log) {
+	if a.Window != b.Window || a.Count != b.Count || a.Prev != b.Prev || a.Level != b.Level || a.At != b.At || a.Expires != b.Expires || len(a.Log) != len(b.Log) {
 		return false
 	}
 	for i := range a.Log {

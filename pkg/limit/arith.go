@@ -98,3 +98,25 @@ func subCost(a, b uint64) uint64 {
 func fits(used, n, limit uint64) bool {
 	return n <= limit && used <= limit-n
 }
+
+// MaxCharge is the most a window count or a sliding log's total can reach
+// through charged costs (Cost.Charge): 2^53, the largest integer every
+// backend holds exactly (a Lua number is a float64). A charge that would
+// pass it stops at it; no limit is anywhere near it. Lua: math.min(c + n,
+// 2^53), which is exact for c, n ≤ 2^53.
+const MaxCharge uint64 = 1 << 53
+
+// chargeCount returns count + n capped at MaxCharge.
+func chargeCount(count, n uint64) uint64 {
+	return min(addCost(count, n), MaxCharge)
+}
+
+// ceilMillis rounds an instant up to a whole millisecond, the grain at
+// which stores keep expiries (a Redis PX, a counter record's e). Lua:
+// math.ceil(x / 1000) * 1000.
+func ceilMillis(x Micros) Micros {
+	if m := floorMod(x, 1000); m != 0 {
+		return x - m + 1000
+	}
+	return x
+}

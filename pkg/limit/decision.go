@@ -9,6 +9,16 @@ type Cost struct {
 	// Refund gives N back instead of taking it (is_negative_hits). A refund
 	// never raises a rule above its capacity and is always admitted.
 	Refund bool
+	// Charge takes N even when it does not fit: the debit of a
+	// check-then-debit quota (a peek on the request path, the real cost on
+	// the response path), which must bind. A charged cost that does not fit
+	// is reported denied but consumed by every rule: a window's count or a
+	// sliding log's total passes the limit (up to MaxCharge), a bucket's
+	// level passes its capacity, and later costs are denied until the
+	// window or the drain pays it back. Outcomes then describe the state
+	// after the charge (Reset: until the rule is whole again). Ignored for
+	// refunds and peeks. docs/algorithms.md, "Charging costs that do not fit".
+	Charge bool
 }
 
 // Outcome is one rule's answer to one request. See the package doc for the
@@ -27,7 +37,7 @@ type Outcome struct {
 // Decision is the all-or-nothing answer for all rules of one descriptor.
 type Decision struct {
 	// Allowed is true only if every rule admitted the cost. When false, no
-	// rule consumed anything.
+	// rule consumed anything, unless the cost was charged (Cost.Charge).
 	Allowed bool
 	// Binding is the index, in the rules given, of the rule that binds: on
 	// denial the denied rule with the longest Reset (waiting that long

@@ -6,6 +6,7 @@ package limit
 //	count        = s.Count if s.Window == start, else 0
 //	admit        iff count + N ≤ L              (integers)
 //	apply        Window = start, Count = count + N
+//	charge       (a charged cost that does not fit) Count = min(count + N, MaxCharge)
 //	refund       Window = start, Count = max(0, count - N)
 //	Remaining    = max(0, L - count')           count' = count after the request if admitted
 //	Reset        = end - now                    always: admitted, denied, peek, refund
@@ -33,6 +34,8 @@ func (r Rule) fwCheck(s *State, now Micros, cost Cost) Outcome {
 	case fits(count, cost.N, r.Limit):
 		o.Allowed = true
 		count += cost.N
+	case cost.Charge:
+		count = chargeCount(count, cost.N)
 	}
 	o.Remaining = subCost(r.Limit, count)
 	return o
@@ -43,7 +46,7 @@ func (r Rule) fwApply(s *State, now Micros, cost Cost) {
 	if cost.Refund {
 		count = subCost(count, cost.N)
 	} else {
-		count = addCost(count, cost.N)
+		count = chargeCount(count, cost.N)
 	}
 	s.Window, s.Count = start, count
 }

@@ -15,12 +15,13 @@ import "math"
 //	lv     = drain(s.Level, s.At, now)
 //	admit  iff lv + float64(N) ≤ float64(C)
 //	apply  Level = lv + float64(N), At = now
+//	charge (a charged cost that does not fit) as apply: Level passes C
 //	refund Level = max(0, lv - float64(N)), At = now
 //	Remaining = floor(float64(C) - lv')                       lv' = level after the request if admitted
 //	wholeAt(Level, At) = At if Level ≤ 0, else
 //	    L == 0: At + P
 //	    L > 0:  settle(At + ceil(float64(Level * float64(P)) / float64(L)), At, drain(Level, At, t) == 0)
-//	Reset admitted, peek, refund: wholeAt(state after the request) - now
+//	Reset admitted, charged, peek, refund: wholeAt(state after the request) - now
 //	Reset denied:
 //	  N > C:  wholeAt(s.Level, s.At) - now
 //	  L == 0: s.At + P - now
@@ -72,6 +73,7 @@ func (r Rule) meterCheck(s *State, now Micros, cost Cost) Outcome {
 	c, n := float64(r.Capacity()), float64(cost.N)
 	lv := r.drain(s.Level, s.At, now)
 	var o Outcome
+	charged := false
 	switch {
 	case cost.Refund:
 		o.Allowed = true
@@ -79,10 +81,13 @@ func (r Rule) meterCheck(s *State, now Micros, cost Cost) Outcome {
 	case lv+n <= c:
 		o.Allowed = true
 		lv += n
+	case cost.Charge && cost.N > 0:
+		charged = true
+		lv += n
 	}
 	o.Remaining = floorCount(c - lv)
 	switch {
-	case o.Allowed && cost.N > 0:
+	case (o.Allowed || charged) && cost.N > 0:
 		// The state after the request: Level = lv, At = now.
 		o.Reset = resetOf(r.meterWholeAt(lv, now) - now)
 	case o.Allowed || cost.N > r.Capacity():

@@ -11,11 +11,12 @@ package limit
 //	e      = now - start                                  (int64, 0 ≤ e < P)
 //	est(c) = float64(float64(prev) * float64(P-e)) / float64(P) + float64(c)
 //	admit  iff est(cur) + float64(N) ≤ float64(L)
-//	apply  Window = start, Prev = prev, Count = cur + N
+//	apply  Window = start, Prev = prev, Count = min(cur + N, MaxCharge)
+//	charge (a charged cost that does not fit) as apply
 //	refund Window = start, Prev = prev, Count = max(0, cur - N)
 //	Remaining = max(0, floor(float64(L) - est(cur')))     cur' = cur after the request if admitted
 //	whole(cur') = start+2P if cur' > 0; start+P if prev > 0; else now
-//	Reset admitted, peek, refund: whole(cur') - now
+//	Reset admitted, charged, peek, refund: whole(cur') - now
 //	Reset denied:
 //	  N > L:           whole(cur) - now
 //	  cur + N ≤ L:     t = start + P - floor(float64(float64(L-cur-N) * float64(P)) / float64(prev))
@@ -74,16 +75,20 @@ func (r Rule) swCheck(s *State, now Micros, cost Cost) Outcome {
 	e := now - start
 	l, n := r.Limit, cost.N
 	var o Outcome
+	charged := false
 	switch {
 	case cost.Refund:
 		o.Allowed = true
 		cur = subCost(cur, n)
 	case swEst(prev, cur, e, p)+float64(n) <= float64(l):
 		o.Allowed = true
-		cur = addCost(cur, n)
+		cur = chargeCount(cur, n)
+	case cost.Charge && n > 0:
+		charged = true
+		cur = chargeCount(cur, n)
 	}
 	o.Remaining = floorCount(float64(l) - swEst(prev, cur, e, p))
-	if o.Allowed || n > l {
+	if o.Allowed || charged || n > l {
 		o.Reset = resetOf(swWhole(start, now, p, prev, cur) - now)
 		return o
 	}
@@ -103,7 +108,7 @@ func (r Rule) swApply(s *State, now Micros, cost Cost) {
 	if cost.Refund {
 		cur = subCost(cur, cost.N)
 	} else {
-		cur = addCost(cur, cost.N)
+		cur = chargeCount(cur, cost.N)
 	}
 	s.Window, s.Prev, s.Count = start, prev, cur
 }

@@ -5,9 +5,18 @@
 //
 // State is keyed by Check.Identity, then by rule (limit.Rule.Key, which
 // matches limit.Rule.ID). A check locks only the shard of its identity, so
-// checks of different descriptors rarely contend. Every entry remembers
-// when all its state expires; a background sweeper drops expired entries,
-// and an expired entry met before the sweeper is treated as empty.
+// checks of different descriptors rarely contend. Every state carries its
+// own expiry (limit.State.Expires), which no rule sharing it can shorten;
+// every entry remembers when all its states expire; a background sweeper
+// drops expired entries, and an expired entry met before the sweeper is
+// treated as empty.
+//
+// The number of descriptor identities held is bounded (Options.
+// MaxDescriptors). When a shard is full, storing a new identity evicts
+// one: an expired one if one of the shard's least recently used is
+// expired, else the least recently used. An evicted descriptor restarts
+// empty (its next request sees full quota), so the bound should sit well
+// above the number of descriptors active at once; Evictions counts them.
 //
 // The package knows nothing of Redis, gRPC or configuration files.
 package memory
@@ -29,6 +38,13 @@ import (
 const (
 	// DefaultSweepInterval is how often expired state is dropped.
 	DefaultSweepInterval = 10 * time.Second
+	// DefaultMaxDescriptors bounds the descriptor identities held: about
+	// 200-500 MB of state for one-rule descriptors.
+	DefaultMaxDescriptors = 1_000_000
+	// evictScan is how many of a full shard's least recently used entries
+	// are searched for an expired one before the least recently used is
+	// evicted.
+	evictScan = 8
 	// minShards is the fewest lock shards the default picks.
 	minShards = 64
 )
@@ -44,6 +60,11 @@ type Options struct {
 	// state. 0 means DefaultSweepInterval; a negative value disables the
 	// sweeper (call Sweep yourself).
 	SweepInterval time.Duration
+	// MaxDescriptors bounds how many descriptor identities the backend
+	// holds; each shard holds at most MaxDescriptors/Shards, rounded up.
+	// Storing one more evicts one (see the package doc). 0 means
+	// DefaultMaxDescriptors; a negative value means no bound.
+	MaxDescriptors int
 }
 
 // Backend is the in-process backend. It is safe for concurrent use. Create
@@ -54,31 +75,38 @@ type Backend struct {
 	shards []shard
 	mask   uint64
 
+	evictions atomic.Uint64
+
 	closed atomic.Bool
 	stop   chan struct{}  // closed by Close to stop the sweeper
 	swept  sync.WaitGroup // the sweeper goroutine
 	once   sync.Once
 }
 
-// shard is one lock and the entries whose identity hashes to it.
+// shard is one lock and the entries whose identity hashes to it, in a
+// list from the most to the least recently used.
 type shard struct {
 	mu      sync.Mutex
 	entries map[string]*entry
-	_       [48]byte // keep neighbouring shards' locks off one cache line
+	max     int      // entries held at most; 0: no bound
+	lru     entry    // sentinel: lru.next is the most recently used
+	_       [40]byte // keep neighbouring shards' locks off one cache line
 }
 
 // entry is the state of one descriptor identity: one ruleState per rule
 // seen, and when all of it expires.
 type entry struct {
-	expiry limit.Micros // 0: all states are already equivalent to zero
-	rules  []ruleState
+	id         string
+	expiry     limit.Micros // 0: all states are already equivalent to zero
+	rules      []ruleState
+	prev, next *entry // the shard's recency list
 }
 
-// ruleState is one rule's state, with the latest rule seen for it (its
-// Limit decides how fast a meter drains, hence when the state expires).
+// ruleState is one rule's state. The state's Expires, not the latest rule
+// seen, says when it expires: rules sharing it with other limits cannot
+// drop it early.
 type ruleState struct {
 	key   limit.StateKey
-	rule  limit.Rule
 	state limit.State
 }
 
@@ -100,8 +128,17 @@ func New(opts Options) *Backend {
 	}
 	b.shards = make([]shard, size)
 	b.mask = uint64(size - 1)
+	limit := opts.MaxDescriptors
+	if limit == 0 {
+		limit = DefaultMaxDescriptors
+	}
 	for i := range b.shards {
-		b.shards[i].entries = make(map[string]*entry)
+		sh := &b.shards[i]
+		sh.entries = make(map[string]*entry)
+		sh.lru.next, sh.lru.prev = &sh.lru, &sh.lru
+		if limit > 0 {
+			sh.max = (limit + size - 1) / size
+		}
 	}
 	interval := opts.SweepInterval
 	if interval == 0 {
@@ -169,15 +206,22 @@ func (b *Backend) decide(c *backend.Check, now limit.Micros) limit.Decision {
 
 	e := sh.entries[c.Identity]
 	if e == nil {
-		e = &entry{rules: make([]ruleState, 0, len(c.Rules))}
+		if sh.max > 0 && len(sh.entries) >= sh.max {
+			b.evict(sh, now)
+		}
+		e = &entry{id: c.Identity, rules: make([]ruleState, 0, len(c.Rules))}
 		sh.entries[c.Identity] = e
-	} else if e.expiry <= now {
-		// Everything stored is equivalent to zero by now: start afresh,
-		// keeping the arrays.
-		for j := range e.rules {
-			e.rules[j].state = limit.State{Log: e.rules[j].state.Log[:0]}
+	} else {
+		sh.unlink(e)
+		if e.expiry <= now {
+			// Everything stored is equivalent to zero by now: start afresh,
+			// keeping the arrays.
+			for j := range e.rules {
+				e.rules[j].state = limit.State{Log: e.rules[j].state.Log[:0]}
+			}
 		}
 	}
+	sh.pushFront(e)
 	// Find (or add) every rule's state before taking pointers: appending
 	// may move the slice.
 	var idx [maxInlineRules]int
@@ -194,33 +238,69 @@ func (b *Backend) decide(c *backend.Check, now limit.Micros) limit.Decision {
 
 	e.expiry = e.settle(now)
 	if e.expiry == 0 {
-		delete(sh.entries, c.Identity) // nothing left worth keeping
+		sh.remove(e) // nothing left worth keeping
 	}
 	return d
 }
 
+// evict makes room for one entry in the full shard sh: it drops an expired
+// entry among the evictScan least recently used, else the least recently
+// used one, and counts the eviction of a live one.
+func (b *Backend) evict(sh *shard, now limit.Micros) {
+	victim := sh.lru.prev
+	for e, i := sh.lru.prev, 0; e != &sh.lru && i < evictScan; e, i = e.prev, i+1 {
+		if e.expiry <= now {
+			sh.remove(e)
+			return
+		}
+	}
+	if victim != &sh.lru {
+		sh.remove(victim)
+		b.evictions.Add(1)
+	}
+}
+
+// unlink takes e out of the recency list.
+func (sh *shard) unlink(e *entry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+}
+
+// pushFront makes e the most recently used entry.
+func (sh *shard) pushFront(e *entry) {
+	e.prev, e.next = &sh.lru, sh.lru.next
+	sh.lru.next.prev = e
+	sh.lru.next = e
+}
+
+// remove drops e from the shard.
+func (sh *shard) remove(e *entry) {
+	sh.unlink(e)
+	delete(sh.entries, e.id)
+}
+
 // find returns the index of r's state in e.rules, adding a zero state for a
-// rule not seen before. It records r as the latest rule for that state.
+// rule not seen before.
 func (e *entry) find(r limit.Rule) int {
 	k := r.Key()
 	for j := range e.rules {
 		if e.rules[j].key == k {
-			e.rules[j].rule = r
 			return j
 		}
 	}
-	e.rules = append(e.rules, ruleState{key: k, rule: r})
+	e.rules = append(e.rules, ruleState{key: k})
 	return len(e.rules) - 1
 }
 
 // settle drops the states already equivalent to zero and returns when the
-// rest all expire (0 if nothing is left).
+// rest all expire (0 if nothing is left). limit.Decide keeps every stored
+// state's Expires.
 func (e *entry) settle(now limit.Micros) limit.Micros {
 	var expiry limit.Micros
 	kept := e.rules[:0]
 	for _, rs := range e.rules {
-		x := rs.rule.Expiry(&rs.state, now)
-		if x == 0 {
+		x := rs.state.Expires
+		if x <= now {
 			continue
 		}
 		expiry = max(expiry, x)
@@ -238,9 +318,9 @@ func (b *Backend) Sweep() {
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.Lock()
-		for id, e := range sh.entries {
+		for _, e := range sh.entries {
 			if e.expiry <= now {
-				delete(sh.entries, id)
+				sh.remove(e)
 			}
 		}
 		sh.mu.Unlock()
@@ -258,6 +338,11 @@ func (b *Backend) Len() int {
 	}
 	return n
 }
+
+// Evictions returns how many descriptors were evicted while their state
+// still counted, to stay within Options.MaxDescriptors (expired ones
+// dropped to make room are not counted). A metrics exporter reads it.
+func (b *Backend) Evictions() uint64 { return b.evictions.Load() }
 
 // Ping reports an error wrapping backend.ErrUnavailable after Close, nil
 // otherwise: in-process state is always reachable.
