@@ -36,7 +36,7 @@ func (b *Backend) Reset(ctx context.Context, identity string, rules []limit.Rule
 	clear(e.rules[len(kept):])
 	e.rules = kept
 	if len(kept) == 0 {
-		delete(sh.entries, identity)
+		sh.remove(e)
 	}
 	return nil
 }
