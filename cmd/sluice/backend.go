@@ -39,7 +39,7 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBa
 	}
 	if s.backend() == "memory" {
 		log.WithField("chosen_by", why).Info("backend: memory (in-process; limits are per instance)")
-		return &backends{main: memory.New(memory.Options{})}, nil
+		return &backends{main: memory.New(memory.Options{MaxDescriptors: s.MemoryMaxDescriptors})}, nil
 	}
 	main, err := newRedis(ctx, s, log, observeBatch)
 	if err != nil {
@@ -47,7 +47,7 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBa
 	}
 	log.WithFields(logrus.Fields{"chosen_by": why, "type": s.Redis.Type, "url": redactURL(s.Redis.URL), "socket": s.Redis.SocketType}).
 		Info("backend: redis")
-	b := &backends{main: main, local: memory.New(memory.Options{})}
+	b := &backends{main: main, local: memory.New(memory.Options{MaxDescriptors: s.MemoryMaxDescriptors})}
 	if s.LocalCache {
 		// Known denials are answered in process until Redis said they end,
 		// so an abusive client costs no round trip (internal/denycache).
@@ -55,6 +55,25 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBa
 		b.main = b.cache
 	}
 	return b, nil
+}
+
+// memoryBackend is an embedded backend in use and its role for metrics.
+type memoryBackend struct {
+	role string
+	b    *memory.Backend
+}
+
+// memories lists the embedded backends in use: the main one (BACKEND_TYPE
+// memory) or the failure_mode local fallback.
+func (b *backends) memories() []memoryBackend {
+	var out []memoryBackend
+	if m, ok := b.main.(*memory.Backend); ok {
+		out = append(out, memoryBackend{"main", m})
+	}
+	if m, ok := b.local.(*memory.Backend); ok {
+		out = append(out, memoryBackend{"local", m})
+	}
+	return out
 }
 
 // close releases the backends, logging failures.

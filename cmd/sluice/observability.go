@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/internal/tracing"
 	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
@@ -87,6 +88,11 @@ func (o *observability) registerDenyCache(c *denycache.Backend) error {
 		st := c.Stats()
 		return st.Hits, st.Misses, st.Evictions
 	})
+}
+
+// registerMemory exports an embedded backend's size and evictions.
+func (o *observability) registerMemory(role string, b *memory.Backend) error {
+	return o.metrics.RegisterMemoryBackend(role, func() (int, uint64) { return b.Len(), b.Evictions() })
 }
 
 // observer is the service's Observer: nil (not a nil *Metrics) when

@@ -58,6 +58,12 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		return exitError
 	}
 	defer backends.close(log)
+	for _, mb := range backends.memories() {
+		if err := obs.registerMemory(mb.role, mb.b); err != nil {
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+			return exitError
+		}
+	}
 	if backends.cache != nil {
 		if err := obs.registerDenyCache(backends.cache); err != nil {
 			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
@@ -67,12 +73,18 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 
 	aw := newAdminWiring()
 	svc := service.New(service.Options{
-		Backend:        obs.backend(backends.main),
-		Local:          backends.local,
-		LocalInstances: s.LocalInstances,
-		ShadowMode:     s.ShadowMode,
-		QuotaMode:      s.QuotaMode,
-		AllOrNothing:   s.AllOrNothing,
+		Backend:         obs.backend(backends.main),
+		Local:           backends.local,
+		LocalInstances:  s.LocalInstances,
+		ShadowMode:      s.ShadowMode,
+		QuotaMode:       s.QuotaMode,
+		AllOrNothing:    s.AllOrNothing,
+		Backend:         obs.backend(backends.main),
+		Local:           backends.local,
+		LocalInstances:  s.LocalInstances,
+		ShadowMode:      s.ShadowMode,
+		QuotaMode:       s.QuotaMode,
+		ChargeOverLimit: s.ChargeOverLimit,
 		Headers: service.HeaderOptions{
 			Enabled:         s.HeadersEnabled,
 			LimitHeader:     s.LimitHeader,

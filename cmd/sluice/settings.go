@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/denycache"
 	"github.com/sluice-rl/sluice/internal/metrics"
 	"github.com/sluice-rl/sluice/internal/tracing"
+	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 )
 
@@ -53,11 +54,13 @@ type settings struct {
 
 	ShadowMode, QuotaMode                     bool
 	AllOrNothing                              bool
+	ChargeOverLimit                           bool
 	HeadersEnabled                            bool
 	LimitHeader, RemainingHeader, ResetHeader string
 	IETFHeaders, RetryAfter                   bool
 	DynamicMetadata                           bool
 	LocalInstances                            int
+	MemoryMaxDescriptors                      int
 
 	BackendType string // "", "memory" or "redis"
 	// Redis is the Redis backend's options: the REDIS_* flags write into
@@ -201,6 +204,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	boolean(&s.QuotaMode, "quota-mode", "QUOTA_MODE", false, "treat every descriptor as a quota descriptor")
 	boolean(&s.AllOrNothing, "stop-cache-key-increment-when-overlimit", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false,
 		"charge none of a request's descriptors when any of them is over the limit")
+	boolean(&s.ChargeOverLimit, "charge-over-limit", "SLUICE_CHARGE_OVER_LIMIT", false,
+		"charge costs that do not fit on descriptors without charge_over_limit (check-then-debit quotas)")
 	boolean(&s.HeadersEnabled, "limit-response-headers", "LIMIT_RESPONSE_HEADERS_ENABLED", false, "add rate-limit response headers")
 	str(&s.LimitHeader, "limit-header", "LIMIT_LIMIT_HEADER", "RateLimit-Limit", "name of the limit header")
 	str(&s.RemainingHeader, "remaining-header", "LIMIT_REMAINING_HEADER", "RateLimit-Remaining", "name of the remaining header")
@@ -208,6 +213,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	boolean(&s.IETFHeaders, "ietf-headers", "SLUICE_IETF_HEADERS", false, "also add the IETF draft RateLimit and RateLimit-Policy headers")
 	boolean(&s.RetryAfter, "retry-after", "SLUICE_RETRY_AFTER", false, "also add Retry-After when over the limit")
 	boolean(&s.DynamicMetadata, "response-dynamic-metadata", "RESPONSE_DYNAMIC_METADATA", false, "fill the response's dynamic_metadata")
+	integer(&s.MemoryMaxDescriptors, "memory-max-descriptors", "SLUICE_MEMORY_MAX_DESCRIPTORS", memory.DefaultMaxDescriptors,
+		"most descriptors the embedded backend (and failure_mode local) holds; the least recently used are evicted beyond it")
 	integer(&s.LocalInstances, "local-instances", "SLUICE_LOCAL_INSTANCES", 1,
 		"instance count dividing each limit when failure_mode local decides in memory")
 
@@ -387,6 +394,9 @@ func (s *settings) validate(env map[string]string) error {
 		if d.v <= 0 {
 			bad(d.flag, "duration %v must be positive", d.v)
 		}
+	}
+	if s.MemoryMaxDescriptors < 1 {
+		bad("memory-max-descriptors", "%d: must be at least 1", s.MemoryMaxDescriptors)
 	}
 	if s.LocalInstances < 1 {
 		bad("local-instances", "%d: must be at least 1", s.LocalInstances)

@@ -38,6 +38,9 @@ func allFamilies(t *testing.T) []string {
 	if _, err := m.RegisterXDS(); err != nil {
 		t.Fatal(err)
 	}
+	if err := m.RegisterMemoryBackend("main", func() (int, uint64) { return 0, 0 }); err != nil {
+		t.Fatal(err)
+	}
 	var names []string
 	for _, c := range reg.cs {
 		ch := make(chan *prometheus.Desc, 16)

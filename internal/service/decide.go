@@ -166,6 +166,7 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, dom *descriptor.Domain, w *w
 			continue
 		}
 		it.quota = it.quota || node.QuotaMode
+		it.cost.Charge = s.charges(node, it.quota)
 		it.shadow = node.ShadowMode
 		w.replaces = append(w.replaces, node.Replaces...)
 		switch {
@@ -371,4 +372,14 @@ func (s *Service) observe(domain string, dom *descriptor.Domain, w *work) {
 		}
 		s.opts.Observer.Descriptor(ev)
 	}
+}
+
+// charges reports whether node's costs are charged when they do not fit:
+// its charge_over_limit when set, else for a quota descriptor, else the
+// global default.
+func (s *Service) charges(node *descriptor.Node, quota bool) bool {
+	if node.ChargeOverLimit != nil {
+		return *node.ChargeOverLimit
+	}
+	return quota || s.opts.ChargeOverLimit
 }

@@ -34,6 +34,11 @@ type Options struct {
 	// QuotaMode is the global QUOTA_MODE: every descriptor counts as a quota
 	// descriptor for the overall code.
 	QuotaMode bool
+	// ChargeOverLimit is the global SLUICE_CHARGE_OVER_LIMIT: nodes that do
+	// not set charge_over_limit charge a cost that does not fit
+	// (limit.Cost.Charge). quota_mode nodes (or every node under QuotaMode)
+	// charge unless their config says charge_over_limit: false.
+	ChargeOverLimit bool
 	// Headers selects the response headers added.
 	Headers HeaderOptions
 	// DynamicMetadata fills the response's dynamic_metadata

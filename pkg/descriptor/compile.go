@@ -119,7 +119,8 @@ func (c *compiler) descriptors(specs []DescriptorSpec, up Pos, d *Domain, parent
 func (c *compiler) node(s *DescriptorSpec, at Pos, d *Domain, parent *Node) *Node {
 	n := &Node{Key: s.Key, Value: s.Value, Parent: parent, Depth: 1, File: at.Source, Line: at.Line, at: at,
 		ShadowMode: s.ShadowMode, QuotaMode: s.QuotaMode, DetailedMetric: s.DetailedMetric,
-		ValueToMetric: s.ValueToMetric, ShareThreshold: s.ShareThreshold, Metadata: s.Metadata}
+		ValueToMetric: s.ValueToMetric, ShareThreshold: s.ShareThreshold, Metadata: s.Metadata,
+		ChargeOverLimit: s.ChargeOverLimit}
 	if parent != nil {
 		n.Depth = parent.Depth + 1
 	}

@@ -40,6 +40,7 @@
 //	      - {unit: day, requests_per_unit: 10000, time_zone: Asia/Shanghai}
 //	    descriptors: [...]      # nested, matched against the next entry
 //	    shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold: bools
+//	    charge_over_limit: bool # sluice: charge costs that do not fit (quota debits)
 //	    metadata: {...}         # any map, returned in dynamic metadata
 //
 // A rule map takes unit, requests_per_unit, name, unlimited, replaces (the

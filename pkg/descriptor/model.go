@@ -78,10 +78,15 @@ type Node struct {
 	// reference's `replaces`): the union over its rules.
 	Replaces []string
 
-	ShadowMode     bool
-	QuotaMode      bool
-	DetailedMetric bool
-	ValueToMetric  bool
+	ShadowMode bool
+	QuotaMode  bool
+	// ChargeOverLimit is the node's charge_over_limit: whether a cost that
+	// does not fit is still charged (limit.Cost.Charge), as the debit of a
+	// check-then-debit quota needs. Nil when the config does not say:
+	// quota_mode nodes then charge, others follow the service's default.
+	ChargeOverLimit *bool
+	DetailedMetric  bool
+	ValueToMetric   bool
 	// ShareThreshold makes every value matching this wildcard node share
 	// one counter: the identity uses Value (the pattern) instead of the
 	// request's value.

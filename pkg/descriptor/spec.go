@@ -77,6 +77,8 @@ type DescriptorSpec struct {
 	Descriptors []DescriptorSpec
 
 	ShadowMode, QuotaMode, DetailedMetric, ValueToMetric bool
+	// ChargeOverLimit is charge_over_limit: nil when not written.
+	ChargeOverLimit *bool
 	// ShareThreshold makes every value matching a wildcard share one
 	// counter; it is an error on a value without '*'.
 	ShareThreshold bool

@@ -97,7 +97,8 @@ func (p *parser) laterDocument(doc *yaml.Node, err error, data []byte) {
 var (
 	rootKeys       = keySet("domain", "descriptors", "failure_mode")
 	descriptorKeys = keySet("key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode",
-		"quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata")
+		"quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata",
+		"charge_over_limit")
 )
 
 func keySet(keys ...string) map[string]bool {
@@ -185,6 +186,10 @@ func (p *parser) descriptor(m *yaml.Node) DescriptorSpec {
 			s.ShadowMode, _ = p.boolean(f.val, "shadow_mode")
 		case "quota_mode":
 			s.QuotaMode, _ = p.boolean(f.val, "quota_mode")
+		case "charge_over_limit":
+			if v, ok := p.boolean(f.val, "charge_over_limit"); ok {
+				s.ChargeOverLimit = &v
+			}
 		case "detailed_metric":
 			s.DetailedMetric, _ = p.boolean(f.val, "detailed_metric")
 		case "value_to_metric":
