@@ -29,6 +29,18 @@ type Check struct {
 	Cost limit.Cost
 }
 
+// MaxOtherStates bounds the states a backend keeps for one identity beside
+// those of the rules a check names, so the work of a check is bounded by
+// its own rules whatever earlier checks sent (a limit override with a new
+// unit_multiplier on every request names a new rule each time). After
+// deciding a check, when more than MaxOtherStates states of its identity
+// that it did not name are still live, a backend keeps the MaxOtherStates
+// that expire first (limit.State.Expires; ties: the smaller rule ID) and
+// forgets the others, which restart empty. Legitimate sharing (a limit
+// override beside the configured rules, instances on an older
+// configuration during a rollout) stays far below it.
+const MaxOtherStates = 16
+
 // Result is the answer to one Check.
 type Result struct {
 	// Decision is valid when Err is nil.

@@ -195,3 +195,35 @@ func (e *env) hugeReset(a limit.Algorithm, n uint64) time.Duration {
 	d := limit.Decide([]limit.Rule{r}, []*limit.State{&st}, 0, limit.Cost{N: n})
 	return d.Outcomes[0].Reset
 }
+
+// testOtherStatesBounded: checks that name a new rule each time (a limit
+// override with a new unit_multiplier on every request) leave at most
+// backend.MaxOtherStates states beside the rules of a check, so an
+// ordinary check's work stays bounded; the configured rule keeps its count
+// through it all, and the states kept are those that expire first.
+func (s *suite) testOtherStatesBounded(t *testing.T) {
+	e := s.env(t, base)
+	id := e.id("x")
+	configured := []limit.Rule{{Unit: limit.Minute, Limit: 1000}}
+	e.one("configured takes 1", id, configured, 1)
+	for m := range uint32(3 * backend.MaxOtherStates) {
+		// Periods from 2 to 49 minutes, then 10 to 57 years: the far
+		// ones must be the first forgotten.
+		unit, mult := limit.Minute, 2+m
+		if m%2 == 1 {
+			unit, mult = limit.Year, 10+m
+		}
+		e.one(fmt.Sprint("override ", m), id, []limit.Rule{{Unit: unit, Multiplier: mult, Limit: 5}}, 1)
+		e.one(fmt.Sprint("configured ", m), id, configured, 1)
+	}
+	if d := e.one("configured peek", id, configured, 0); d.BindingOutcome().Remaining != 1000-1-3*backend.MaxOtherStates {
+		t.Errorf("the configured rule lost its count: %s", format(d))
+	}
+	// The earliest override still counts; the first far one is forgotten.
+	if d := e.one("override 0 again", id, []limit.Rule{{Unit: limit.Minute, Multiplier: 2, Limit: 5}}, 0); d.BindingOutcome().Remaining != 4 {
+		t.Errorf("a near override was forgotten: %s", format(d))
+	}
+	if d := e.one("override 1 again", id, []limit.Rule{{Unit: limit.Year, Multiplier: 11, Limit: 5}}, 0); d.BindingOutcome().Remaining != 5 {
+		t.Errorf("a far override was kept beyond the bound: %s", format(d))
+	}
+}

@@ -18,7 +18,7 @@ func (e *env) reset(what, id string, rules []limit.Rule) {
 		e.t.Fatalf("%s: Reset: %v", what, err)
 	}
 	for _, rule := range rules {
-		delete(e.model[id], rule.Key())
+		delete(e.model[id], rule.ID())
 	}
 }
 

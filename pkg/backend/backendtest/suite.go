@@ -27,9 +27,11 @@
 package backendtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +66,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("CheckThenDebit", s.testCheckThenDebit)
 	t.Run("UnchargedDenialConsumesNothing", s.testUnchargedDenialConsumesNothing)
 	t.Run("HugeCost", s.testHugeCost)
+	t.Run("OtherStatesBounded", s.testOtherStatesBounded)
 	t.Run("ChangeAlgorithmStartsFresh", s.testChangeAlgorithm)
 	t.Run("IdentitiesDoNotCollide", s.testIdentities)
 	t.Run("Concurrency", s.testConcurrency)
@@ -197,25 +200,49 @@ func describe(rules []limit.Rule) string {
 	return "[" + strings.Join(parts, "; ") + "]"
 }
 
-// model is the reference store: pkg/limit's functions on plain maps.
-type model map[string]map[limit.StateKey]*limit.State
+// model is the reference store: pkg/limit's functions on plain maps, and
+// backend.MaxOtherStates.
+type model map[string]map[string]*limit.State // identity → rule ID → state
 
 func (m model) decide(c backend.Check, now limit.Micros) limit.Decision {
 	byRule := m[c.Identity]
 	if byRule == nil {
-		byRule = make(map[limit.StateKey]*limit.State)
+		byRule = make(map[string]*limit.State)
 		m[c.Identity] = byRule
 	}
 	states := make([]*limit.State, len(c.Rules))
+	named := make(map[string]bool, len(c.Rules))
 	for i, r := range c.Rules {
-		st := byRule[r.Key()]
+		id := r.ID()
+		named[id] = true
+		st := byRule[id]
 		if st == nil {
 			st = &limit.State{}
-			byRule[r.Key()] = st
+			byRule[id] = st
 		}
 		states[i] = st
 	}
-	return limit.Decide(c.Rules, states, now, c.Cost)
+	d := limit.Decide(c.Rules, states, now, c.Cost)
+	// Forget the live states of other rules beyond MaxOtherStates: those
+	// that expire last, ties by the larger ID.
+	var others []string
+	for id, st := range byRule {
+		if !named[id] && st.Expires > now {
+			others = append(others, id)
+		}
+	}
+	if len(others) > backend.MaxOtherStates {
+		slices.SortFunc(others, func(a, b string) int {
+			if c := cmp.Compare(byRule[a].Expires, byRule[b].Expires); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		for _, id := range others[backend.MaxOtherStates:] {
+			delete(byRule, id)
+		}
+	}
+	return d
 }
 
 // algorithms lists every algorithm, for per-algorithm subtests.

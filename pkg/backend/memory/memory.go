@@ -22,10 +22,13 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +110,7 @@ type entry struct {
 // drop it early.
 type ruleState struct {
 	key   limit.StateKey
+	id    string // limit.Rule.ID, to order states deterministically
 	state limit.State
 }
 
@@ -236,7 +240,7 @@ func (b *Backend) decide(c *backend.Check, now limit.Micros) limit.Decision {
 	}
 	d := limit.Decide(c.Rules, states, now, c.Cost)
 
-	e.expiry = e.settle(now)
+	e.expiry = e.settle(c.Rules, now)
 	if e.expiry == 0 {
 		sh.remove(e) // nothing left worth keeping
 	}
@@ -288,27 +292,75 @@ func (e *entry) find(r limit.Rule) int {
 			return j
 		}
 	}
-	e.rules = append(e.rules, ruleState{key: k})
+	e.rules = append(e.rules, ruleState{key: k, id: r.ID()})
 	return len(e.rules) - 1
 }
 
-// settle drops the states already equivalent to zero and returns when the
-// rest all expire (0 if nothing is left). limit.Decide keeps every stored
-// state's Expires.
-func (e *entry) settle(now limit.Micros) limit.Micros {
+// settle drops the states already equivalent to zero, and the states of
+// rules the check did not name beyond backend.MaxOtherStates, and returns
+// when the rest all expire (0 if nothing is left). limit.Decide keeps every
+// stored state's Expires.
+func (e *entry) settle(rules []limit.Rule, now limit.Micros) limit.Micros {
 	var expiry limit.Micros
 	kept := e.rules[:0]
+	others := 0
 	for _, rs := range e.rules {
-		x := rs.state.Expires
-		if x <= now {
+		if rs.state.Expires <= now {
 			continue
 		}
-		expiry = max(expiry, x)
+		if !names(rules, rs.key) {
+			others++
+		}
 		kept = append(kept, rs)
+	}
+	if others > backend.MaxOtherStates {
+		kept = trimOthers(kept, rules, others-backend.MaxOtherStates)
+	}
+	for _, rs := range kept {
+		expiry = max(expiry, rs.state.Expires)
 	}
 	clear(e.rules[len(kept):]) // let dropped logs be collected
 	e.rules = kept
 	return expiry
+}
+
+// names reports whether one of rules keeps its state under k.
+func names(rules []limit.Rule, k limit.StateKey) bool {
+	for _, r := range rules {
+		if r.Key() == k {
+			return true
+		}
+	}
+	return false
+}
+
+// trimOthers drops from states the drop states of rules not in rules that
+// expire last (ties: the larger rule ID), keeping the order of the rest.
+func trimOthers(states []ruleState, rules []limit.Rule, drop int) []ruleState {
+	var others []int
+	for i, rs := range states {
+		if !names(rules, rs.key) {
+			others = append(others, i)
+		}
+	}
+	slices.SortFunc(others, func(a, b int) int {
+		x, y := &states[a], &states[b]
+		if c := cmp.Compare(y.state.Expires, x.state.Expires); c != 0 {
+			return c
+		}
+		return strings.Compare(y.id, x.id)
+	})
+	gone := make(map[int]bool, drop)
+	for _, i := range others[:drop] {
+		gone[i] = true
+	}
+	kept := states[:0]
+	for i, rs := range states {
+		if !gone[i] {
+			kept = append(kept, rs)
+		}
+	}
+	return kept
 }
 
 // Sweep drops every entry whose state has expired by the clock's current

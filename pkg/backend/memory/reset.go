@@ -29,7 +29,7 @@ func (b *Backend) Reset(ctx context.Context, identity string, rules []limit.Rule
 	}
 	kept := e.rules[:0]
 	for _, rs := range e.rules {
-		if !resets(rules, rs.key) {
+		if !names(rules, rs.key) {
 			kept = append(kept, rs)
 		}
 	}
@@ -39,14 +39,4 @@ func (b *Backend) Reset(ctx context.Context, identity string, rules []limit.Rule
 		sh.remove(e)
 	}
 	return nil
-}
-
-// resets reports whether one of rules keeps its state under k.
-func resets(rules []limit.Rule, k limit.StateKey) bool {
-	for _, r := range rules {
-		if r.Key() == k {
-			return true
-		}
-	}
-	return false
 }
