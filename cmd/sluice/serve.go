@@ -79,11 +79,6 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		ShadowMode:      s.ShadowMode,
 		QuotaMode:       s.QuotaMode,
 		AllOrNothing:    s.AllOrNothing,
-		Backend:         obs.backend(backends.main),
-		Local:           backends.local,
-		LocalInstances:  s.LocalInstances,
-		ShadowMode:      s.ShadowMode,
-		QuotaMode:       s.QuotaMode,
 		ChargeOverLimit: s.ChargeOverLimit,
 		Headers: service.HeaderOptions{
 			Enabled:         s.HeadersEnabled,
