@@ -34,7 +34,8 @@ type Check struct {
 // its own rules whatever earlier checks sent (a limit override with a new
 // unit_multiplier on every request names a new rule each time). After
 // deciding a check, when more than MaxOtherStates states of its identity
-// that it did not name are still live, a backend keeps the MaxOtherStates
+// that it did not name are still live (sliding logs, which a store may keep
+// apart, not counted), a backend keeps the MaxOtherStates
 // that expire first (limit.State.Expires; ties: the smaller rule ID) and
 // forgets the others, which restart empty. Legitimate sharing (a limit
 // override beside the configured rules, instances on an older

@@ -16,17 +16,21 @@ import "math"
 //	admit  iff lv + float64(N) ≤ float64(C)
 //	apply  Level = lv + float64(N), At = now
 //	charge (a charged cost that does not fit) as apply: Level passes C
+//	       Level = min(lv + float64(min(N, MaxCharge)), 2^53), as Lua computes it
 //	refund Level = max(0, lv - float64(N)), At = now
 //	Remaining = floor(float64(C) - lv')                       lv' = level after the request if admitted
 //	wholeAt(Level, At) = At if Level ≤ 0, else
 //	    L == 0: At + P
-//	    L > 0:  settle(At + ceil(float64(Level * float64(P)) / float64(L)), At, drain(Level, At, t) == 0)
+//	    L > 0:  w = ceil(float64(Level * float64(P)) / float64(L))
+//	            2^53 (an instant, year 2255) if w ≥ 2^53 - At, else
+//	            settle(At + w, At, drain(Level, At, t) == 0)
 //	Reset admitted, charged, peek, refund: wholeAt(state after the request) - now
 //	Reset denied:
 //	  N > C:  wholeAt(s.Level, s.At) - now
 //	  L == 0: s.At + P - now
-//	  else:   t = now + ceil(float64((lv + float64(N) - float64(C)) * float64(P)) / float64(L))
-//	          t = settle(t, now, drain(s.Level, s.At, t) + float64(N) ≤ float64(C)), Reset = t - now
+//	  else:   w = ceil(float64((lv + float64(N) - float64(C)) * float64(P)) / float64(L))
+//	          2^53 - now if w ≥ 2^53 - now (a charged level years deep), else
+//	          t = settle(now + w, now, drain(s.Level, s.At, t) + float64(N) ≤ float64(C)), Reset = t - now
 //	Expiry = wholeAt(s.Level, s.At) (0 once it has passed)
 //
 // settle (arith.go) corrects the float rounding of the closed formulas so a
@@ -64,8 +68,11 @@ func (r Rule) meterWholeAt(level float64, at Micros) Micros {
 	if r.Limit == 0 {
 		return at + p
 	}
-	t := at + ceilMicros(float64(level*float64(p))/float64(r.Limit))
-	return settle(t, at, func(t Micros) bool { return r.drain(level, at, t) <= 0 })
+	w := ceilMicros(float64(level*float64(p)) / float64(r.Limit))
+	if w >= maxInstant-at {
+		return maxInstant
+	}
+	return settle(at+w, at, func(t Micros) bool { return r.drain(level, at, t) <= 0 })
 }
 
 func (r Rule) meterCheck(s *State, now Micros, cost Cost) Outcome {
@@ -83,7 +90,7 @@ func (r Rule) meterCheck(s *State, now Micros, cost Cost) Outcome {
 		lv += n
 	case cost.Charge && cost.N > 0:
 		charged = true
-		lv += n
+		lv = math.Min(lv+float64(min(cost.N, MaxCharge)), float64(MaxCharge))
 	}
 	o.Remaining = floorCount(c - lv)
 	switch {
@@ -95,8 +102,12 @@ func (r Rule) meterCheck(s *State, now Micros, cost Cost) Outcome {
 	case r.Limit == 0:
 		o.Reset = resetOf(s.At + p - now)
 	default:
-		t := now + ceilMicros(float64((lv+n-c)*float64(p))/float64(r.Limit))
-		t = settle(t, now, func(t Micros) bool { return r.drain(s.Level, s.At, t)+n <= c })
+		w := ceilMicros(float64((lv+n-c)*float64(p)) / float64(r.Limit))
+		if w >= maxInstant-now {
+			o.Reset = resetOf(maxInstant - now)
+			break
+		}
+		t := settle(now+w, now, func(t Micros) bool { return r.drain(s.Level, s.At, t)+n <= c })
 		o.Reset = resetOf(t - now)
 	}
 	return o
@@ -107,7 +118,7 @@ func (r Rule) meterApply(s *State, now Micros, cost Cost) {
 	if cost.Refund {
 		lv = math.Max(0, lv-float64(cost.N))
 	} else {
-		lv += float64(cost.N)
+		lv = math.Min(lv+float64(min(cost.N, MaxCharge)), float64(MaxCharge))
 	}
 	s.Level, s.At = lv, now
 }

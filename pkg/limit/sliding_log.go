@@ -13,17 +13,19 @@ import "sort"
 //	apply  drop the expired entries, append {now, N, Sum} with
 //	       Sum = newest.Sum + N (N when the log is empty)
 //	charge (a charged cost that does not fit) as apply, with
-//	       N' = min(N, MaxCharge - c) (nothing when N' is 0)
+//	       N' = min(N, 2^53 - newest.Sum) (0 for an empty log; nothing
+//	       when N' is 0), so every Sum stays an exact integer
 //	refund drop the expired entries, then m = min(N, c) units from the
 //	       newest end: whole entries while their N ≤ what is left to drop,
 //	       then the newest remaining entry loses the rest (N and Sum)
 //	Remaining = max(0, L - c')                   c' = c after the request
 //	Reset admitted or charged (N > 0): P (the newest entry is now)
+//	      (a charge reports c' = c + N')
 //	Reset peek, refund: 0 if c' == 0, else newest' + P - now
 //	      where newest' = the first live entry with Sum - base ≥ c'
 //	Reset denied:
 //	  N > L: 0 if c == 0, else live[last].At + P - now  (whole again)
-//	  else:  k = c + N - L units must expire: the first live entry j with
+//	  else:  k = c - (L - N) units must expire: the first live entry j with
 //	         live[j].Sum - base ≥ k, Reset = live[j].At + P - now
 //	Expiry = newest.At + P (0 when the log is empty)
 //
@@ -46,6 +48,16 @@ func logBase(live []LogEntry) (base float64, c uint64) {
 	}
 	base = live[0].Sum - float64(live[0].N)
 	return base, uint64(live[len(live)-1].Sum - base)
+}
+
+// logCharge returns what a charged cost n adds to a log whose live
+// entries are live: n, capped so the running Sum stays at most MaxCharge.
+func logCharge(live []LogEntry, n uint64) uint64 {
+	var sum float64
+	if len(live) > 0 {
+		sum = live[len(live)-1].Sum
+	}
+	return min(n, MaxCharge-uint64(sum))
 }
 
 // logReach returns the index of the first entry of live whose Sum - base is
@@ -78,14 +90,14 @@ func (r Rule) logCheck(s *State, now Micros, cost Cost) Outcome {
 			o.Reset = resetOf(live[len(live)-1].At + p - now)
 		}
 	case cost.Charge && n > 0:
-		c = chargeCount(c, n)
+		c += logCharge(live, n)
 		o.Reset = resetOf(p)
 	case n > l:
 		if c > 0 {
 			o.Reset = resetOf(live[len(live)-1].At + p - now)
 		}
 	default:
-		k := c + n - l // 1 ≤ k ≤ c
+		k := c - (l - n) // 1 ≤ k ≤ c; in this order, exact in Lua too
 		o.Reset = resetOf(live[logReach(live, base, k)].At + p - now)
 	}
 	o.Remaining = subCost(l, c)
@@ -117,7 +129,7 @@ func (r Rule) logApply(s *State, now Micros, cost Cost) {
 	}
 	n := cost.N
 	if !fits(c, n, r.Limit) {
-		n = chargeCount(c, n) - c
+		n = logCharge(s.Log, n)
 	}
 	if n == 0 {
 		return

@@ -63,6 +63,10 @@ func (s *State) reset() { *s = State{Log: s.Log[:0]} }
 // whole number of microseconds a float64 (a Lua number) holds exactly.
 const MaxWaitMicros int64 = 1 << 53
 
+// maxInstant is the latest instant a meter computes (2^53 µs, in 2255):
+// instants stay exact in a float64, so Lua computes the same ones.
+const maxInstant Micros = 1 << 53
+
 // Check returns r's Outcome for cost at now against s, without changing s.
 // For an admitted cost, Remaining and Reset describe the state after Apply.
 // A peek (cost.N == 0) is admitted unless the rule is already over its
@@ -104,6 +108,9 @@ func (r Rule) Apply(s *State, now Micros, cost Cost) {
 
 // apply is Apply without the Expires bookkeeping.
 func (r Rule) apply(s *State, now Micros, cost Cost) {
+	if r.PeriodMicros() <= 0 || cost.N == 0 {
+		return
+	}
 	if s.expired(now) {
 		s.reset()
 	}
@@ -271,6 +278,11 @@ type StateKey struct {
 	multiplier int64
 	zone       string
 }
+
+// OwnsKey reports whether the state is a sliding log's, which a store may
+// keep apart from the descriptor's other states (a Redis sorted set of its
+// own).
+func (k StateKey) OwnsKey() bool { return k.algorithm == SlidingLog }
 
 // Key returns the StateKey of r.
 func (r Rule) Key() StateKey {

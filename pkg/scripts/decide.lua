@@ -10,8 +10,8 @@
 -- expiries -- is pkg/scripts/CONTRACT.md; read it before changing anything.
 --
 -- This file: replication mode, shared locals, the clock (ARGV[1]), and the
--- opening of decide_one, which decides one descriptor (N and refund, its
--- ARGV[2] and ARGV[3]); batch.lua, the last file, closes it and decides
+-- opening of decide_one, which decides one descriptor (N and its mode --
+-- take, refund or charge -- its ARGV[2] and ARGV[3]); batch.lua, the last file, closes it and decides
 -- the call's one descriptor, or each of a batch's.
 
 if redis.replicate_commands then
@@ -23,6 +23,8 @@ local tonumber, call, fmod, floor, ceil, format =
   tonumber, redis.call, math.fmod, math.floor, math.ceil, string.format
 
 local MAXWAIT = 9007199254740992 -- 2^53 us: limit.MaxWaitMicros
+local MAXCHARGE = 9007199254740992 -- 2^53: limit.MaxCharge
+local MAXOTHERS = 16 -- backend.MaxOtherStates
 local TEST_TTL_SLACK_MS = 600000
 
 -- The clock is read once per call, whatever the number of descriptors.
@@ -46,6 +48,7 @@ end
 local function decide_one(KEYS, ARGV)
 local N = tonumber(ARGV[2])
 local refund = ARGV[3] == '1'
+local charge = ARGV[3] == '2' and N ~= 0 -- limit.Cost.Charge (never with a refund)
 if N == nil then
   return redis.error_reply('sluice decide: bad ARGV (now, cost)')
 end

@@ -17,13 +17,15 @@ if has_fw then
     elseif fits(count, n, r.L) then
       ok = true
       count = count + n
+    elseif charge then
+      count = math.min(count + n, MAXCHARGE)
     end
     return ok, subcost(r.L, count), resetof(r.wend - now)
   end
 
   function fw_apply(r, st, n, ref)
     local count = fw_count(r, st)
-    if ref then count = subcost(count, n) else count = count + n end
+    if ref then count = subcost(count, n) else count = math.min(count + n, MAXCHARGE) end
     st.w, st.c = r.start, count
   end
 

@@ -3,7 +3,7 @@
 -- the decide script (see decide.lua); defined only when a rule of the call
 -- needs it.
 
-local drain, whole_at, mt_check, mt_apply, mt_expiry
+local drain, whole_at, mt_check, mt_apply, mt_expiry, mt_fields_expiry
 if has_mt then
   function drain(r, level, at, t)
     local elapsed = t - at
@@ -20,24 +20,28 @@ if has_mt then
   function whole_at(r, level, at) -- meterWholeAt
     if not (level > 0) then return at end
     if r.L == 0 then return at + r.P end
-    local t = at + ceilmicros((level * r.P) / r.L)
-    return settle(t, at, function(x) return drain(r, level, at, x) <= 0 end)
+    local w = ceilmicros((level * r.P) / r.L)
+    if w >= MAXWAIT - at then return MAXWAIT end -- the latest instant (2^53)
+    return settle(at + w, at, function(x) return drain(r, level, at, x) <= 0 end)
   end
 
   function mt_check(r, st, n, ref)
     local c = r.C
     local lv = drain(r, st.l, st.t, now)
-    local ok = false
+    local ok, charged = false, false
     if ref then
       ok = true
       lv = math.max(0, lv - n)
     elseif lv + n <= c then
       ok = true
       lv = lv + n
+    elseif charge then
+      charged = true
+      lv = math.min(lv + n, MAXCHARGE)
     end
     local rem = floorcount(c - lv)
     local reset
-    if ok and n > 0 then
+    if (ok or charged) and n > 0 then
       -- After Apply the state is (lv, now): keep its whole_at for mt_expiry.
       r.wl, r.wat = lv, whole_at(r, lv, now)
       reset = resetof(r.wat - now)
@@ -46,17 +50,29 @@ if has_mt then
     elseif r.L == 0 then
       reset = resetof(st.t + r.P - now)
     else
-      local t = now + ceilmicros(((lv + n - c) * r.P) / r.L)
-      t = settle(t, now, function(x) return drain(r, st.l, st.t, x) + n <= c end)
-      reset = resetof(t - now)
+      local w = ceilmicros(((lv + n - c) * r.P) / r.L)
+      if w >= MAXWAIT - now then
+        reset = resetof(MAXWAIT - now)
+      else
+        local t = settle(now + w, now, function(x) return drain(r, st.l, st.t, x) + n <= c end)
+        reset = resetof(t - now)
+      end
     end
     return ok, rem, reset
   end
 
   function mt_apply(r, st, n, ref)
     local lv = drain(r, st.l, st.t, now)
-    if ref then lv = math.max(0, lv - n) else lv = lv + n end
+    if ref then lv = math.max(0, lv - n) else lv = math.min(lv + n, MAXCHARGE) end
     st.l, st.t = lv, now
+  end
+
+  -- mt_fields_expiry is the instant from which the state's fields are empty
+  -- (limit.Rule.fieldsExpiry): a read extends e to it (a lowered rate).
+  function mt_fields_expiry(r, st)
+    local at = whole_at(r, st.l, st.t)
+    if at <= now then return 0 end
+    return at
   end
 
   function mt_expiry(r, st)

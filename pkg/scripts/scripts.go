@@ -146,7 +146,7 @@ type Time struct {
 func ArgCount(n int) int { return decideHead + (ruleSlots+calendarSlots)*n }
 
 // AppendHead appends the first three ARGV slots of a single-descriptor
-// decide call: now, N and refund. The cost goes as an integer, which
+// decide call: now, N and the mode ("0" take, "1" refund, "2" charge). The cost goes as an integer, which
 // go-redis writes as the decimal string the script reads; integers below
 // 256 box without allocating, so the common costs cost nothing here.
 func AppendHead(dst []any, cost limit.Cost, clock Time) []any {
@@ -161,13 +161,16 @@ func nowArg(clock Time) any {
 	return any("") // boxed constant: no allocation
 }
 
-// appendCost appends N and refund.
+// appendCost appends N and the mode.
 func appendCost(dst []any, cost limit.Cost) []any {
-	refund := any("0") // boxed constants: no allocation
-	if cost.Refund {
-		refund = any("1")
+	mode := any("0") // boxed constants: no allocation
+	switch {
+	case cost.Refund:
+		mode = any("1")
+	case cost.Charge:
+		mode = any("2")
 	}
-	return append(dst, min(cost.N, MaxExact), refund)
+	return append(dst, min(cost.N, MaxExact), mode)
 }
 
 // AppendBatchHead appends the first two ARGV slots of a batch call (one

@@ -1,68 +1,102 @@
 -- sliding_log.lua ~ pkg/limit/sliding_log.go: the sliding log, a sorted set
--- that is the state itself (expired entries are gone, see state.lua). Part
--- of the decide script (see decide.lua); defined only when a rule of the
--- call needs it.
+-- that is the state itself (expired entries are gone, see state.lua): one
+-- entry per admitted or charged request, score = its instant, member
+-- "<sum>:<cost>" with sum the running total of costs (limit.LogEntry), so
+-- any stretch's cost is a difference of sums and every search is a binary
+-- search by rank. Part of the decide script (see decide.lua); defined only
+-- when a rule of the call needs it.
 
-local zscore_at, sl_check, sl_apply, sl_expiry
+local sl_reach, sl_charge, sl_check, sl_apply, sl_expiry
 if has_sl then
-  function zscore_at(key, rank)
-    local v = call('ZRANGE', key, rank, rank, 'WITHSCORES')
-    return tonumber(v[2])
+  -- sl_charge returns what a charged cost n adds: n, capped so the running
+  -- sum stays at most 2^53 (logCharge).
+  function sl_charge(st, n)
+    local sum = 0
+    if st.cnt > 0 then sum = st.last.sum end
+    return math.min(n, MAXCHARGE - sum)
   end
 
-  function sl_check(r, n, ref)
+  -- sl_reach returns the first live entry whose sum - base is at least x,
+  -- the newest when none is (logReach).
+  function sl_reach(st, x)
+    local lo, hi = 0, st.cnt - 1
+    while lo < hi do
+      local mid = floor((lo + hi) / 2)
+      if log_entry(st.key, mid).sum - st.base >= x then hi = mid else lo = mid + 1 end
+    end
+    return log_entry(st.key, lo)
+  end
+
+  function sl_check(r, st, n, ref)
     local l, p = r.L, r.P
-    local c = call('ZCARD', r.key)
+    local c = st.c
     local ok = false
+    local reset = 0
     if ref then
       ok = true
       c = c - math.min(n, c)
+      if c > 0 then reset = resetof(sl_reach(st, c).at + p - now) end
     elseif fits(c, n, l) then
       ok = true
       c = c + n
-    end
-    local rem = subcost(l, c)
-    local reset = 0
-    if ok and c == 0 then
-      reset = 0
-    elseif ok and n > 0 and not ref then
+      if n > 0 then
+        reset = resetof(p) -- the newest entry is now
+      elseif c > 0 then
+        reset = resetof(st.last.at + p - now)
+      end
+    elseif charge then
+      c = c + sl_charge(st, n)
       reset = resetof(p)
-    elseif ok or n > l then
-      if c > 0 then reset = resetof(zscore_at(r.key, c - 1) + p - now) end
+    elseif n > l then
+      if c > 0 then reset = resetof(st.last.at + p - now) end
     else
-      local k = c + n - l
-      reset = resetof(zscore_at(r.key, k - 1) + p - now)
+      reset = resetof(sl_reach(st, c - (l - n)).at + p - now) -- the k oldest units must leave
     end
-    return ok, rem, reset
+    return ok, subcost(l, c), reset
   end
 
-  function sl_apply(r, n, ref)
+  function sl_apply(r, st, n, ref)
+    local key, c = st.key, st.c
     if ref then
-      local m = math.min(n, call('ZCARD', r.key))
-      if m > 0 then call('ZREMRANGEBYRANK', r.key, -m, -1) end
+      local left = c - math.min(n, c)
+      if left == 0 then
+        if st.cnt > 0 then call('DEL', key) end
+        st.cnt, st.base, st.c, st.last = 0, 0, 0, false
+        return
+      end
+      -- Drop every entry after the one holding unit left, and cut that one.
+      local j, lo, hi = 0, 0, st.cnt - 1
+      while lo < hi do
+        local mid = floor((lo + hi) / 2)
+        if log_entry(key, mid).sum - st.base >= left then hi = mid else lo = mid + 1 end
+      end
+      j = lo
+      if j < st.cnt - 1 then call('ZREMRANGEBYRANK', key, j + 1, -1) end
+      local e = log_entry(key, j)
+      local cut = e.sum - (st.base + left)
+      if cut > 0 then
+        call('ZREM', key, e.m)
+        e.sum, e.n = e.sum - cut, e.n - cut
+        e.m = format('%020.0f:%d', e.sum, e.n)
+        call('ZADD', key, format('%d', e.at), e.m)
+      end
+      -- Keep st current: a rule sharing this id applies after this one.
+      st.cnt, st.c, st.last = j + 1, left, e
       return
     end
-    local nows = format('%d', now)
-    local stamp = nows .. ':'
-    local k = call('ZCOUNT', r.key, nows, nows)
-    local args = {}
-    local j = 0
-    while j < n do
-      local digits = format('%d', k + j)
-      args[#args + 1] = nows
-      args[#args + 1] = stamp .. string.char(96 + #digits) .. digits
-      j = j + 1
-      if #args >= 1000 or j >= n then
-        call('ZADD', r.key, unpack(args))
-        args = {}
-      end
-    end
+    if not fits(c, n, r.L) then n = sl_charge(st, n) end
+    if n == 0 then return end
+    if st.cnt == 0 then st.base = 0 end
+    local e = { at = now, n = n, sum = n, m = false }
+    if st.cnt > 0 then e.sum = st.last.sum + n end
+    e.m = format('%020.0f:%d', e.sum, n)
+    call('ZADD', key, format('%d', now), e.m)
+    st.cnt, st.c, st.last = st.cnt + 1, st.c + n, e
   end
 
-  function sl_expiry(r)
-    local v = call('ZRANGE', r.key, -1, -1, 'WITHSCORES')
-    if v[2] == nil then return 0 end
-    local at = tonumber(v[2]) + r.P
+  function sl_expiry(r, st)
+    if st.cnt == 0 then return 0 end
+    local at = st.last.at + r.P
     if at <= now then return 0 end
     return at
   end

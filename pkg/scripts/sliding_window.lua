@@ -25,16 +25,19 @@ if has_sw then
     local p, l = r.P, r.L
     local start, prev, cur = sw_roll(r, st, now)
     local e = now - start
-    local ok = false
+    local ok, charged = false, false
     if ref then
       ok = true
       cur = subcost(cur, n)
     elseif sw_est(prev, cur, e, p) + n <= l then
       ok = true
-      cur = cur + n
+      cur = math.min(cur + n, MAXCHARGE)
+    elseif charge then
+      charged = true
+      cur = math.min(cur + n, MAXCHARGE)
     end
     local rem = floorcount(l - sw_est(prev, cur, e, p))
-    if ok or n > l then
+    if ok or charged or n > l then
       return ok, rem, resetof(sw_whole(start, p, prev, cur) - now)
     end
     local t
@@ -52,7 +55,7 @@ if has_sw then
 
   function sw_apply(r, st, n, ref)
     local start, prev, cur = sw_roll(r, st, now)
-    if ref then cur = subcost(cur, n) else cur = cur + n end
+    if ref then cur = subcost(cur, n) else cur = math.min(cur + n, MAXCHARGE) end
     st.w, st.p, st.c = start, prev, cur
   end
 

@@ -7,7 +7,35 @@
 -- id, as pkg/limit shares one State between them. Counter states come from
 -- the records of KEYS[1], read with one MGET (which, unlike GET, reads a
 -- key of another type as nil: anything but a counter string reads as
--- empty). others keeps the records of ids this call does not name.
+-- empty). others keeps the records of ids this call does not name. A
+-- state's e (us, a whole ms) is limit.State.Expires: the record counts
+-- until then, and reads as empty from then on.
+-- log_entry reads the entry of rank j (0-based; -1: the newest) of the
+-- sliding log key (limit.LogEntry): score = its instant, member
+-- "<sum>:<cost>" (the running sum as 20 digits, so that entries of one
+-- instant order by it, then the cost).
+local function log_entry(key, j)
+  local v = call('ZRANGE', key, j, j, 'WITHSCORES')
+  if v[2] == nil then return nil end
+  local s, n = string.match(v[1], '^([^:]+):(%d+)$')
+  return { at = tonumber(v[2]), n = tonumber(n) or 0, sum = tonumber(s) or 0, m = v[1] }
+end
+
+-- sl_load reads a sliding log's live entries' count, base (the sum before
+-- the oldest), total cost c and newest entry (logBase).
+local function sl_load(key)
+  local st = { key = key, cnt = call('ZCARD', key), base = 0, c = 0, last = false }
+  if st.cnt > 0 then
+    local first = log_entry(key, 0)
+    local last = first
+    if st.cnt > 1 then last = log_entry(key, -1) end
+    st.base = first.sum - first.n
+    st.c = last.sum - st.base
+    st.last = last
+  end
+  return st
+end
+
 local states = {}
 local owner = {} -- rule id -> the first rule with that id
 local ncounters = 0
@@ -16,18 +44,19 @@ for i = 1, nrules do
   if r.alg ~= 0 and states[r.id] == nil then
     owner[r.id] = r
     if r.alg == 2 then
-      -- The sorted set is the state (false: loaded). Drop entries with
-      -- t + P <= now: they no longer count.
-      states[r.id] = false
+      -- The sorted set is the state. Drop entries with t + P <= now: they
+      -- no longer count. Then read its size, its oldest and newest entry
+      -- (sliding_log.lua).
       call('ZREMRANGEBYSCORE', r.key, '-inf', format('%d', now - r.P))
+      states[r.id] = sl_load(r.key)
     else
-      states[r.id] = { w = 0, c = 0, p = 0, l = 0, t = 0 }
+      states[r.id] = { w = 0, c = 0, p = 0, l = 0, t = 0, e = 0 }
       ncounters = ncounters + 1
     end
   end
 end
 local found = false -- KEYS[1] held a counter string
-local others, others_at = {}, 0 -- kept records, and the latest of their e (us)
+local others = {} -- kept records of other ids: { rec, at (us), id }
 
 -- read_record loads one record of KEYS[1] into its rule's state, or keeps
 -- it in others when this call names no rule of its id. Fields are decimals
@@ -37,18 +66,18 @@ local others, others_at = {}, 0 -- kept records, and the latest of their e (us)
 local function read_record(rec)
   local id, e, x, y, z = string.match(rec, '^(%S+) (%d+) ([-+.%de]+) ([-+.%de]+) ?([-+.%de]*)$')
   local st = states[id]
+  if not id then return end
+  local at = tonumber(e) * 1000
+  if at <= now then return end -- expired: the zero state
   if st then
+    st.e = at
     if owner[id].alg == 4 then
       st.l, st.t = tonumber(x) or 0, tonumber(y) or 0
     else
       st.w, st.c, st.p = tonumber(x) or 0, tonumber(y) or 0, tonumber(z) or 0
     end
-  elseif id and st == nil then
-    local at = tonumber(e) * 1000
-    if at > now then
-      others[#others + 1] = rec
-      if at > others_at then others_at = at end
-    end
+  elseif st == nil then
+    others[#others + 1] = { rec, at, id }
   end
 end
 
@@ -62,4 +91,17 @@ if ncounters > 0 then
       read_record(v) -- the usual case, one record: no iterator
     end
   end
+end
+
+-- Beyond MAXOTHERS records of other ids, keep those that expire first
+-- (ties: the smaller id) and rewrite the key without the rest, whatever
+-- the decision (backend.MaxOtherStates).
+local trimmed = false
+if #others > MAXOTHERS then
+  table.sort(others, function(a, b)
+    if a[2] ~= b[2] then return a[2] < b[2] end
+    return a[3] < b[3]
+  end)
+  for j = #others, MAXOTHERS + 1, -1 do others[j] = nil end
+  trimmed = true
 end

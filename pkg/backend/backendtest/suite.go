@@ -227,7 +227,7 @@ func (m model) decide(c backend.Check, now limit.Micros) limit.Decision {
 	// that expire last, ties by the larger ID.
 	var others []string
 	for id, st := range byRule {
-		if !named[id] && st.Expires > now {
+		if !named[id] && st.Expires > now && !strings.HasPrefix(id, "sl.") { // a log keeps its own key
 			others = append(others, id)
 		}
 	}

@@ -308,7 +308,7 @@ func (e *entry) settle(rules []limit.Rule, now limit.Micros) limit.Micros {
 		if rs.state.Expires <= now {
 			continue
 		}
-		if !names(rules, rs.key) {
+		if !names(rules, rs.key) && !rs.key.OwnsKey() {
 			others++
 		}
 		kept = append(kept, rs)
@@ -339,7 +339,7 @@ func names(rules []limit.Rule, k limit.StateKey) bool {
 func trimOthers(states []ruleState, rules []limit.Rule, drop int) []ruleState {
 	var others []int
 	for i, rs := range states {
-		if !names(rules, rs.key) {
+		if !names(rules, rs.key) && !rs.key.OwnsKey() {
 			others = append(others, i)
 		}
 	}
