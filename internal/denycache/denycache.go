@@ -268,9 +268,10 @@ func (b *Backend) learn(c *backend.Check, r *backend.Result, p pending, now limi
 	}
 	gen := &b.gens[stripe(p.hash)]
 	sh := b.shard(p.hash)
-	if c.Cost.Refund || (r.Allowed && c.Cost.N > 0) {
+	if c.Cost.Refund || ((r.Allowed || c.Cost.Charge) && c.Cost.N > 0) {
 		// The state changed: remembered denials of this identity may now
-		// be wrong (a refund) or report stale numbers (a consumption).
+		// be wrong (a refund) or report stale numbers (a consumption, or
+		// a charged cost, consumed even when denied).
 		gen.Add(1)
 		if sh.live.Load() > 0 { // see insert for why this needs no lock
 			sh.invalidate(c.Identity)
@@ -307,9 +308,10 @@ func (b *Backend) learn(c *backend.Check, r *backend.Result, p pending, now limi
 	}
 }
 
-// cacheable reports whether a cached denial may answer c.
+// cacheable reports whether a cached denial may answer c. A charged cost
+// must reach the store, which takes it even when denied.
 func cacheable(c *backend.Check) bool {
-	return c.Cost.N > 0 && !c.Cost.Refund && len(c.Rules) > 0
+	return c.Cost.N > 0 && !c.Cost.Refund && !c.Cost.Charge && len(c.Rules) > 0
 }
 
 // passedBefore reports whether an earlier check of this batch with the same
