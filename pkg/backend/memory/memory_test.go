@@ -259,3 +259,72 @@ func BenchmarkDecideParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestMaxDescriptorsEvictsLeastRecentlyUsed: a full backend evicts the least
+// recently used descriptor to store a new one, counts it, and never holds
+// more than MaxDescriptors; the evicted descriptor restarts empty.
+func TestMaxDescriptorsEvictsLeastRecentlyUsed(t *testing.T) {
+	clock := newClock()
+	b := New(Options{Now: clock.Now, SweepInterval: -1, Shards: 1, MaxDescriptors: 3})
+	defer b.Close()
+	hour := []limit.Rule{{Unit: limit.Hour, Limit: 1}}
+	take := func(id string) bool {
+		return decide(t, b, backend.Check{Identity: id, Rules: hour, Cost: limit.Cost{N: 1}})[0].Allowed
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		take(id)
+	}
+	take("a") // denied, but a is now the most recently used
+	take("d") // evicts b, the least recently used
+	if got := b.Len(); got != 3 {
+		t.Fatalf("Len = %d, want 3", got)
+	}
+	if got := b.Evictions(); got != 1 {
+		t.Fatalf("Evictions = %d, want 1", got)
+	}
+	if take("a") || take("c") || take("d") {
+		t.Errorf("a kept descriptor lost its count")
+	}
+	if !take("b") {
+		t.Errorf("the evicted descriptor did not restart empty")
+	}
+}
+
+// TestMaxDescriptorsEvictsExpiredFirst: an expired descriptor among the
+// least recently used makes room without counting an eviction, even when a
+// live one was used less recently.
+func TestMaxDescriptorsEvictsExpiredFirst(t *testing.T) {
+	clock := newClock()
+	b := New(Options{Now: clock.Now, SweepInterval: -1, Shards: 1, MaxDescriptors: 2})
+	defer b.Close()
+	hour := []limit.Rule{{Unit: limit.Hour, Limit: 1}}
+	second := []limit.Rule{{Unit: limit.Second, Limit: 1}}
+	decide(t, b, backend.Check{Identity: "live", Rules: hour, Cost: limit.Cost{N: 1}})
+	decide(t, b, backend.Check{Identity: "short", Rules: second, Cost: limit.Cost{N: 1}})
+	clock.Advance(time.Second)
+	decide(t, b, backend.Check{Identity: "new", Rules: hour, Cost: limit.Cost{N: 1}})
+	if b.Evictions() != 0 {
+		t.Fatalf("Evictions = %d, want 0: the expired descriptor should have made room", b.Evictions())
+	}
+	if decide(t, b, backend.Check{Identity: "live", Rules: hour, Cost: limit.Cost{N: 1}})[0].Allowed {
+		t.Errorf("the live descriptor was evicted instead of the expired one")
+	}
+}
+
+// TestMaxDescriptorsDefault: the zero Options bound the backend at
+// DefaultMaxDescriptors; a negative value means no bound.
+func TestMaxDescriptorsDefault(t *testing.T) {
+	for _, tt := range []struct {
+		max, want int
+	}{{0, DefaultMaxDescriptors}, {-1, 0}, {100, 128}} {
+		b := New(Options{SweepInterval: -1, Shards: 64, MaxDescriptors: tt.max})
+		total := 0
+		for i := range b.shards {
+			total += b.shards[i].max
+		}
+		b.Close()
+		if tt.want != 0 && (total < tt.want || total > tt.want+64) || tt.want == 0 && total != 0 {
+			t.Errorf("MaxDescriptors %d: shards hold %d in all, want about %d", tt.max, total, tt.want)
+		}
+	}
+}
