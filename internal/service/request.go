@@ -68,8 +68,14 @@ func (s *Service) invalidDescriptor(i int, d *ratelimitv3.RateLimitDescriptor) s
 		}
 	}
 	if o := d.Limit; o != nil {
-		if _, ok := unitFromEnvoy(int32(o.Unit)); !ok {
+		u, ok := unitFromEnvoy(int32(o.Unit))
+		if !ok {
 			return fmt.Sprintf("descriptor %d limit override has invalid unit %d (%s)", i, int32(o.Unit), o.Unit)
+		}
+		// Periods are capped at 100 years: a longer one would be decided
+		// as another period than the one echoed back.
+		if m := o.GetUnitMultiplier().GetValue(); int64(m) > limit.MaxPeriodMicros/(u.Seconds()*1_000_000) {
+			return fmt.Sprintf("descriptor %d limit override unit_multiplier %d × %s is longer than 100 years", i, m, u)
 		}
 	}
 	return ""
