@@ -13,8 +13,10 @@ import "sort"
 //	apply  drop the expired entries, append {now, N, Sum} with
 //	       Sum = newest.Sum + N (N when the log is empty)
 //	charge (a charged cost that does not fit) as apply, with
-//	       N' = min(N, 2^53 - newest.Sum) (0 for an empty log; nothing
-//	       when N' is 0), so every Sum stays an exact integer
+//	       N' = min(N, 2^53 - c) (nothing when N' is 0)
+//	rebase before appending N when N > 2^53 - newest.Sum: subtract base
+//	       from every Sum (O(n), once the sums have grown by 2^53), so
+//	       every Sum stays an exact integer
 //	refund drop the expired entries, then m = min(N, c) units from the
 //	       newest end: whole entries while their N ≤ what is left to drop,
 //	       then the newest remaining entry loses the rest (N and Sum)
@@ -50,14 +52,13 @@ func logBase(live []LogEntry) (base float64, c uint64) {
 	return base, uint64(live[len(live)-1].Sum - base)
 }
 
-// logCharge returns what a charged cost n adds to a log whose live
-// entries are live: n, capped so the running Sum stays at most MaxCharge.
-func logCharge(live []LogEntry, n uint64) uint64 {
-	var sum float64
-	if len(live) > 0 {
-		sum = live[len(live)-1].Sum
+// logCharge returns what a charged cost n adds to a log holding c: n,
+// capped so the total stays at most MaxCharge.
+func logCharge(c, n uint64) uint64 {
+	if c >= MaxCharge {
+		return 0
 	}
-	return min(n, MaxCharge-uint64(sum))
+	return min(n, MaxCharge-c)
 }
 
 // logReach returns the index of the first entry of live whose Sum - base is
@@ -90,7 +91,7 @@ func (r Rule) logCheck(s *State, now Micros, cost Cost) Outcome {
 			o.Reset = resetOf(live[len(live)-1].At + p - now)
 		}
 	case cost.Charge && n > 0:
-		c += logCharge(live, n)
+		c += logCharge(c, n)
 		o.Reset = resetOf(p)
 	case n > l:
 		if c > 0 {
@@ -129,13 +130,19 @@ func (r Rule) logApply(s *State, now Micros, cost Cost) {
 	}
 	n := cost.N
 	if !fits(c, n, r.Limit) {
-		n = logCharge(s.Log, n)
+		n = logCharge(c, n)
 	}
 	if n == 0 {
 		return
 	}
 	sum := float64(n)
 	if k := len(s.Log); k > 0 {
+		if last := s.Log[k-1].Sum; float64(n) > float64(MaxCharge)-last {
+			base := s.Log[0].Sum - float64(s.Log[0].N)
+			for i := range s.Log {
+				s.Log[i].Sum -= base
+			}
+		}
 		sum = s.Log[k-1].Sum + float64(n)
 	}
 	s.Log = append(s.Log, LogEntry{At: now, N: n, Sum: sum})

@@ -45,8 +45,8 @@ type State struct {
 // LogEntry is one request of a sliding log: when it was admitted and what
 // it cost. Sum is the total cost of this entry and every entry before it
 // since the log was last empty, so the cost of any stretch of the log is a
-// difference of two sums; a float64, computed as Lua computes it (exact up
-// to 2^53 units of cost between two moments at which the log is empty).
+// difference of two sums; a float64, computed as Lua computes it, and kept
+// at most 2^53 (exact) by rebasing the sums when an entry would pass it.
 type LogEntry struct {
 	At  Micros
 	N   uint64

@@ -55,16 +55,14 @@ func runBatch(t *testing.T, step string, now limit.Micros, items []batchItem) []
 		if d.Allowed != want.Allowed || d.Binding != want.Binding || !slices.Equal(d.Outcomes, want.Outcomes) {
 			t.Fatalf("%s: descriptor %d (of %d): now=%d cost=%+v rules=%v\n lua: %+v\n go:  %+v", step, i, len(items), now, it.cost, it.h.rules, d, want)
 		}
-		if want.Allowed && it.cost.N > 0 {
-			written[it.h] = true
-		}
+		written[it.h] = written[it.h] || ((want.Allowed || it.cost.Charge) && it.cost.N > 0)
 		got = append(got, d)
 	}
 	if len(ints) != 0 {
 		t.Fatalf("%s: %d values left after the last descriptor", step, len(ints))
 	}
-	for h := range written {
-		h.compareState(step, now)
+	for h, w := range written {
+		h.compareState(step, now, w)
 	}
 	return got
 }

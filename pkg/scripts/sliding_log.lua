@@ -6,14 +6,33 @@
 -- search by rank. Part of the decide script (see decide.lua); defined only
 -- when a rule of the call needs it.
 
-local sl_reach, sl_charge, sl_check, sl_apply, sl_expiry
+local sl_reach, sl_charge, sl_rebase, sl_check, sl_apply, sl_expiry
 if has_sl then
-  -- sl_charge returns what a charged cost n adds: n, capped so the running
-  -- sum stays at most 2^53 (logCharge).
-  function sl_charge(st, n)
-    local sum = 0
-    if st.cnt > 0 then sum = st.last.sum end
-    return math.min(n, MAXCHARGE - sum)
+  -- sl_charge returns what a charged cost n adds to a log holding c: n,
+  -- capped so the total stays at most 2^53 (logCharge).
+  function sl_charge(c, n)
+    if c >= MAXCHARGE then return 0 end
+    return math.min(n, MAXCHARGE - c)
+  end
+
+  -- sl_rebase subtracts the base from every entry's sum, rewriting the
+  -- log, so that sums stay exact integers (logApply).
+  function sl_rebase(st)
+    local v = call('ZRANGE', st.key, 0, -1, 'WITHSCORES')
+    call('DEL', st.key)
+    local args = {}
+    for j = 1, #v, 2 do
+      local s, n = string.match(v[j], '^([^:]+):(%d+)$')
+      args[#args + 1] = v[j + 1]
+      args[#args + 1] = format('%020.0f:%d', (tonumber(s) or 0) - st.base, tonumber(n) or 0)
+      if #args >= 1000 or j + 1 >= #v then
+        call('ZADD', st.key, unpack(args))
+        args = {}
+      end
+    end
+    st.last.sum = st.last.sum - st.base
+    st.last.m = format('%020.0f:%d', st.last.sum, st.last.n)
+    st.base = 0
   end
 
   -- sl_reach returns the first live entry whose sum - base is at least x,
@@ -45,7 +64,7 @@ if has_sl then
         reset = resetof(st.last.at + p - now)
       end
     elseif charge then
-      c = c + sl_charge(st, n)
+      c = c + sl_charge(c, n)
       reset = resetof(p)
     elseif n > l then
       if c > 0 then reset = resetof(st.last.at + p - now) end
@@ -84,9 +103,10 @@ if has_sl then
       st.cnt, st.c, st.last = j + 1, left, e
       return
     end
-    if not fits(c, n, r.L) then n = sl_charge(st, n) end
+    if not fits(c, n, r.L) then n = sl_charge(c, n) end
     if n == 0 then return end
     if st.cnt == 0 then st.base = 0 end
+    if st.cnt > 0 and n > MAXCHARGE - st.last.sum then sl_rebase(st) end
     local e = { at = now, n = n, sum = n, m = false }
     if st.cnt > 0 then e.sum = st.last.sum + n end
     e.m = format('%020.0f:%d', e.sum, n)
