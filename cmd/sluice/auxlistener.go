@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/sluice-rl/sluice/internal/server"
 )
 
 // auxServer is an HTTP listener of its own, apart from the HTTP port Envoy
@@ -20,12 +22,14 @@ type auxServer struct {
 
 // startAux listens on addr and serves h until stop is called; name says
 // which listener it is, in errors and logs.
-func startAux(name, addr string, h http.Handler, log *logrus.Logger) (*auxServer, error) {
+// The HTTP port's limits (SLUICE_HTTP_*) bound it too.
+func startAux(name, addr string, h http.Handler, limits server.HTTPLimits, log *logrus.Logger) (*auxServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s listener: %w", name, err)
 	}
-	d := &auxServer{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	d := &auxServer{srv: &http.Server{Handler: h}}
+	d.ln = server.Bound(d.srv, ln, limits, log.WithField("listener", name))
 	go func() {
 		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.WithError(err).Errorf("%s listener failed", name)

@@ -150,10 +150,10 @@ func (o *observability) metricsHandler(log *logrus.Logger) http.Handler {
 
 // startPrometheus serves the metrics on a listener of their own at addr,
 // under path (the reference's USE_PROMETHEUS listener).
-func (o *observability) startPrometheus(addr, path string, log *logrus.Logger) (*auxServer, error) {
+func (o *observability) startPrometheus(addr, path string, limits server.HTTPLimits, log *logrus.Logger) (*auxServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle(path, o.metricsHandler(log))
-	return startAux("metrics (USE_PROMETHEUS)", addr, mux, log)
+	return startAux("metrics (USE_PROMETHEUS)", addr, mux, limits, log)
 }
 
 // shutdown flushes the spans still buffered.

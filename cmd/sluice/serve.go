@@ -174,7 +174,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	probe.check(ctx) // before serving: a dead Redis is NOT_SERVING from the start
 
 	if s.PrometheusAddr != "" && obs.reg != nil {
-		prom, err := obs.startPrometheus(s.PrometheusAddr, s.PrometheusPath, log)
+		prom, err := obs.startPrometheus(s.PrometheusAddr, s.PrometheusPath, s.Listener.httpLimits(), log)
 		if err != nil {
 			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 			return exitError

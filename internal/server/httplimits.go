@@ -2,6 +2,7 @@ package server
 
 import (
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,17 @@ func (l HTTPLimits) withDefaults() HTTPLimits {
 		l.MaxConnections = DefaultHTTPMaxConnections
 	}
 	return l
+}
+
+// Bound applies l's timeouts (zero fields: the defaults) to srv and
+// returns ln bounded to l's connection count, for an HTTP listener other
+// than the Server's own (a metrics listener, say). Serve srv on the
+// returned listener.
+func Bound(srv *http.Server, ln net.Listener, l HTTPLimits, log logrus.FieldLogger) net.Listener {
+	l = l.withDefaults()
+	srv.ReadHeaderTimeout, srv.ReadTimeout = l.ReadHeaderTimeout, l.ReadTimeout
+	srv.WriteTimeout, srv.IdleTimeout = l.WriteTimeout, l.IdleTimeout
+	return newLimitListener(ln, l.MaxConnections, log)
 }
 
 // limitListener closes connections accepted beyond a bound on the open

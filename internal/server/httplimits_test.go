@@ -177,3 +177,39 @@ func healthOnErr(c net.Conn) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// Bound gives another HTTP listener (the metrics listener) the same
+// limits: an idle connection is closed at the idle timeout, a connection
+// beyond the bound at once.
+func TestBound(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: httpText("metrics")}
+	limits := short
+	limits.MaxConnections = 1
+	bounded := Bound(srv, ln, limits, quietLogger())
+	go srv.Serve(bounded)
+	defer srv.Close()
+
+	idle, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	if code := healthOn(t, idle); code != http.StatusOK {
+		t.Fatalf("first connection: %d", code)
+	}
+	extra, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	if _, closed := closedWithin(t, extra, 2*time.Second); !closed {
+		t.Fatal("a connection beyond MaxConnections 1 stayed open")
+	}
+	if took, closed := closedWithin(t, idle, 3*time.Second); !closed || took > 1500*time.Millisecond {
+		t.Fatalf("idle connection: closed %v after %v, want closed near the %v idle timeout", closed, took, short.IdleTimeout)
+	}
+}
