@@ -119,7 +119,7 @@ func TestCountersGetAndReset(t *testing.T) {
 			}
 
 			code, out, errOut = runCmd(t, env, "counters", "reset", "--domain", "api", "--entry", "user="+user, "--rule", "per_user")
-			if code != 0 || !strings.Contains(out, "reset fw.") || !strings.Contains(out, "would be admitted") {
+			if code != 0 || !strings.Contains(out, "reset per_user on api user=acme, inc.") || !strings.Contains(out, "would be admitted") {
 				t.Fatalf("counters reset: exit %d\n%s%s", code, out, errOut)
 			}
 			if code := checkUser(); code != 0 {

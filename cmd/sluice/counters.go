@@ -127,6 +127,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body any, out
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	req.Header.Set("User-Agent", "sluice-counters/"+version)
 	if c.operator != "" {
 		req.Header.Set("X-Sluice-Operator", c.operator)
 	}
@@ -238,7 +239,7 @@ func counters(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		return exitOK
 	}
 	if sub == "reset" {
-		fmt.Fprintf(stdout, "reset %s on %s %s\n", strings.Join(reset.Rules, ", "), *domain, formatEntryList(entries.entries))
+		fmt.Fprintf(stdout, "reset %s on %s %s\n", strings.Join(reset.Names, ", "), *domain, formatEntryList(entries.entries))
 		if reset.After != nil {
 			printCounters(stdout, reset.After)
 		}

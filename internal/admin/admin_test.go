@@ -41,12 +41,19 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
 	clock := fakeclock.New(time.Date(2030, 5, 1, 12, 0, 0, 0, time.UTC))
 	mem := stacktest.Memory(t, memory.Options{Now: clock.Now, SweepInterval: -1})
+	return newFixtureOn(t, clock, mem, opts)
+}
+
+// newFixtureOn builds the fixture on backend b, which must be a
+// backend.Resetter, with clock for the admin listener and its observer.
+func newFixtureOn(t *testing.T, clock *fakeclock.Clock, b backend.Backend, opts Options) *fixture {
+	t.Helper()
 	top := hitters.New(hitters.Options{Now: clock.Now})
 	obs := NewObserver(top, clock.Now)
-	svc := service.New(service.Options{Backend: mem, Observer: obs, Logger: stacktest.QuietLogger()})
+	svc := service.New(service.Options{Backend: b, Observer: obs, Logger: stacktest.QuietLogger()})
 	svc.SetConfig(stacktest.ParseConfig(t, testConfig))
 	opts.Addr = "127.0.0.1:0"
-	opts.Looker, opts.Backend, opts.Resetters = svc, mem, []backend.Resetter{mem}
+	opts.Looker, opts.Backend, opts.Resetters = svc, b, []backend.Resetter{b.(backend.Resetter)}
 	opts.Observer, opts.Top, opts.Now = obs, top, clock.Now
 	if opts.Logger == nil {
 		opts.Logger = stacktest.QuietLogger()

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -90,8 +91,10 @@ type ResetRequest struct {
 type ResetResult struct {
 	Domain  string  `json:"domain"`
 	Entries []Entry `json:"entries"`
-	// Rules are the ids of the rules reset.
+	// Rules are the ids of the rules reset; Names their names (the id for
+	// a rule without a name), in the same order.
 	Rules []string `json:"rules"`
+	Names []string `json:"names"`
 	// After is the counters right after the reset.
 	After *Counters `json:"after,omitempty"`
 }
@@ -158,9 +161,10 @@ func (s *Server) handleCountersReset(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ids := make([]string, len(rules))
+	ids, names := make([]string, len(rules)), make([]string, len(rules))
 	for i, rule := range rules {
 		ids[i] = rule.ID()
+		names[i] = cmp.Or(rule.Name, ids[i])
 	}
 	if len(rules) == 0 {
 		err := errors.New("nothing to reset: no rule limits this descriptor")
@@ -176,7 +180,7 @@ func (s *Server) handleCountersReset(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.audit(r, "counters.reset", req.Domain, req.Entries, logrus.Fields{"rules": ids, "done": true})
-	res := ResetResult{Domain: req.Domain, Entries: req.Entries, Rules: ids}
+	res := ResetResult{Domain: req.Domain, Entries: req.Entries, Rules: ids, Names: names}
 	if c, _, err := s.counters(r.Context(), req.Domain, req.Entries); err == nil {
 		res.After = c
 	}
