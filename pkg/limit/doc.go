@@ -33,8 +33,11 @@
 //
 // A store keeps one State per rule and descriptor and calls Decide (or
 // Rule.Check and Rule.Apply) with the current instant; Rule.Expiry tells it
-// when a State may be dropped. Decide is all-or-nothing: either every rule
-// consumes the cost, or none does. Each algorithm lives in its own file
+// when a State may be dropped (State.Expires, which only ever moves later).
+// Decide is all-or-nothing: either every rule consumes the cost, or none
+// does — unless the cost is charged (Cost.Charge, the debit of a
+// check-then-debit quota), which every rule takes even when it does not
+// fit. Each algorithm lives in its own file
 // (fixed.go, sliding_window.go, sliding_log.go, meter.go), which opens with
 // its exact formulas in evaluation order, for the Lua scripts to mirror;
 // window.go holds the epoch and calendar window bounds.

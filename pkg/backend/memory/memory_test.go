@@ -328,3 +328,42 @@ func TestMaxDescriptorsDefault(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOtherStatesBounded: whatever limit overrides earlier checks named
+// (any unit, any multiplier), an identity keeps at most
+// backend.MaxOtherStates states beside the rules of the latest check, and
+// the configured rule keeps its count (an override of its very period
+// shares its state, as the reference's key does).
+func FuzzOtherStatesBounded(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
+	f.Add([]byte{7, 255, 7, 254, 0, 1, 6, 200, 5, 100, 4, 50, 3, 25, 2, 12, 1, 6, 7, 3})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		clock := newClock()
+		b := New(Options{Now: clock.Now, SweepInterval: -1, Shards: 1})
+		defer b.Close()
+		configured := []limit.Rule{{Unit: limit.Minute, Limit: 1 << 20}}
+		taken := uint64(0)
+		for i := 0; i+1 < len(data) && i < 400; i += 2 {
+			unit := limit.Unit(1 + int(data[i])%7)
+			override := []limit.Rule{{Unit: unit, Multiplier: uint32(data[i+1]) * 997, Limit: 5}}
+			d := decide(t, b, backend.Check{Identity: "x", Rules: override, Cost: limit.Cost{N: 1}})[0]
+			if d.Allowed && override[0].Key() == configured[0].Key() {
+				taken++ // the same period: the override shares the configured rule's state
+			}
+			decide(t, b, backend.Check{Identity: "x", Rules: configured, Cost: limit.Cost{N: 1}})
+			taken++
+			clock.Advance(time.Duration(data[i]) * time.Millisecond)
+			sh := &b.shards[0]
+			if e := sh.entries["x"]; e != nil && len(e.rules) > backend.MaxOtherStates+1 {
+				t.Fatalf("after %d overrides the identity holds %d states", i/2+1, len(e.rules))
+			}
+		}
+		if taken == 0 {
+			return
+		}
+		d := decide(t, b, backend.Check{Identity: "x", Rules: configured})[0]
+		if d.Outcomes[0].Remaining != 1<<20-taken {
+			t.Fatalf("the configured rule lost its count: remaining %d, want %d", d.Outcomes[0].Remaining, 1<<20-taken)
+		}
+	})
+}
