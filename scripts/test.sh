@@ -35,6 +35,9 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go test -race -count=1 -timeout 30m ./...
+# The Envoy Gateway examples, against Envoy Gateway's API types: a module of
+# its own, so its dependencies stay out of sluice's.
+(cd examples/envoy-gateway/validate && go vet ./... && go test -count=1 ./...)
 # The release build's tags (Dockerfile): the codec's vtproto marshaler.
 go vet -tags timetzdata,vtprotobuf ./...
 go test -race -count=1 -tags timetzdata,vtprotobuf ./internal/server/ ./cmd/sluice/

@@ -261,9 +261,11 @@ func TestEnvoyGatewayEnvironment(t *testing.T) {
 
 // envoyGatewayPerUser is the RateLimitConfig Envoy Gateway v1.9.0
 // generates for a BackendTrafficPolicy with one global rule: 3 requests
-// per hour for each distinct x-user-id header (as in
-// examples/envoy-gateway/per-user.yaml), on listener default/eg/http and
-// route httproute/default/backend/rule/0/match/0/*.
+// per hour for each distinct x-user-id header (the rule of
+// examples/envoy-gateway/per-user.yaml, with a smaller limit), on listener
+// default/eg/http and route httproute/default/backend/rule/0/match/0/*; the
+// shape is that of Envoy Gateway's translator test data
+// (internal/xds/translator/testdata/out/ratelimit-config/distinct-match.yaml).
 func envoyGatewayPerUser() *rlsconfv3.RateLimitConfig {
 	route := "httproute/default/backend/rule/0/match/0/*"
 	return &rlsconfv3.RateLimitConfig{Name: "default/eg/http", Domain: "default/eg/http", Descriptors: []*rlsconfv3.RateLimitDescriptor{{
