@@ -53,6 +53,10 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBa
 		// so an abusive client costs no round trip (internal/denycache).
 		b.cache, b.stopCache = newDenyCache(ctx, s, main, log)
 		b.main = b.cache
+	} else {
+		// No cache here, but the other instances' caches must still hear
+		// of this instance's refunds and resets.
+		b.main, b.stopCache = newAnnouncing(ctx, main)
 	}
 	return b, nil
 }

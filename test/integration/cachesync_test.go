@@ -21,24 +21,29 @@ descriptors:
 // processes on one redis-server with their local denial caches on and a
 // one-hour bound on a cached denial, so that only the refund's
 // announcement can end instance A's cached denial early: a refund on B
-// makes A admit again within seconds, not at the end of the hour.
+// makes A admit again within seconds, not at the end of the hour, whether
+// or not B caches denials itself.
 func TestRefundOnOneInstanceEndsTheOthersCachedDenial(t *testing.T) {
-	env := merge(standaloneEnv(redistest.Standalone(t)), map[string]string{"SLUICE_LOCAL_CACHE_MAX_AGE": "1h"})
-	dir := configDir(t, map[string]string{"sync.yaml": hourlyConfig})
-	a := sluicetest.Start(t, sluicetest.Options{ConfigDir: dir, Env: env})
-	b := sluicetest.Start(t, sluicetest.Options{ConfigDir: dir, Env: env})
-	awayFromEdge(t, time.Hour, 0, time.Minute)
+	for _, bCache := range []string{"true", "false"} {
+		t.Run("B's cache "+bCache, func(t *testing.T) {
+			env := merge(standaloneEnv(redistest.Standalone(t)), map[string]string{"SLUICE_LOCAL_CACHE_MAX_AGE": "1h"})
+			dir := configDir(t, map[string]string{"sync.yaml": hourlyConfig})
+			a := sluicetest.Start(t, sluicetest.Options{ConfigDir: dir, Env: env})
+			b := sluicetest.Start(t, sluicetest.Options{ConfigDir: dir, Env: merge(env, map[string]string{"SLUICE_LOCAL_CACHE": bCache})})
+			awayFromEdge(t, time.Hour, 0, time.Minute)
 
-	d := entries("user", unique("u"))
-	for i, want := range []rlsv3.RateLimitResponse_Code{ok, ok, over, over} {
-		if got := call(t, a, sluicetest.Request("sync", 0, d)).OverallCode; got != want {
-			t.Fatalf("call %d on A: %v, want %v", i+1, got, want)
-		}
+			d := entries("user", unique("u"))
+			for i, want := range []rlsv3.RateLimitResponse_Code{ok, ok, over, over} {
+				if got := call(t, a, sluicetest.Request("sync", 0, d)).OverallCode; got != want {
+					t.Fatalf("call %d on A: %v, want %v", i+1, got, want)
+				}
+			}
+			call(t, b, withCost(sluicetest.Request("sync", 0, d), 1, true))
+			start := time.Now()
+			waitUntil(t, 10*time.Second, "A to admit after B's refund", func() bool {
+				return call(t, a, sluicetest.Request("sync", 0, d)).OverallCode == ok
+			})
+			t.Logf("A admitted %v after B's refund", time.Since(start).Round(time.Millisecond))
+		})
 	}
-	call(t, b, withCost(sluicetest.Request("sync", 0, d), 1, true))
-	start := time.Now()
-	waitUntil(t, 10*time.Second, "A to admit after B's refund", func() bool {
-		return call(t, a, sluicetest.Request("sync", 0, d)).OverallCode == ok
-	})
-	t.Logf("A admitted %v after B's refund", time.Since(start).Round(time.Millisecond))
 }
