@@ -1,0 +1,242 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	"github.com/sluice-rl/sluice/internal/server"
+)
+
+// pki is a CA and the files of a server and a client certificate it signed.
+type pki struct {
+	dir                                      string
+	caFile, srvCert, srvKey, cliCert, cliKey string
+	pool                                     *x509.CertPool
+}
+
+func newPKI(t *testing.T) *pki {
+	t.Helper()
+	p := &pki{dir: t.TempDir(), pool: x509.NewCertPool()}
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	p.pool.AddCert(ca)
+	p.caFile = p.write(t, "ca.pem", "CERTIFICATE", caDER)
+	issue := func(name string, serial int64, usage x509.ExtKeyUsage, ip bool) (string, string) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: []string{name}}
+		if ip {
+			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kb, _ := x509.MarshalECPrivateKey(key)
+		return p.write(t, name+".pem", "CERTIFICATE", der), p.write(t, name+"-key.pem", "EC PRIVATE KEY", kb)
+	}
+	p.srvCert, p.srvKey = issue("admin.test", 2, x509.ExtKeyUsageServerAuth, true)
+	p.cliCert, p.cliKey = issue("oncall.example", 3, x509.ExtKeyUsageClientAuth, false)
+	return p
+}
+
+func (p *pki) write(t *testing.T, name, typ string, der []byte) string {
+	t.Helper()
+	path := filepath.Join(p.dir, name)
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// syncLog is a logger whose output tests read.
+type syncLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+func (l *syncLog) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
+
+// TestAdminMTLS: with a client CA, a client without a certificate cannot
+// connect, one with a certificate the CA signed can, and the audit log
+// names its subject.
+func TestAdminMTLS(t *testing.T) {
+	p := newPKI(t)
+	logs := &syncLog{}
+	log := logrus.New()
+	log.SetOutput(logs)
+	f := newFixture(t, Options{TLS: &server.TLSFiles{CertFile: p.srvCert, KeyFile: p.srvKey, ClientCAFile: p.caFile}, Logger: log})
+	url := "https://" + f.admin.Addr() + "/api/v1/counters?domain=api&entry=user=bob"
+
+	noCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool}}}
+	if resp, err := noCert.Get(url); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a client without a certificate got %s", resp.Status)
+	}
+	cert, err := tls.LoadX509KeyPair(p.cliCert, p.cliKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool, Certificates: []tls.Certificate{cert}}}}
+	resp, err := withCert.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("with a client certificate: %s", resp.Status)
+	}
+	if !strings.Contains(logs.String(), "client_cert=\"CN=oncall.example\"") {
+		t.Errorf("the audit line does not name the client certificate:\n%s", logs)
+	}
+}
+
+// TestAdminToken: a token file protects every path, as a bearer token or a
+// basic-auth password; a changed file takes effect; an empty file at start
+// is refused.
+func TestAdminToken(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(file, []byte("one\n"), 0o600)
+	f := newFixture(t, Options{TokenFile: file})
+	basic := func(pw string) (int, string) {
+		req, _ := http.NewRequest("GET", f.base+"/", nil)
+		req.SetBasicAuth("any", pw)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("WWW-Authenticate")
+	}
+	for _, tc := range []struct {
+		path, header string
+		code         int
+	}{
+		{"/", "", 401},
+		{"/rlconfig", "Bearer two", 401},
+		{"/rlconfig", "Bearer one", 200},
+		{"/debug/pprof/", "", 401},
+		{"/api/v1/top", "Bearer one", 200},
+	} {
+		var h []string
+		if tc.header != "" {
+			h = []string{"Authorization", tc.header}
+		}
+		if code, _ := get(t, f.base+tc.path, h...); code != tc.code {
+			t.Errorf("GET %s %q: %d, want %d", tc.path, tc.header, code, tc.code)
+		}
+	}
+	if code, challenge := basic("nope"); code != 401 || !strings.HasPrefix(challenge, "Basic") {
+		t.Errorf("bad basic auth: %d %q, want 401 with a Basic challenge", code, challenge)
+	}
+	if code, _ := basic("one"); code != 200 {
+		t.Errorf("basic auth with the token: %d", code)
+	}
+	os.WriteFile(file, []byte("three-rotated"), 0o600)
+	if code, _ := get(t, f.base+"/", "Authorization", "Bearer three-rotated"); code != 200 {
+		t.Errorf("rotated token: %d, want 200", code)
+	}
+	if code, _ := get(t, f.base+"/", "Authorization", "Bearer one"); code != 401 {
+		t.Errorf("old token after rotation: %d, want 401", code)
+	}
+
+	empty := filepath.Join(t.TempDir(), "empty")
+	os.WriteFile(empty, []byte(" \n"), 0o600)
+	if _, err := New(Options{Addr: "127.0.0.1:0", Looker: f.svc, TokenFile: empty}); err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Errorf("empty token file: %v, want an error", err)
+	}
+}
+
+// services is a reflection.ServiceInfoProvider listing fixed names.
+type services []string
+
+func (s services) GetServiceInfo() map[string]grpc.ServiceInfo {
+	m := map[string]grpc.ServiceInfo{}
+	for _, n := range s {
+		m[n] = grpc.ServiceInfo{}
+	}
+	return m
+}
+
+// TestAdminReflection: gRPC reflection answers on the admin listener over
+// plain HTTP/2, listing the services it is given.
+func TestAdminReflection(t *testing.T) {
+	f := newFixture(t, Options{Reflection: services{"envoy.service.ratelimit.v3.RateLimitService", "grpc.health.v1.Health"}})
+	conn, err := grpc.NewClient(f.admin.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	if !slices.Contains(names, "envoy.service.ratelimit.v3.RateLimitService") {
+		t.Errorf("reflection lists %v", names)
+	}
+}
+
+// TestAdminRefusesOpenAddress: a non-loopback address needs a token or a
+// client CA.
+func TestAdminRefusesOpenAddress(t *testing.T) {
+	f := newFixture(t, Options{})
+	_, err := New(Options{Addr: "0.0.0.0:0", Looker: f.svc})
+	if err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Errorf("open non-loopback admin: %v, want refused", err)
+	}
+	file := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(file, []byte("x"), 0o600)
+	a, err := New(Options{Addr: "0.0.0.0:0", Looker: f.svc, TokenFile: file})
+	if err != nil {
+		t.Fatalf("non-loopback with a token: %v", err)
+	}
+	a.ln.Close()
+}
