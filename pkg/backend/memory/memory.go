@@ -42,7 +42,8 @@ const (
 	// DefaultSweepInterval is how often expired state is dropped.
 	DefaultSweepInterval = 10 * time.Second
 	// DefaultMaxDescriptors bounds the descriptor identities held: about
-	// 200-500 MB of state for one-rule descriptors.
+	// 0.3 GB of heap for one-rule descriptors, 0.56 GB for three rules
+	// (measured with 17-byte identities).
 	DefaultMaxDescriptors = 1_000_000
 	// evictScan is how many of a full shard's least recently used entries
 	// are searched for an expired one before the least recently used is
