@@ -155,3 +155,25 @@ func TestLocalShare(t *testing.T) {
 		t.Errorf("local share %v, want 0.9", got)
 	}
 }
+
+// TestSummarizeRedisTable: the Redis table divides Redis's command time
+// and commands by the descriptors decided (calls × descriptors per call).
+func TestSummarizeRedisTable(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("inc3.1.json", `{"throughput_rps":100,"calls_total":1000,"descriptors":["a={ip}","b={ip}","c={ip}"],"latency_ms":{"p50":1,"p99":2,"p999":3}}`)
+	write("inc3.1.cpu.json", `{"wall_s":1,"server_cpu_s":0.3,"redis_usec":6000,"redis_commands":6000,"redis_used_memory":2000000,"redis_keys":3000}`)
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"summarize", dir}, &out, io.Discard); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	want := "| inc3 | 3 | 2.00 | 2.00 | 100.0 | 1.00 / 2.00 / 3.00 | 3000 | 2.0 |"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("summary:\n%s\nwant the row %s", out.String(), want)
+	}
+}

@@ -14,7 +14,17 @@
 # redis-server, the servers and the load generator at this niceness, e.g.
 # -10, to shield them from other work on a shared machine; needs root),
 # SLUICE_BIN (measure this sluice binary instead of building cmd/sluice: a
-# patched build).
+# patched build), INCUMBENT_BIN (an envoyproxy/ratelimit binary, built as
+# docs/benchmarks.md says: adds the targets inc1, one descriptor with one
+# per-second limit, and inc3, three descriptors of one fixed window each,
+# the incumbent's only way to apply three limits; redis3d runs sluice on
+# that same three-descriptor config; incattack is the attack mix).
+#
+# Every run records, besides the load generator's report, the CPU time of
+# the server, redis-server and the load generator, and Redis's own figures
+# from INFO (reset with CONFIG RESETSTAT before the run): the usec every
+# data command took (usec per decision = that / descriptors decided), and
+# used_memory and the key count at the end of the run.
 set -euo pipefail
 
 out=${1:?usage: measure.sh OUTDIR}
@@ -24,12 +34,16 @@ warmup=${WARMUP:-2s}
 c=${C:-64}
 keys=${KEYS:-10000}
 targets=${TARGETS:-noop memory redis1 redis3 attack}
+if [ -n "${INCUMBENT_BIN:-}" ] && [ -z "${TARGETS:-}" ]; then
+	targets="noop redis1 inc1 redis3fw redis3d inc3 attack incattack"
+fi
 prio=(nice -n "${NICE:-0}")
 root=$(cd "$(dirname "$0")/../.." && pwd)
-mkdir -p "$out/bin" "$out/conf1" "$out/conf3" "$out/conf3fw"
+mkdir -p "$out/bin" "$out/conf1" "$out/conf3" "$out/conf3fw" "$out/conf3d" \
+	"$out/inc1/ratelimit/config" "$out/inc3/ratelimit/config"
 
-redis_port=16379 noop_port=19081 grpc_port=19181 http_port=19180
-for p in $redis_port $noop_port $grpc_port $http_port; do
+redis_port=16379 noop_port=19081 grpc_port=19181 http_port=19180 debug_port=19170
+for p in $redis_port $noop_port $grpc_port $http_port $debug_port; do
 	if (echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
 		echo "port $p is in use" >&2
 		exit 1
@@ -38,6 +52,7 @@ done
 
 (cd "$root" && go build -o "$out/bin/sluice" ./cmd/sluice && go build -o "$out/bin/sluice-bench" ./cmd/sluice-bench)
 if [ -n "${SLUICE_BIN:-}" ]; then cp "$SLUICE_BIN" "$out/bin/sluice"; fi
+if [ -n "${INCUMBENT_BIN:-}" ]; then cp "$INCUMBENT_BIN" "$out/bin/incumbent"; fi
 
 cat >"$out/conf1/bench.yaml" <<'EOF'
 domain: bench
@@ -63,7 +78,18 @@ descriptors:
       - {name: per_minute, unit: minute, requests_per_unit: 1000}
       - {name: per_hour, unit: hour, requests_per_unit: 20000}
 EOF
-
+cat >"$out/conf3d/bench.yaml" <<'EOF'
+domain: bench
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 50}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 1000}
+  - key: c
+    rate_limit: {unit: hour, requests_per_unit: 20000}
+EOF
+cp "$out/conf1/bench.yaml" "$out/inc1/ratelimit/config/"
+cp "$out/conf3d/bench.yaml" "$out/inc3/ratelimit/config/"
 
 wait_port() { # port: wait up to 10 s for it to accept connections
 	for _ in $(seq 100); do
@@ -99,6 +125,16 @@ redis_calls() { # script calls Redis has run so far (EVALSHA and EVAL)
 		awk -F'[=,:]' '/^cmdstat_eval(sha)?:/{n += $3} END{print n + 0}'
 }
 
+redis_usec() { # usec and calls of the commands clients sent, since CONFIG RESETSTAT
+	# A script's usec includes the commands it ran, which commandstats also
+	# lists on their own: when scripts ran (sluice), count only them.
+	redis-cli -p $redis_port info commandstats |
+		awk -F'[=,:]' '/^cmdstat_/ && !/^cmdstat_(config|info|flushall|dbsize|ping|hello|client|script)[:|]/ {
+			u += $5; n += $3
+			if ($1 ~ /^cmdstat_eval(sha)?$/) { su += $5; sn += $3 }
+		} END { if (sn > 0) print su, sn; else print u + 0, n + 0 }'
+}
+
 busy_ticks() { # all CPUs' non-idle clock ticks so far
 	awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
 }
@@ -128,6 +164,16 @@ run() {
 			timeout 300 "$out/bin/sluice" serve --config "$out/$conf" >"$out/$name.$round.server.log" 2>&1 &
 		pid=$! port=$grpc_port
 		;;
+	incumbent)
+		redis-cli -p $redis_port flushall >/dev/null
+		# Loopback only; no statsd; the config read once from $out/$conf.
+		"${prio[@]}" env HOST=127.0.0.1 PORT=$http_port GRPC_HOST=127.0.0.1 GRPC_PORT=$grpc_port \
+			DEBUG_HOST=127.0.0.1 DEBUG_PORT=$debug_port LOG_LEVEL=warn USE_STATSD=false \
+			RUNTIME_ROOT="$out/$conf" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
+			BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$redis_port \
+			timeout 300 "$out/bin/incumbent" >"$out/$name.$round.server.log" 2>&1 &
+		pid=$! port=$grpc_port
+		;;
 	esac
 	pids+=("$pid")
 	wait_port $port
@@ -135,12 +181,17 @@ run() {
 	server=$(pgrep -P "$pid" | head -1) # the server under timeout(1): its CPU time is the one to read
 	before=$(cpu_ticks "$server") rbefore=$(cpu_ticks "$redis") bbefore=$(busy_ticks) t0=$(date +%s.%N)
 	local cbefore cafter
+	redis-cli -p $redis_port config resetstat >/dev/null
 	cbefore=$(redis_calls)
 	load=$(cut -d' ' -f1 /proc/loadavg)
 	"${prio[@]}" timeout 120 "$out/bin/sluice-bench" --addr 127.0.0.1:$port --duration "$duration" --warmup "$warmup" \
 		-c "$c" --keys "$keys" --quiet "$@" >"$out/$name.$round.json"
 	after=$(cpu_ticks "$server") rafter=$(cpu_ticks "$redis") bafter=$(busy_ticks) t1=$(date +%s.%N)
 	cafter=$(redis_calls)
+	local rusec rcmds rmem rkeys
+	read -r rusec rcmds < <(redis_usec)
+	rmem=$(redis-cli -p $redis_port info memory | awk -F: '/^used_memory:/{print $2+0}')
+	rkeys=$(redis-cli -p $redis_port dbsize)
 	# CPU seconds over the bench process's lifetime (warm-up included): the
 	# server, redis-server, the load generator, and every other process on
 	# the machine (other work competing for the same cores).
@@ -148,7 +199,7 @@ run() {
 	hz=$(getconf CLK_TCK)
 	client=$(grep -o '"client_cpu_s":[0-9.e-]*' "$out/$name.$round.json" | cut -d: -f2)
 	cat >"$out/$name.$round.cpu.json" <<JSON
-{"wall_s": $(num "$t1 - $t0"), "server_cpu_s": $(num "($after - $before) / $hz"), "redis_cpu_s": $(num "($rafter - $rbefore) / $hz"), "client_cpu_s": $(num "$client"), "others_cpu_s": $(num "($bafter - $bbefore - ($after - $before) - ($rafter - $rbefore)) / $hz - $client"), "redis_script_calls": $((cafter - cbefore)), "loadavg_before": $load}
+{"wall_s": $(num "$t1 - $t0"), "server_cpu_s": $(num "($after - $before) / $hz"), "redis_cpu_s": $(num "($rafter - $rbefore) / $hz"), "client_cpu_s": $(num "$client"), "others_cpu_s": $(num "($bafter - $bbefore - ($after - $before) - ($rafter - $rbefore)) / $hz - $client"), "redis_script_calls": $((cafter - cbefore)), "redis_usec": $rusec, "redis_commands": $rcmds, "redis_used_memory": $rmem, "redis_keys": $rkeys, "loadavg_before": $load}
 JSON
 	stop "$pid"
 	echo "$name round $round: $(grep -o '"throughput_rps":[0-9.]*' "$out/$name.$round.json")" >&2
@@ -163,6 +214,10 @@ for round in $(seq "$rounds"); do
 		redis3) run redis3 "$round" redis conf3 --descriptor 'remote_address={ip}' ;;
 		redis3fw) run redis3fw "$round" redis conf3fw --descriptor 'remote_address={ip}' ;;
 		attack) run attack "$round" redis conf1 --descriptor 'remote_address={ip}' --attack-keys 4 --attack-share 0.3 ;;
+		redis3d) run redis3d "$round" redis conf3d --descriptor 'a={ip}' --descriptor 'b={ip}' --descriptor 'c={ip}' ;;
+		inc1) run inc1 "$round" incumbent inc1 --descriptor 'remote_address={ip}' ;;
+		inc3) run inc3 "$round" incumbent inc3 --descriptor 'a={ip}' --descriptor 'b={ip}' --descriptor 'c={ip}' ;;
+		incattack) run incattack "$round" incumbent inc1 --descriptor 'remote_address={ip}' --attack-keys 4 --attack-share 0.3 ;;
 		esac
 	done
 done

@@ -28,6 +28,14 @@ type sample struct {
 		Others float64 `json:"others_cpu_s"`
 		// RedisCalls is the script calls Redis ran during the run.
 		RedisCalls float64 `json:"redis_script_calls"`
+		// RedisUsec and RedisCommands are what INFO commandstats counted
+		// for the data commands of the run (reset before it): the usec
+		// Redis spent in them, and how many there were.
+		RedisUsec     float64 `json:"redis_usec"`
+		RedisCommands float64 `json:"redis_commands"`
+		// RedisMemory and RedisKeys are used_memory and DBSIZE at the end.
+		RedisMemory float64 `json:"redis_used_memory"`
+		RedisKeys   float64 `json:"redis_keys"`
 	}
 }
 
@@ -103,7 +111,47 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "| %s | %.0f | %s | %.2f | %.1f | %.1f | %.3f | %s | %s |\n", name, tput, ratio, p99, server, redis, calls, local, strings.Join(each, "; "))
 	}
+	redisTable(stdout, order, runs)
 	return nil
+}
+
+// redisTable prints, for the targets that used Redis, Redis's own figures
+// per decision (one descriptor decided): the command time INFO
+// commandstats counted, the commands, and the service's CPU, then the
+// latency percentiles and what Redis held at the end of the run.
+func redisTable(stdout io.Writer, order []string, runs map[string][]sample) {
+	if !slices.ContainsFunc(order, func(name string) bool {
+		return median(runs[name], func(s sample) float64 { return s.cpu.RedisCommands }) > 0
+	}) {
+		return // runs of an older measure.sh, or none on Redis
+	}
+	fmt.Fprintln(stdout)
+	fmt.Fprintln(stdout, "| target | descriptors/request | Redis µs/decision (commandstats) | Redis commands/decision | server µs CPU/decision | p50 / p99 / p999 ms | keys at end | used_memory MB at end |")
+	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|---|---:|---:|")
+	for _, name := range order {
+		ss := runs[name]
+		if median(ss, func(s sample) float64 { return s.cpu.RedisCommands }) == 0 {
+			continue
+		}
+		per := func(f func(sample) float64) float64 {
+			return median(ss, func(s sample) float64 {
+				d := float64(s.report.CallsTotal) * float64(max(1, len(s.report.Descriptors)))
+				if d == 0 {
+					return 0
+				}
+				return f(s) / d
+			})
+		}
+		fmt.Fprintf(stdout, "| %s | %d | %.2f | %.2f | %.1f | %.2f / %.2f / %.2f | %.0f | %.1f |\n", name, max(1, len(ss[0].report.Descriptors)),
+			per(func(s sample) float64 { return s.cpu.RedisUsec }),
+			per(func(s sample) float64 { return s.cpu.RedisCommands }),
+			per(func(s sample) float64 { return 1e6 * s.cpu.Server }),
+			median(ss, func(s sample) float64 { return s.report.Latency.P50 }),
+			median(ss, func(s sample) float64 { return s.report.Latency.P99 }),
+			median(ss, func(s sample) float64 { return s.report.Latency.P999 }),
+			median(ss, func(s sample) float64 { return s.cpu.RedisKeys }),
+			median(ss, func(s sample) float64 { return s.cpu.RedisMemory })/1e6)
+	}
 }
 
 // readRuns reads NAME.ROUND.json and NAME.ROUND.cpu.json files, returning
@@ -151,7 +199,7 @@ func readRuns(dir string) (map[string][]sample, []string, error) {
 // sortTargets orders target names as measure.sh runs them, others after
 // them by name.
 func sortTargets(order []string) {
-	rank := map[string]int{"noop": 0, "memory": 1, "redis1": 2, "redis3": 3, "redis3fw": 4, "attack": 5}
+	rank := map[string]int{"noop": 0, "memory": 1, "redis1": 2, "inc1": 3, "redis3": 4, "redis3fw": 5, "redis3d": 6, "inc3": 7, "attack": 8, "incattack": 9}
 	slices.SortStableFunc(order, func(a, b string) int {
 		ra, oka := rank[a]
 		rb, okb := rank[b]

@@ -1,0 +1,229 @@
+package scripts
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// TestMeasureRedisCost measures what Redis spends per decision, with INFO
+// commandstats (CONFIG RESETSTAT before each run; usec of the commands a
+// client sends, a script's including the commands it runs), for the decide
+// script in each shape and for the incumbent's commands (INCRBY + EXPIRE
+// per descriptor, in one pipeline per request, as envoyproxy/ratelimit
+// sends them). Every scenario decides over 10,000 descriptors, admitting
+// (the write path), from one client sending pipelines of 16 requests, so
+// Redis never waits for the client; the scenarios alternate over rounds
+// and the median is reported. It runs only with SLUICE_MEASURE=1:
+//
+//	SLUICE_MEASURE=1 go test -run TestMeasureRedisCost -v ./pkg/scripts/
+//
+// SLUICE_MEASURE_ROUNDS (5) and SLUICE_MEASURE_REQUESTS (20000 per run)
+// change the effort.
+func TestMeasureRedisCost(t *testing.T) {
+	if os.Getenv("SLUICE_MEASURE") != "1" {
+		t.Skip("set SLUICE_MEASURE=1 to measure Redis time per decision")
+	}
+	rounds, requests := envInt(t, "SLUICE_MEASURE_ROUNDS", 5), envInt(t, "SLUICE_MEASURE_REQUESTS", 20000)
+	srv := redistest.Standalone(t)
+	c := srv.Client()
+	ctx := context.Background()
+	const keys, pipe = 10000, 16
+	open := uint64(1) << 40
+	fw := limit.Rule{Unit: limit.Second, Limit: open}
+	mixed := []limit.Rule{
+		fw,
+		{Algorithm: limit.SlidingWindow, Unit: limit.Minute, Limit: open},
+		{Algorithm: limit.TokenBucket, Unit: limit.Hour, Limit: open, Burst: open},
+	}
+	fw3 := []limit.Rule{fw, {Unit: limit.Minute, Limit: open}, {Unit: limit.Hour, Limit: open}}
+	one := func(alg limit.Algorithm) []limit.Rule {
+		r := limit.Rule{Algorithm: alg, Unit: limit.Second, Limit: open}
+		if alg == limit.SlidingLog {
+			r.Limit = 1000
+		}
+		return []limit.Rule{r}
+	}
+	type scenario struct {
+		name        string
+		descriptors int // decisions per request
+		send        func(p redis.Pipeliner, key int)
+	}
+	// decide builds one request: descriptors descriptors of rules, in one
+	// call (batch) or one call each.
+	decide := func(rules []limit.Rule, descriptors int, batch bool) func(p redis.Pipeliner, key int) {
+		prepared := make([]*RuleArgs, len(rules))
+		for i, r := range rules {
+			a, err := PrepareRule(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prepared[i] = a
+		}
+		clock := Time{}
+		return func(p redis.Pipeliner, key int) {
+			var ks []string
+			var args []any
+			if batch {
+				args = AppendBatchHead(args, clock)
+			}
+			for d := range descriptors {
+				id := fmt.Sprintf("m%d|k=%d", d, key)
+				var err error
+				k0 := len(ks)
+				if ks, err = AppendKeys(ks, "", id, prepared); err != nil {
+					t.Fatal(err)
+				}
+				if batch {
+					args = AppendBatchItem(args, len(ks)-k0, limit.Cost{N: 1}, prepared, clock)
+					continue
+				}
+				a := AppendHead(nil, limit.Cost{N: 1}, clock)
+				for _, r := range prepared {
+					a = r.Append(a, clock)
+				}
+				p.EvalSha(ctx, DecideScript().SHA1, ks[k0:], a...)
+			}
+			if batch {
+				p.EvalSha(ctx, DecideScript().SHA1, ks, args...)
+			}
+		}
+	}
+	incumbent := func(descriptors int) func(p redis.Pipeliner, key int) {
+		return func(p redis.Pipeliner, key int) {
+			win := time.Now().Unix()
+			for d := range descriptors {
+				k := fmt.Sprintf("bench_m%d_%d_%d", d, key, win)
+				p.IncrBy(ctx, k, 1)
+				p.Expire(ctx, k, time.Second+time.Duration(key%300)*time.Second)
+			}
+		}
+	}
+	scenarios := []scenario{
+		{"incumbent, 1 descriptor (INCRBY+EXPIRE)", 1, incumbent(1)},
+		{"sluice, 1 fixed window", 1, decide([]limit.Rule{fw}, 1, false)},
+		{"sluice, 1 sliding window", 1, decide(one(limit.SlidingWindow), 1, false)},
+		{"sluice, 1 token bucket", 1, decide(one(limit.TokenBucket), 1, false)},
+		{"sluice, 1 sliding log", 1, decide(one(limit.SlidingLog), 1, false)},
+		{"incumbent, 3 descriptors (6 commands)", 3, incumbent(3)},
+		{"sluice, 3 fixed windows, 1 descriptor", 3, decide(fw3, 1, false)},
+		{"sluice, 3 mixed rules, 1 descriptor", 3, decide(mixed, 1, false)},
+		{"sluice, 3 descriptors of 1 fixed window, 3 calls", 3, decide([]limit.Rule{fw}, 3, false)},
+		{"sluice, 3 descriptors of 1 fixed window, 1 batch", 3, decide([]limit.Rule{fw}, 3, true)},
+		{"sluice, 10 descriptors of 1 fixed window, 1 batch", 10, decide([]limit.Rule{fw}, 10, true)},
+	}
+	if err := c.ScriptLoad(ctx, DecideScript().Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	usec := make([][]float64, len(scenarios))
+	mem := make([]float64, len(scenarios))
+	for round := range rounds {
+		for i, s := range scenarios {
+			if err := c.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := usedMemory(t, c)
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for r := 0; r < requests; r += pipe {
+				p := c.Pipeline()
+				for k := r; k < r+pipe; k++ {
+					s.send(p, k%keys)
+				}
+				if _, err := p.Exec(ctx); err != nil {
+					t.Fatalf("%s: %v", s.name, err)
+				}
+			}
+			u := clientUsec(t, c)
+			usec[i] = append(usec[i], u/float64(requests*s.descriptors))
+			if round == 0 {
+				mem[i] = (usedMemory(t, c) - before) / float64(min(keys, requests)*s.descriptors)
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| scenario | Redis µs per decision (median of %d; all rounds) | decisions/s per shard at 100%% | Redis memory per descriptor right after, bytes |\n|---|---:|---:|---:|\n", rounds)
+	for i, s := range scenarios {
+		m := slices.Clone(usec[i])
+		slices.Sort(m)
+		med := m[len(m)/2]
+		var all []string
+		for _, u := range usec[i] {
+			all = append(all, strconv.FormatFloat(u, 'f', 2, 64))
+		}
+		fmt.Fprintf(&b, "| %s | %.2f (%s) | %.0f | %.0f |\n", s.name, med, strings.Join(all, ", "), 1e6/med, mem[i])
+	}
+	t.Log(b.String())
+}
+
+// clientUsec sums commandstats' usec over the commands clients send: the
+// scripts when any ran (a script's usec holds the commands it ran, which
+// commandstats also lists), else every data command.
+func clientUsec(t *testing.T, c *redis.Client) float64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all, scripts float64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		cmd := strings.TrimPrefix(name, "cmdstat_")
+		if cmd == "config" || cmd == "info" || cmd == "flushall" || cmd == "script" || cmd == "ping" || cmd == "hello" || cmd == "client" {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				u, _ := strconv.ParseFloat(v, 64)
+				all += u
+				if cmd == "evalsha" || cmd == "eval" {
+					scripts += u
+				}
+			}
+		}
+	}
+	if scripts > 0 {
+		return scripts
+	}
+	return all
+}
+
+func usedMemory(t *testing.T, c *redis.Client) float64 {
+	info, err := c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return n
+		}
+	}
+	t.Fatal("no used_memory in INFO memory")
+	return 0
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
