@@ -239,3 +239,19 @@ func (o Options) normalize() (Options, error) {
 	}
 	return o, nil
 }
+
+// Validate reports whether o can configure a Backend, as New would judge
+// it, without connecting: each field's own check (the Check functions),
+// the fields' combinations, the URL for the Type, and the TLS files. The
+// error names the field or value at fault.
+func (o Options) Validate() error {
+	n, err := o.normalize()
+	if err != nil {
+		return err
+	}
+	c, err := newClient(n)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,40 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 	if !o.Clock().Equal(fixed) {
 		t.Fatalf("Clock defaults to FakeRedisClock when it is set; got %v", o.Clock())
+	}
+}
+
+// TestValidate: Validate refuses what New refuses, with the same error,
+// without connecting, and accepts what New accepts.
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string // in the error; "" for none
+	}{
+		{"single", Options{URL: "127.0.0.1:1"}, ""},
+		{"cluster", Options{Type: "cluster", URL: "127.0.0.1:1,127.0.0.1:2"}, ""},
+		{"no URL", Options{}, "redis URL is empty"},
+		{"bad type", Options{Type: "ring", URL: "a:1"}, `redis type "ring"`},
+		{"sentinel without sentinels", Options{Type: "sentinel", URL: "master"}, "redis sentinel URL"},
+		{"cluster address without port", Options{Type: "cluster", URL: "host"}, `redis address "host"`},
+		{"missing CA file", Options{URL: "a:1", TLS: true, TLSCACert: "/nonexistent/ca.pem"}, "read redis TLS CA"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.opts.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate: %v, want an error holding %q", err, tt.want)
+			}
+			if _, nerr := New(context.Background(), tt.opts); nerr == nil || !strings.Contains(nerr.Error(), tt.want) {
+				t.Errorf("New: %v, want the same refusal", nerr)
+			}
+		})
 	}
 }
