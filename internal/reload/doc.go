@@ -14,5 +14,8 @@
 // It owns when to reload and what to log about it. It does not know how a
 // configuration is parsed (the caller passes the load function) nor who
 // uses it (the caller passes the apply function), and it knows nothing of
-// gRPC, HTTP or backends.
+// gRPC, HTTP or backends. Where a reload swaps the config: `sluice serve`
+// passes descriptor.Load as the load function and, as the apply function,
+// internal/service's Service.SetConfig (an atomic pointer swap), in
+// cmd/sluice/serve.go's loadFiles.
 package reload

@@ -3,8 +3,13 @@
 //
 // A backend owns state and time: it reads its clock (or Redis's), loads each
 // rule's state, applies pkg/limit's semantics and stores the result. It knows
-// nothing of gRPC, Envoy or configuration files. The behaviour every backend
-// must show is written once, in pkg/backend/backendtest.
+// nothing of gRPC, Envoy or configuration files, and it does not invent
+// semantics: what a rule admits is pkg/limit's to say. The behaviour every
+// backend must show is written once, in pkg/backend/backendtest.
+//
+// The backends: pkg/backend/memory (in-process) and pkg/backend/redis
+// (Redis standalone, Sentinel or Cluster, through the scripts of
+// pkg/scripts).
 package backend
 
 import (
@@ -15,7 +20,8 @@ import (
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
-// Check asks for one descriptor's rules to be decided together.
+// Check asks for one descriptor's rules to be decided together. The zero
+// Check has no rules: it is allowed with Binding -1 and touches no state.
 type Check struct {
 	// Identity names the descriptor's state: the output of
 	// identity.Encode. Two checks with the same Identity and the same rule
@@ -42,7 +48,8 @@ type Check struct {
 // configuration during a rollout) stays far below it.
 const MaxOtherStates = 16
 
-// Result is the answer to one Check.
+// Result is the answer to one Check. The zero Result carries the zero
+// Decision and no error; backends always fill one of the two.
 type Result struct {
 	// Decision is valid when Err is nil.
 	limit.Decision
@@ -64,7 +71,9 @@ var ErrUnavailable = errors.New("backend unavailable")
 // and metrics can tell fast failures from real attempts.
 var ErrCircuitOpen = fmt.Errorf("%w: circuit open", ErrUnavailable)
 
-// Backend decides checks against some store of state.
+// Backend decides checks against some store of state. Implementations are
+// safe for concurrent use: the service calls Decide from every request's
+// goroutine at once.
 type Backend interface {
 	// Decide decides every check, each one atomically and independently of
 	// the others, and returns one Result per check in the same order. It

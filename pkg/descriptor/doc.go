@@ -22,7 +22,12 @@
 // and joins their domains into a Config; NewConfig joins compiled domains.
 //
 // It knows nothing of backends, Redis or gRPC: it hands out Nodes carrying
-// limit.Rules, and the service decides what to do with them.
+// limit.Rules, and the service decides what to do with them. Nor does it
+// know when a config changes: internal/reload watches the files and calls
+// Load; the new Config is swapped in whole by internal/service's
+// Service.SetConfig (an atomic pointer), wired in cmd/sluice/serve.go
+// (loadFiles; cmd/sluice/xds.go for the xDS source). A bad config keeps the
+// last good one. A matched descriptor's state is named by pkg/identity.
 //
 // # Format
 //

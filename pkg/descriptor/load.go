@@ -9,7 +9,9 @@ import (
 	"strings"
 )
 
-// LoadOptions controls Load.
+// LoadOptions controls Load. The zero LoadOptions reads as the reference
+// does by default: a domain defined twice is an error, and what the
+// reference ignores is a warning.
 type LoadOptions struct {
 	// MergeDomains allows several files (or documents) to define the same
 	// domain: their top-level descriptors are joined into one tree, in load

@@ -10,6 +10,7 @@ import (
 )
 
 // FailureMode says what a domain answers when its backend cannot decide.
+// The zero FailureMode is FailureError.
 type FailureMode int
 
 // The failure modes. FailureError is the zero value and the default.
@@ -56,7 +57,10 @@ type Entry = identity.Entry
 
 // Node is one descriptor of the config tree: a key, an optional value (exact,
 // wildcard pattern, or empty for the key-only default), and what applies
-// when a request descriptor ends at this node.
+// when a request descriptor ends at this node. Nodes are built by Compile
+// and belong to their Domain: once compiled they are read-only and safe for
+// concurrent use (their Rules and Metadata are shared with every request
+// and must not be changed).
 type Node struct {
 	// Key and Value as written in the config. Value is "" for a key-only
 	// node and holds the pattern, '*' included, for a wildcard node.
@@ -134,7 +138,9 @@ func (n *Node) buildPath() string {
 	return strings.Join(parts, ".")
 }
 
-// Domain is the compiled config of one domain.
+// Domain is the compiled config of one domain, built by Compile (or Parse,
+// Load). It is immutable once built and safe for concurrent use. A nil or
+// zero Domain matches nothing.
 type Domain struct {
 	// Name is the domain.
 	Name string
@@ -157,8 +163,10 @@ type Domain struct {
 	warnings []string
 }
 
-// Config is a set of compiled domains. It is immutable once built and safe
-// for concurrent use.
+// Config is a set of compiled domains, built by Load or NewConfig. It is
+// immutable once built and safe for concurrent use: a reload builds a new
+// Config and swaps it in whole (internal/service's Service.SetConfig),
+// never edits one. The zero Config holds no domain.
 type Config struct {
 	domains map[string]*Domain
 	names   []string // sorted

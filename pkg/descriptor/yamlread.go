@@ -12,7 +12,8 @@ import (
 // DomainSpecs, checking only what is YAML's business (shapes, types, known
 // keys). What the values mean is checked by Compile.
 
-// ReadOptions control ReadYAML.
+// ReadOptions control ReadYAML. The zero ReadOptions warns about what the
+// reference ignores, as the reference would load it.
 type ReadOptions struct {
 	// Strict makes an error of everything the reference reads and
 	// ignores (see ReadYAML), instead of a warning.

@@ -7,12 +7,19 @@
 // backend can wrap it in a cluster hash tag. It is bounded: an encoding longer
 // than MaxLen is replaced by a SHA-256 digest, marked so it can never equal
 // an unhashed encoding.
+//
+// How a descriptor becomes a Redis key: the service encodes it here; the
+// Redis backend hands the identity to pkg/scripts, whose AppendKeys wraps
+// it as <prefix>{<identity>} (plus ":<rule id>" for a sliding log's own
+// key); pkg/scripts/CONTRACT.md, "Keys", is the specification.
+//
+// The package knows nothing of rules, backends or configuration: it only
+// turns a domain and its entries into a string.
 package identity
 
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"strings"
 )
 
 // MaxLen is the longest identity Encode returns unhashed. Longer encodings
@@ -21,7 +28,8 @@ import (
 const MaxLen = 200
 
 // Entry is one key/value pair of a descriptor. descriptor.Entry is the
-// same type.
+// same type. The zero Entry (empty key and value) is a valid entry; it
+// encodes as "|=".
 type Entry struct {
 	Key, Value string
 }
@@ -53,7 +61,8 @@ func appendEscaped(b []byte, s string) []byte {
 // Encode returns the identity of the descriptor (domain, entries):
 // escaped domain, then "|key=value" per entry, each part percent-escaped so
 // that no separator can appear inside a part. Identities longer than MaxLen
-// are hashed.
+// are hashed. Encode is a pure function, safe for concurrent use; its
+// result is at most MaxLen bytes.
 func Encode(domain string, entries []Entry) string {
 	n := len(domain)
 	for _, e := range entries {
@@ -79,6 +88,3 @@ func Encode(domain string, entries []Entry) string {
 	sum := sha256.Sum256(b)
 	return "#" + base64.RawURLEncoding.EncodeToString(sum[:])
 }
-
-// IsHashed reports whether id is a hashed identity.
-func IsHashed(id string) bool { return strings.HasPrefix(id, "#") }

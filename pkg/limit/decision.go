@@ -2,7 +2,9 @@ package limit
 
 import "time"
 
-// Cost is what one request asks of a descriptor's rules.
+// Cost is what one request asks of a descriptor's rules, in the units the
+// rules' Limit and Burst count (hits_addend: requests, bytes, tokens...).
+// The zero Cost is a peek: it reports without consuming.
 type Cost struct {
 	// N is the amount. 0 is a peek: report without consuming.
 	N uint64
@@ -22,19 +24,27 @@ type Cost struct {
 }
 
 // Outcome is one rule's answer to one request. See the package doc for the
-// exact meaning of Remaining and Reset.
+// exact meaning of Remaining and Reset. The zero Outcome is a denial with
+// nothing remaining and no reset; it is what BindingOutcome returns when
+// there are no rules.
 type Outcome struct {
 	// Allowed reports whether this rule alone could admit the cost.
 	Allowed bool
 	// Remaining is the whole cost still admissible now, after this request
-	// if the request was admitted.
+	// if the request was admitted, in units of cost.
 	Remaining uint64
 	// Reset: admitted → until the rule is whole again; denied → until the
-	// same cost would be admitted.
+	// same cost would be admitted. Whole microseconds, at most
+	// MaxWaitMicros.
 	Reset time.Duration
 }
 
 // Decision is the all-or-nothing answer for all rules of one descriptor.
+// Decide returns one; a backend that computes Outcomes itself sets Allowed
+// and Binding with Bind. The zero Decision is a denial naming no rule:
+// call Bind (or Decide) rather than rely on it. A Decision is a value; its
+// Outcomes slice is owned by the Decision and must not be shared with a
+// writer.
 type Decision struct {
 	// Allowed is true only if every rule admitted the cost. When false, no
 	// rule consumed anything, unless the cost was charged (Cost.Charge).

@@ -4,7 +4,14 @@ import "math"
 
 // Meters (TokenBucket, LeakyBucket, GCRA): State{Level, At}. One
 // implementation serves all three; they admit exactly the same sequences
-// (docs/decisions/0002-one-meter-for-three-buckets.md). Level is the cost
+// (docs/decisions/0002-one-meter-for-three-buckets.md).
+//
+// Token bucket: tokens = capacity − level; refill = drain. A token
+// bucket's refill is computed by drain below (the memory backend) and by
+// drain in pkg/scripts/meter.lua (the Redis backend), which mirrors this
+// file formula by formula.
+//
+// Level is the cost
 // held in a bucket of capacity C = Capacity() that drains continuously at
 // L = Limit per P = PeriodMicros(). With N = cost.N, in float64:
 //
@@ -38,7 +45,8 @@ import "math"
 // is not.
 
 // drain returns the level a bucket that held level at instant at holds at
-// now.
+// now: the leak of a leaky bucket, the refill of a token bucket (tokens =
+// capacity − level, so refill = drain).
 func (r Rule) drain(level float64, at, now Micros) float64 {
 	p := r.PeriodMicros()
 	elapsed := now - at

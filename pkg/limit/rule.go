@@ -7,13 +7,17 @@ import (
 	"time"
 )
 
-// Micros is an instant in microseconds since the Unix epoch.
+// Micros is an instant in microseconds since the Unix epoch (UTC). It is
+// int64 so the Lua scripts, whose only number is a float64, hold it exactly
+// (until the year 2255). The zero Micros is the epoch itself.
 type Micros = int64
 
 // MicrosOf converts t to Micros.
 func MicrosOf(t time.Time) Micros { return t.UnixMicro() }
 
 // Unit is the time unit of a rule, as in envoyproxy/ratelimit's config.
+// The zero Unit is UnitUnknown: a rule with it has no period, admits only
+// peeks and refunds, and keeps no state.
 type Unit int
 
 // The units. Their numeric values are sluice's own, not the Envoy enum's.
@@ -73,7 +77,7 @@ func (u Unit) Seconds() int64 {
 	return 0
 }
 
-// Algorithm selects how a rule counts.
+// Algorithm selects how a rule counts. The zero Algorithm is FixedWindow.
 type Algorithm int
 
 // The algorithms. FixedWindow is the zero value: a rule without an
@@ -138,8 +142,13 @@ func (a Algorithm) HasBurst() bool { return a == TokenBucket || a == LeakyBucket
 func (a Algorithm) IsMeter() bool { return a.HasBurst() }
 
 // Rule is one limit: at most Limit units of cost per Multiplier×Unit,
-// counted by Algorithm. The zero Multiplier means 1. A Rule is a value; it
-// is safe to copy and compare.
+// counted by Algorithm. The zero Multiplier means 1. Limit and Burst are in
+// units of cost (Cost.N), per period; instants are Micros.
+//
+// The zero Rule (FixedWindow, UnitUnknown) has no period: it admits only
+// peeks and refunds. A Rule is a value: it is safe to copy and compare, and
+// its methods are safe for concurrent use (none of them changes the Rule;
+// Check, Apply and Expiry change only the State they are given).
 type Rule struct {
 	// Name identifies the rule in responses, metrics and `replaces`. Optional.
 	Name string

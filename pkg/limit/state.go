@@ -12,6 +12,9 @@ import "time"
 //
 // The functions in this package only read fields of the rule's algorithm
 // and leave the others alone, but a State must not be shared between rules.
+// A State is not safe for concurrent use: the store serialises the checks
+// of one descriptor (the memory backend under a shard lock, the Redis
+// backend inside one script call).
 type State struct {
 	// Window is the start of the window Count belongs to (FixedWindow,
 	// SlidingWindow). A Count whose Window is not the current window is
@@ -271,7 +274,8 @@ func resetOf(wait int64) time.Duration {
 
 // StateKey identifies a rule's stored state like ID does, as a comparable
 // value that costs no allocation: r.Key() == o.Key() exactly when
-// r.ID() == o.ID(). In-process stores key their maps with it.
+// r.ID() == o.ID(). In-process stores key their maps with it. The zero
+// StateKey is the key of the zero Rule.
 type StateKey struct {
 	algorithm  Algorithm
 	unit       Unit

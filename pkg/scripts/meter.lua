@@ -1,11 +1,12 @@
 -- meter.lua ~ pkg/limit/meter.go: token bucket, leaky bucket and GCRA, one
--- meter (token bucket: tokens = capacity - level; refill = drain). Part of
--- the decide script (see decide.lua); defined only when a rule of the call
--- needs it.
+-- meter (token bucket: tokens = capacity - level; refill = drain, so the
+-- token bucket's refill for Redis is computed by drain below, and for the
+-- memory backend by drain in pkg/limit/meter.go). Part of the decide script
+-- (see decide.lua); defined only when a rule of the call needs it.
 
 local drain, whole_at, mt_check, mt_apply, mt_expiry, mt_fields_expiry
 if has_mt then
-  function drain(r, level, at, t)
+  function drain(r, level, at, t) -- Rule.drain: the leak, i.e. the refill
     local elapsed = t - at
     if elapsed < 0 then elapsed = 0 end
     if r.L == 0 then

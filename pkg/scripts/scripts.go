@@ -10,6 +10,13 @@
 // once), and ParseDecideInts are the Go half of that contract and use the
 // same names.
 //
+// Two questions this package answers in one hop. How a descriptor becomes
+// a Redis key: pkg/identity encodes it, AppendKeys (keys.go) wraps the
+// identity as <prefix>{<identity>}, and CONTRACT.md ("Keys") specifies it.
+// Where the token bucket's refill is computed for Redis: drain in
+// meter.lua, the twin of drain in pkg/limit/meter.go (token bucket: tokens
+// = capacity − level; refill = drain).
+//
 // The package knows pkg/limit (the semantics it mirrors) and nothing of
 // connections, key prefixes or clusters: pkg/backend/redis owns those.
 package scripts

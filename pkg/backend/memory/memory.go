@@ -18,7 +18,9 @@
 // empty (its next request sees full quota), so the bound should sit well
 // above the number of descriptors active at once; Evictions counts them.
 //
-// The package knows nothing of Redis, gRPC or configuration files.
+// The package knows nothing of Redis, gRPC or configuration files, and
+// nothing of how a rule counts: the arithmetic is pkg/limit's (the token
+// bucket's refill is limit's drain, in pkg/limit/meter.go).
 package memory
 
 import (
@@ -53,7 +55,9 @@ const (
 	minShards = 64
 )
 
-// Options configures a Backend. The zero Options is a sensible default.
+// Options configures a Backend. The zero Options is a sensible default:
+// the wall clock, max(64, 4×GOMAXPROCS) shards, a sweep every
+// DefaultSweepInterval, at most DefaultMaxDescriptors descriptors.
 type Options struct {
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
@@ -72,7 +76,9 @@ type Options struct {
 }
 
 // Backend is the in-process backend. It is safe for concurrent use. Create
-// it with New and stop its sweeper with Close.
+// it with New and stop its sweeper with Close; the zero Backend is not
+// usable. Its memory grows with the number of descriptors that hold state,
+// up to Options.MaxDescriptors, and shrinks as their state expires.
 type Backend struct {
 	now    func() time.Time
 	seed   maphash.Seed
@@ -380,7 +386,8 @@ func (b *Backend) Sweep() {
 	}
 }
 
-// Len returns the number of descriptor identities with stored state.
+// Len returns the number of descriptor identities with stored state. A
+// metrics exporter reads it.
 func (b *Backend) Len() int {
 	n := 0
 	for i := range b.shards {
