@@ -158,7 +158,7 @@ func (r *reader) policy(rl *rlsconfv3.RateLimitPolicy, path string) descriptor.R
 // extensionKeys and ruleKeys are the keys the extension map and its rules
 // accept.
 var (
-	extensionKeys = []string{"rate_limits", "value_to_metric", "share_threshold"}
+	extensionKeys = []string{"rate_limits", "value_to_metric", "share_threshold", "charge_over_limit"}
 	ruleKeys      = []string{"name", "unit", "requests_per_unit", "unlimited", "replaces",
 		"algorithm", "burst", "unit_multiplier", "time_zone"}
 )
@@ -175,6 +175,9 @@ func (r *reader) extension(s *descriptor.DescriptorSpec, v any, path string, has
 	if b, ok := r.boolean(m, "share_threshold", path); ok {
 		s.ShareThreshold = b
 		s.ShareThresholdAt = r.pos(path + ".share_threshold")
+	}
+	if b, ok := r.boolean(m, "charge_over_limit", path); ok {
+		s.ChargeOverLimit = &b
 	}
 	list, ok := m["rate_limits"]
 	if !ok {

@@ -37,9 +37,13 @@ func render(c *descriptor.Config) string {
 		d := c.Domain(name)
 		fmt.Fprintf(&b, "domain %s failure_mode=%s\n", d.Name, d.FailureMode)
 		d.Walk(func(n *descriptor.Node) {
-			fmt.Fprintf(&b, "  %s depth=%d wildcard=%v unlimited=%v replaces=%v shadow=%v quota=%v detailed=%v v2m=%v share=%v metadata=%v\n",
+			charge := "unset"
+			if n.ChargeOverLimit != nil {
+				charge = fmt.Sprint(*n.ChargeOverLimit)
+			}
+			fmt.Fprintf(&b, "  %s depth=%d wildcard=%v unlimited=%v replaces=%v shadow=%v quota=%v detailed=%v v2m=%v share=%v charge=%s metadata=%v\n",
 				n.Path(), n.Depth, n.Wildcard, n.Unlimited, n.Replaces, n.ShadowMode, n.QuotaMode, n.DetailedMetric,
-				n.ValueToMetric, n.ShareThreshold, n.Metadata)
+				n.ValueToMetric, n.ShareThreshold, charge, n.Metadata)
 			for _, r := range n.Rules {
 				fmt.Fprintf(&b, "    rule %s name=%q\n", r.String(), r.Name)
 			}
@@ -109,6 +113,10 @@ descriptors:
 				}})},
 				{Key: "model", Value: "gpt-*", Metadata: meta(t, map[string]any{ExtensionKey: map[string]any{"share_threshold": true}}),
 					RateLimit: &policy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: 3}},
+				{Key: "tokens", Metadata: meta(t, map[string]any{ExtensionKey: map[string]any{"charge_over_limit": true}}),
+					RateLimit: &policy{Unit: rlsconfv3.RateLimitUnit_HOUR, RequestsPerUnit: 10000}},
+				{Key: "quota", QuotaMode: true, Metadata: meta(t, map[string]any{ExtensionKey: map[string]any{"charge_over_limit": false}}),
+					RateLimit: &policy{Unit: rlsconfv3.RateLimitUnit_HOUR, RequestsPerUnit: 5}},
 			}}}
 		},
 		yaml: `
@@ -125,6 +133,13 @@ descriptors:
     value: gpt-*
     share_threshold: true
     rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: tokens
+    charge_over_limit: true
+    rate_limit: {unit: hour, requests_per_unit: 10000}
+  - key: quota
+    quota_mode: true
+    charge_over_limit: false
+    rate_limit: {unit: hour, requests_per_unit: 5}
 `,
 	}}
 	for _, tc := range cases {

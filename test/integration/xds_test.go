@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/sluicetest"
@@ -191,36 +191,11 @@ func TestXDSLifecycle(t *testing.T) {
 // over gRPC with TLS, counting in Redis over TLS with a client
 // certificate.
 func TestEnvoyGatewayEnvironment(t *testing.T) {
-	certs := xdstest.NewCerts(t, "envoy-gateway", "localhost", "127.0.0.1")
-	redis := redistest.StandaloneTLS(t, redistest.TLS{CertFile: certs.Cert, KeyFile: certs.Key, CAFile: certs.CACert, RequireClientCert: true})
-	srv := xdstest.Start(t, xdstest.Options{Addr: "127.0.0.1:18001", TLS: certs.ServerTLS()})
-
-	env := map[string]string{"SSL_CERT_FILE": certs.CACert}
-	for _, kv := range xdstest.EnvoyGatewayEnv {
-		k, v, _ := strings.Cut(kv, "=")
-		v = strings.Replace(v, "/certs/", certs.Dir+"/", 1)
-		v = strings.Replace(v, "/redis-certs/", certs.Dir+"/", 1)
-		switch k {
-		case "CONFIG_GRPC_XDS_SERVER_URL":
-			v = strings.Replace(v, "envoy-gateway:", "127.0.0.1:", 1)
-		case "REDIS_URL":
-			v = redis.Addr()
-		case "OTEL_EXPORTER_OTLP_ENDPOINT":
-			v = "http://127.0.0.1:1"
-		}
-		env[k] = v
-	}
-	p := sluicetest.Start(t, sluicetest.Options{Env: env})
+	p, srv, client := startAsEnvoyGateway(t, nil)
 	eventually(t, "/healthcheck 200 before any configuration (force start)", healthIs(p, http.StatusOK))
 
-	conn, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(credentials.NewTLS(certs.ClientTLS("envoy-gateway"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := rlsv3.NewRateLimitServiceClient(conn)
 	ctx := context.Background()
-	_, err = client.ShouldRateLimit(ctx, sluicetest.Request("default/eg/http", 1, sluicetest.D("httproute/default/backend/rule/0/match/0/*", "httproute/default/backend/rule/0/match/0/*")))
+	_, err := client.ShouldRateLimit(ctx, sluicetest.Request("default/eg/http", 1, sluicetest.D("httproute/default/backend/rule/0/match/0/*", "httproute/default/backend/rule/0/match/0/*")))
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("before the first config: %v, want Unavailable", err)
 	}
@@ -259,6 +234,45 @@ func TestEnvoyGatewayEnvironment(t *testing.T) {
 	}
 }
 
+// startAsEnvoyGateway starts the sluice binary as Envoy Gateway v1.9.0
+// starts its rate-limit container (see TestEnvoyGatewayEnvironment for
+// what is changed and why), plus extra, with its xDS server on
+// 127.0.0.1:18001 (mutual TLS) and a Redis requiring TLS client
+// certificates. It returns the process, the xDS server and a gRPC client
+// over TLS.
+func startAsEnvoyGateway(t *testing.T, extra map[string]string) (*sluicetest.Process, *xdstest.Server, rlsv3.RateLimitServiceClient) {
+	t.Helper()
+	certs := xdstest.NewCerts(t, "envoy-gateway", "localhost", "127.0.0.1")
+	redis := redistest.StandaloneTLS(t, redistest.TLS{CertFile: certs.Cert, KeyFile: certs.Key, CAFile: certs.CACert, RequireClientCert: true})
+	srv := xdstest.Start(t, xdstest.Options{Addr: "127.0.0.1:18001", TLS: certs.ServerTLS()})
+
+	env := map[string]string{"SSL_CERT_FILE": certs.CACert}
+	for _, kv := range xdstest.EnvoyGatewayEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		v = strings.Replace(v, "/certs/", certs.Dir+"/", 1)
+		v = strings.Replace(v, "/redis-certs/", certs.Dir+"/", 1)
+		switch k {
+		case "CONFIG_GRPC_XDS_SERVER_URL":
+			v = strings.Replace(v, "envoy-gateway:", "127.0.0.1:", 1)
+		case "REDIS_URL":
+			v = redis.Addr()
+		case "OTEL_EXPORTER_OTLP_ENDPOINT":
+			v = "http://127.0.0.1:1"
+		}
+		env[k] = v
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	p := sluicetest.Start(t, sluicetest.Options{Env: env})
+	conn, err := grpc.NewClient(p.GRPCAddr(), grpc.WithTransportCredentials(credentials.NewTLS(certs.ClientTLS("envoy-gateway"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return p, srv, rlsv3.NewRateLimitServiceClient(conn)
+}
+
 // envoyGatewayPerUser is the RateLimitConfig Envoy Gateway v1.9.0
 // generates for a BackendTrafficPolicy with one global rule: 3 requests
 // per hour for each distinct x-user-id header (the rule of
@@ -286,4 +300,54 @@ func egRequest(user string, hits uint32) *rlsv3.RateLimitRequest {
 	}}}
 }
 
-var _ = tls.VersionTLS12
+// TestEnvoyGatewayTokenBudget sends what Envoy sends for the rule of
+// examples/envoy-gateway/token-cost.yaml (a check with descriptor
+// hits_addend 0 on the request, the token count on the response), with
+// Envoy Gateway's environment and, as the example adds,
+// SLUICE_CHARGE_OVER_LIMIT=true: a charge that does not fit is counted and
+// the budget stays spent. Without the setting the charge is denied and
+// consumes nothing.
+func TestEnvoyGatewayTokenBudget(t *testing.T) {
+	type step struct {
+		cost uint64
+		want rlsv3.RateLimitResponse_Code
+	}
+	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+	cases := []struct {
+		name   string
+		charge string
+		steps  []step
+	}{
+		{"charge over limit", "true", []step{{0, ok}, {60, ok}, {0, ok}, {60, over}, {0, over}, {1, over}}},
+		{"default: a denied charge consumes nothing", "", []step{{0, ok}, {60, ok}, {0, ok}, {60, over}, {0, ok}, {40, ok}, {0, ok}, {1, over}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			extra := map[string]string{}
+			if tc.charge != "" {
+				extra["SLUICE_CHARGE_OVER_LIMIT"] = tc.charge
+			}
+			_, srv, client := startAsEnvoyGateway(t, extra)
+			conf := envoyGatewayPerUser()
+			conf.Descriptors[0].Descriptors[0].RateLimit.RequestsPerUnit = 100
+			srv.Set(t, "envoy-ratelimit", "1", conf)
+			srv.WaitACK(t, "1")
+			ctx := context.Background()
+			eventually(t, "the config in use", func() (bool, string) {
+				_, err := client.ShouldRateLimit(ctx, egRequest("probe", 0))
+				return err == nil, fmt.Sprint(err)
+			})
+			for i, st := range tc.steps {
+				req := egRequest("carol", 0)
+				req.Descriptors[0].HitsAddend = &wrapperspb.UInt64Value{Value: st.cost}
+				resp, err := client.ShouldRateLimit(ctx, req)
+				if err != nil {
+					t.Fatalf("step %d (cost %d): %v", i+1, st.cost, err)
+				}
+				if got := resp.GetOverallCode(); got != st.want {
+					t.Fatalf("step %d (cost %d): %v, want %v", i+1, st.cost, got, st.want)
+				}
+			}
+		})
+	}
+}
