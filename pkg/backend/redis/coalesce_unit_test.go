@@ -205,7 +205,7 @@ func TestCoalescerLimitSplitsBetweenDecides(t *testing.T) {
 	first := testJob(1)
 	d0 := decideAsyncJob(context.Background(), c, first)
 	f.next(t)
-	jobs := []*job{testJob(1), testJob(1), testJob(3), testJob(1)}
+	jobs := []*job{testJob(1), testJob(1), testJob(1), testJob(3), testJob(1)}
 	var dones []<-chan decision
 	for i, j := range jobs {
 		dones = append(dones, decideAsyncJob(context.Background(), c, j))
@@ -213,7 +213,7 @@ func TestCoalescerLimitSplitsBetweenDecides(t *testing.T) {
 	}
 	f.release <- struct{}{}
 	wait(t, d0)
-	for _, want := range [][]*job{{jobs[0], jobs[1]}, {jobs[2]}, {jobs[3]}} {
+	for _, want := range [][]*job{{jobs[0], jobs[1]}, {jobs[2]}, {jobs[3]}, {jobs[4]}} {
 		if got := f.next(t); !sameCalls(got, want...) {
 			t.Fatalf("pipeline of %d calls, want the calls of %d Decides", len(got), len(want))
 		}
