@@ -100,3 +100,37 @@ descriptors:
 		t.Errorf("peek after a 500 debit with 100 left: %v, want OVER_LIMIT with 0 remaining", statuses(resp))
 	}
 }
+
+// TestMultiserviceTokenQuota replays the incumbent's
+// multiservice-tokenquota.sh: the request path peeks at service_1 (1 per
+// minute) and service_2 (2 per minute) together, the request goes to the
+// first service whose status is OK, and the response path debits 1 from
+// it. service_1 serves 2 requests, service_2 3, then the request is
+// OVER_LIMIT; a minute later service_1 serves again.
+func TestMultiserviceTokenQuota(t *testing.T) {
+	h := newHarness(t, Options{}, tokenQuotaConfig)
+	peek := func() *rlsv3.RateLimitResponse {
+		return h.call(t, rq("rl", addend(d("service", "service_1"), 0), addend(d("service", "service_2"), 0)))
+	}
+	var served []string
+	for range 8 {
+		resp := peek()
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			break
+		}
+		svc := "service_2"
+		if resp.Statuses[0].Code == rlsv3.RateLimitResponse_OK {
+			svc = "service_1"
+		}
+		served = append(served, svc)
+		h.call(t, rq("rl", addend(d("service", svc), 1)))
+	}
+	want := []string{"service_1", "service_1", "service_2", "service_2", "service_2"}
+	if fmt.Sprint(served) != fmt.Sprint(want) {
+		t.Errorf("served %v, want %v, then OVER_LIMIT", served, want)
+	}
+	h.clock.Advance(time.Minute)
+	if resp := peek(); resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK {
+		t.Errorf("a minute later: %v, want service_1 OK again", statuses(resp))
+	}
+}
