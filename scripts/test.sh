@@ -13,7 +13,8 @@
 #
 # SLUICE_TEST_REDIS=off runs without Redis: redis-server is not installed
 # and the tests that need it are skipped. Without it, a missing redis-server
-# fails those tests. FUZZTIME (default 15s) is each fuzz target's time.
+# fails those tests (decision 0045). FUZZTIME (default 15s) is each fuzz
+# target's time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS

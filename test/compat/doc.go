@@ -19,5 +19,5 @@
 // sluice's answer; the case then passes on either answer, and fails on any
 // other. TestDeviationsListed fails when a case names an ID the table does
 // not list. Differences that are known but not yet fixed are marked in one
-// place, pending in deviations_test.go.
+// place, pending in deviations_test.go. Decision 0046 explains the design.
 package compat
