@@ -83,6 +83,7 @@ type nodeSig struct {
 	Unlimited        bool
 	Replaces         []string
 	Flags            [5]bool
+	ChargeOverLimit  *bool
 	Metadata         map[string]any
 }
 
@@ -93,7 +94,7 @@ func nodeSigs(d *descriptor.Domain) []nodeSig {
 			Path: n.Path(), Key: n.Key, Value: n.Value,
 			Unlimited: n.Unlimited, Replaces: n.Replaces,
 			Flags:    [5]bool{n.ShadowMode, n.QuotaMode, n.DetailedMetric, n.ValueToMetric, n.ShareThreshold},
-			Metadata: n.Metadata,
+			Metadata: n.Metadata, ChargeOverLimit: n.ChargeOverLimit,
 		}
 		for _, r := range n.Rules {
 			// String names every field of a Rule, the time zone by name.
