@@ -14,13 +14,14 @@ import (
 // newDenyCache wraps a Redis backend in the local denial cache, wired to
 // the other instances sharing the Redis: this instance announces its
 // refunds and resets on a pub/sub channel and forgets the denials the
-// others announce (pkg/backend/redis.Announcer). It returns the cache and
-// a function that stops the announcer and waits for it.
-func newDenyCache(ctx context.Context, s *settings, main backend.Backend, log *logrus.Logger) (*denycache.Backend, func()) {
+// others announce (pkg/backend/redis.Announcer). It returns the cache, the
+// announcer (nil without Redis) and a function that stops the announcer and
+// waits for it.
+func newDenyCache(ctx context.Context, s *settings, main backend.Backend, log *logrus.Logger) (*denycache.Backend, *redis.Announcer, func()) {
 	opts := denycache.Options{Size: s.LocalCacheSize, MaxAge: s.LocalCacheMaxAge}
 	r, ok := main.(*redis.Backend)
 	if !ok {
-		return denycache.New(main, opts), func() {}
+		return denycache.New(main, opts), nil, func() {}
 	}
 	ann := r.NewAnnouncer()
 	opts.Announce = ann.Announce
@@ -32,17 +33,17 @@ func newDenyCache(ctx context.Context, s *settings, main backend.Backend, log *l
 		ann.Run(ctx, cache.Forget, cache.ForgetAll)
 	}()
 	log.WithField("max_age", s.LocalCacheMaxAge).Info("local denial cache on: refunds and resets are announced to the other instances over Redis pub/sub")
-	return cache, func() { cancel(); <-done }
+	return cache, ann, func() { cancel(); <-done }
 }
 
 // newAnnouncing wraps a Redis backend of an instance without the local
 // cache so that it still announces its refunds and resets: the other
 // instances' caches must hear of them whatever this one caches. It returns
-// main itself for any other backend.
-func newAnnouncing(ctx context.Context, main backend.Backend) (backend.Backend, func()) {
+// main itself (and a nil announcer) for any other backend.
+func newAnnouncing(ctx context.Context, main backend.Backend) (backend.Backend, *redis.Announcer, func()) {
 	r, ok := main.(*redis.Backend)
 	if !ok {
-		return main, func() {}
+		return main, nil, func() {}
 	}
 	ann := r.NewAnnouncer()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -51,7 +52,7 @@ func newAnnouncing(ctx context.Context, main backend.Backend) (backend.Backend, 
 		defer close(done)
 		ann.Run(ctx, func(string) {}, func() {}) // nothing cached here to forget
 	}()
-	return &announcing{Backend: r, announce: ann.Announce}, func() { cancel(); <-done }
+	return &announcing{Backend: r, announce: ann.Announce}, ann, func() { cancel(); <-done }
 }
 
 // announcing is a Redis backend that announces the refunds it accepted and

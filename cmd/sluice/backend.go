@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/denycache"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
+	"github.com/sluice-rl/sluice/pkg/backend/redis"
 )
 
 // backends are the stores the service decides with.
@@ -22,6 +23,9 @@ type backends struct {
 	// cache is the local denial cache wrapped around a Redis main backend;
 	// nil when off or with the memory backend (which needs no cache).
 	cache *denycache.Backend
+	// announcer tells the other instances of this one's refunds and
+	// resets, and this one's cache of theirs; nil with the memory backend.
+	announcer *redis.Announcer
 	// stopCache stops what keeps the cache in step with other instances.
 	stopCache func()
 }
@@ -51,12 +55,12 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBa
 	if s.LocalCache {
 		// Known denials are answered in process until Redis said they end,
 		// so an abusive client costs no round trip (internal/denycache).
-		b.cache, b.stopCache = newDenyCache(ctx, s, main, log)
+		b.cache, b.announcer, b.stopCache = newDenyCache(ctx, s, main, log)
 		b.main = b.cache
 	} else {
 		// No cache here, but the other instances' caches must still hear
 		// of this instance's refunds and resets.
-		b.main, b.stopCache = newAnnouncing(ctx, main)
+		b.main, b.announcer, b.stopCache = newAnnouncing(ctx, main)
 	}
 	return b, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/tracing"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
+	"github.com/sluice-rl/sluice/pkg/backend/redis"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
@@ -87,6 +88,14 @@ func (o *observability) registerDenyCache(c *denycache.Backend) error {
 	return o.metrics.RegisterDenyCache(func() (hits, misses, evictions uint64) {
 		st := c.Stats()
 		return st.Hits, st.Misses, st.Evictions
+	})
+}
+
+// registerAnnouncements exports the announcer's totals.
+func (o *observability) registerAnnouncements(a *redis.Announcer) error {
+	return o.metrics.RegisterAnnouncements(func() (published, failed, dropped, received uint64) {
+		st := a.Stats()
+		return st.Published, st.Failed, st.Dropped, st.Received
 	})
 }
 

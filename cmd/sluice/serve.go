@@ -70,6 +70,12 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 			return exitError
 		}
 	}
+	if backends.announcer != nil {
+		if err := obs.registerAnnouncements(backends.announcer); err != nil {
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+			return exitError
+		}
+	}
 
 	aw := newAdminWiring()
 	svc := service.New(service.Options{

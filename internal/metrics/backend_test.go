@@ -209,3 +209,23 @@ func TestInstrumentBackendTogether(t *testing.T) {
 		t.Error("a backend without DecideTogether gained one")
 	}
 }
+
+func TestAnnouncements(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RegisterAnnouncements(func() (uint64, uint64, uint64, uint64) { return 5, 1, 2, 7 }); err != nil {
+		t.Fatal(err)
+	}
+	scrape(t, reg).check(t, []want{
+		{"sluice_denycache_announcements_total", "result=published", 5},
+		{"sluice_denycache_announcements_total", "result=failed", 1},
+		{"sluice_denycache_announcements_total", "result=dropped", 2},
+		{"sluice_denycache_announcements_total", "result=received", 7},
+	})
+	if err := m.RegisterAnnouncements(func() (uint64, uint64, uint64, uint64) { return 0, 0, 0, 0 }); err == nil {
+		t.Fatal("announcements were registered twice")
+	}
+}

@@ -1,6 +1,9 @@
 package integration
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +47,32 @@ func TestRefundOnOneInstanceEndsTheOthersCachedDenial(t *testing.T) {
 				return call(t, a, sluicetest.Request("sync", 0, d)).OverallCode == ok
 			})
 			t.Logf("A admitted %v after B's refund", time.Since(start).Round(time.Millisecond))
+			for _, m := range []struct {
+				p    *sluicetest.Process
+				line string
+			}{
+				{a, `sluice_denycache_announcements_total{result="received"} 1`},
+				{b, `sluice_denycache_announcements_total{result="published"} 1`},
+			} {
+				// B counts its publication once PUBLISH has returned, which
+				// may be just after A heard it.
+				waitUntil(t, 5*time.Second, m.line, func() bool { return strings.Contains(scrapeText(t, m.p), m.line) })
+			}
 		})
 	}
+}
+
+// scrapeText returns p's /metrics page.
+func scrapeText(t *testing.T, p *sluicetest.Process) string {
+	t.Helper()
+	resp, err := http.Get("http://" + p.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
