@@ -1,22 +1,17 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/testpki"
 )
 
 // writePKI writes a CA, a server certificate for 127.0.0.1 and a client
@@ -24,50 +19,13 @@ import (
 // It returns the file paths and the client key pair.
 func writePKI(t *testing.T, dir string) (caFile, certFile, keyFile string, client tls.Certificate) {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, usage x509.ExtKeyUsage, dns ...string) ([]byte, []byte) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "leaf"},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: dns}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyDER, _ := x509.MarshalECPrivateKey(key)
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	}
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	caFile = write("ca.crt", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
-	sc, sk := leaf(2, x509.ExtKeyUsageServerAuth)
-	certFile, keyFile = write("tls.crt", sc), write("tls.key", sk)
-	cc, ck := leaf(3, x509.ExtKeyUsageClientAuth, "envoy.example")
-	client, err = tls.X509KeyPair(cc, ck)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return caFile, certFile, keyFile, client
+	ca := testpki.NewCA(t, "ca")
+	server := ca.Issue(t, "server", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, "127.0.0.1")
+	caFile, certFile, keyFile = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	testpki.WriteFile(t, caFile, ca.PEM())
+	testpki.WriteFile(t, certFile, server.CertPEM)
+	testpki.WriteFile(t, keyFile, server.KeyPEM)
+	return caFile, certFile, keyFile, ca.Issue(t, "client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, "127.0.0.1", "envoy.example").TLS(t)
 }
 
 // The binary with gRPC client certificates required: /json is off over

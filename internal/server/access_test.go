@@ -17,32 +17,34 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluice-rl/sluice/internal/testpki"
 )
 
 // pki is a server certificate and a client CA on disk, with client
 // certificates to present.
 type pki struct {
 	files             *TLSFiles
-	serverCA          *ca
+	serverCA          *testpki.CA
 	envoy, app, rogue []tls.Certificate // SANs envoy.example, app.example; rogue: another CA
 }
 
 func newPKI(t *testing.T, clientSAN string) *pki {
 	t.Helper()
 	dir := t.TempDir()
-	serverCA, clientCA, otherCA := newCA(t, "server-ca"), newCA(t, "client-ca"), newCA(t, "other-ca")
+	serverCA, clientCA, otherCA := testpki.NewCA(t, "server-ca"), testpki.NewCA(t, "client-ca"), testpki.NewCA(t, "other-ca")
 	p := &pki{serverCA: serverCA, files: &TLSFiles{
 		CertFile:     filepath.Join(dir, "tls.crt"),
 		KeyFile:      filepath.Join(dir, "tls.key"),
 		ClientCAFile: filepath.Join(dir, "client-ca.crt"),
 		ClientSAN:    clientSAN,
 	}}
-	cert, key := serverCA.issue(t, false)
+	cert, key := issue(t, serverCA, false)
 	writeAtomically(t, p.files.CertFile, cert)
 	writeAtomically(t, p.files.KeyFile, key)
-	writeAtomically(t, p.files.ClientCAFile, clientCA.pem)
-	leaf := func(c *ca, names ...string) []tls.Certificate {
-		certPEM, keyPEM := c.issue(t, true, names...)
+	writeAtomically(t, p.files.ClientCAFile, clientCA.PEM())
+	leaf := func(c *testpki.CA, names ...string) []tls.Certificate {
+		certPEM, keyPEM := issue(t, c, true, names...)
 		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			t.Fatal(err)
@@ -58,7 +60,7 @@ func newPKI(t *testing.T, clientSAN string) *pki {
 // client is an HTTP client trusting the server CA and presenting certs.
 func (p *pki) client(certs []tls.Certificate) *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool(p.serverCA.pem), Certificates: certs},
+		TLSClientConfig: &tls.Config{RootCAs: pool(p.serverCA.PEM()), Certificates: certs},
 	}}
 }
 
@@ -181,7 +183,7 @@ func TestPrivilegedRequests(t *testing.T) {
 			tt.access.HTTPTLS = true
 			st := newStack(t, testConfig, Options{TLS: p.files, Access: tt.access}, nil)
 			cc, err := grpc.NewClient(st.srv.GRPCAddr(), grpc.WithTransportCredentials(credentials.NewTLS(
-				&tls.Config{RootCAs: pool(p.serverCA.pem), Certificates: tt.certs})))
+				&tls.Config{RootCAs: pool(p.serverCA.PEM()), Certificates: tt.certs})))
 			if err != nil {
 				t.Fatal(err)
 			}

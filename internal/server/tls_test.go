@@ -2,15 +2,8 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,77 +12,20 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/sluice-rl/sluice/internal/testpki"
 )
 
-// ca is a throwaway certificate authority.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-var serial int64
-
-func newCA(t *testing.T, name string) *ca {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &ca{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
 // issue signs a leaf certificate for 127.0.0.1 with the given DNS names
-// and returns its chain and key as PEM.
-func (c *ca) issue(t *testing.T, client bool, dnsNames ...string) (certPEM, keyPEM []byte) {
+// and returns its certificate and key as PEM.
+func issue(t *testing.T, c *testpki.CA, client bool, dnsNames ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial++
 	usage := x509.ExtKeyUsageServerAuth
 	if client {
 		usage = x509.ExtKeyUsageClientAuth
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: "leaf"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     dnsNames,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	p := c.Issue(t, "leaf", []x509.ExtKeyUsage{usage}, append([]string{"127.0.0.1"}, dnsNames...)...)
+	return p.CertPEM, p.KeyPEM
 }
 
 // writeAtomically replaces path's content the way a Secret update does:
@@ -130,15 +66,15 @@ func pool(pems ...[]byte) *x509.CertPool {
 func TestTLSCertificateReload(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	ca1, ca2 := newCA(t, "ca1"), newCA(t, "ca2")
-	cert, key := ca1.issue(t, false)
+	ca1, ca2 := testpki.NewCA(t, "ca1"), testpki.NewCA(t, "ca2")
+	cert, key := issue(t, ca1, false)
 	writeAtomically(t, certFile, cert)
 	writeAtomically(t, keyFile, key)
 	st := newStack(t, testConfig, Options{TLS: &TLSFiles{CertFile: certFile, KeyFile: keyFile}}, nil)
 	addr := st.srv.GRPCAddr()
 
-	trusts1 := &tls.Config{RootCAs: pool(ca1.pem)}
-	trusts2 := &tls.Config{RootCAs: pool(ca2.pem)}
+	trusts1 := &tls.Config{RootCAs: pool(ca1.PEM())}
+	trusts2 := &tls.Config{RootCAs: pool(ca2.PEM())}
 	if err := callTLS(t, addr, trusts1); err != nil {
 		t.Fatalf("call trusting ca1: %v", err)
 	}
@@ -147,7 +83,7 @@ func TestTLSCertificateReload(t *testing.T) {
 	}
 
 	// Renew with a certificate from ca2: new connections get it.
-	cert, key = ca2.issue(t, false)
+	cert, key = issue(t, ca2, false)
 	writeAtomically(t, keyFile, key)
 	writeAtomically(t, certFile, cert)
 	if err := callTLS(t, addr, trusts2); err != nil {
@@ -166,21 +102,21 @@ func TestTLSCertificateReload(t *testing.T) {
 
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	serverCA, clientCA, otherCA := newCA(t, "server-ca"), newCA(t, "client-ca"), newCA(t, "other-ca")
+	serverCA, clientCA, otherCA := testpki.NewCA(t, "server-ca"), testpki.NewCA(t, "client-ca"), testpki.NewCA(t, "other-ca")
 	files := &TLSFiles{
 		CertFile:     filepath.Join(dir, "tls.crt"),
 		KeyFile:      filepath.Join(dir, "tls.key"),
 		ClientCAFile: filepath.Join(dir, "client-ca.crt"),
 		ClientSAN:    "envoy.example",
 	}
-	cert, key := serverCA.issue(t, false)
+	cert, key := issue(t, serverCA, false)
 	writeAtomically(t, files.CertFile, cert)
 	writeAtomically(t, files.KeyFile, key)
-	writeAtomically(t, files.ClientCAFile, clientCA.pem)
+	writeAtomically(t, files.ClientCAFile, clientCA.PEM())
 	st := newStack(t, testConfig, Options{TLS: files}, nil)
 
-	clientCert := func(c *ca, names ...string) []tls.Certificate {
-		certPEM, keyPEM := c.issue(t, true, names...)
+	clientCert := func(c *testpki.CA, names ...string) []tls.Certificate {
+		certPEM, keyPEM := issue(t, c, true, names...)
 		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			t.Fatal(err)
@@ -199,7 +135,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := callTLS(t, st.srv.GRPCAddr(), &tls.Config{RootCAs: pool(serverCA.pem), Certificates: tt.certs})
+			err := callTLS(t, st.srv.GRPCAddr(), &tls.Config{RootCAs: pool(serverCA.PEM()), Certificates: tt.certs})
 			if (err == nil) != tt.ok {
 				t.Errorf("call: %v, want ok=%v", err, tt.ok)
 			}
