@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/sluice-rl/sluice/pkg/backend"
 )
@@ -67,8 +68,14 @@ type instrumentedTogether struct {
 }
 
 // DecideTogether calls the wrapped backend's and records the call.
-func (b *instrumentedTogether) DecideTogether(ctx context.Context, checks []backend.Check) []backend.Result {
-	return b.record(checks, func() []backend.Result { return b.together.DecideTogether(ctx, checks) })
+// A declined call (ok false) decided nothing and is not recorded.
+func (b *instrumentedTogether) DecideTogether(ctx context.Context, checks []backend.Check) ([]backend.Result, bool) {
+	start := b.m.now()
+	res, ok := b.together.DecideTogether(ctx, checks)
+	if ok {
+		b.recordDone(checks, res, start)
+	}
+	return res, ok
 }
 
 // instrumented is the backend decorator.
@@ -86,6 +93,12 @@ func (b *instrumented) Decide(ctx context.Context, checks []backend.Check) []bac
 func (b *instrumented) record(checks []backend.Check, decide func() []backend.Result) []backend.Result {
 	start := b.m.now()
 	res := decide()
+	b.recordDone(checks, res, start)
+	return res
+}
+
+// recordDone records a call that started at start and returned res.
+func (b *instrumented) recordDone(checks []backend.Check, res []backend.Result, start time.Time) {
 	b.m.backendTime.Observe(b.m.now().Sub(start).Seconds())
 	b.m.backendChecks.Add(float64(len(checks)))
 	for i := range res {
@@ -93,7 +106,6 @@ func (b *instrumented) record(checks []backend.Check, decide func() []backend.Re
 			b.m.errKind[kindOf(err)].Inc()
 		}
 	}
-	return res
 }
 
 // Ping calls the wrapped backend.

@@ -175,11 +175,15 @@ func TestObserveBatch(t *testing.T) {
 type scriptedTogether struct {
 	scripted
 	together int
+	decline  bool
 }
 
-func (s *scriptedTogether) DecideTogether(ctx context.Context, checks []backend.Check) []backend.Result {
+func (s *scriptedTogether) DecideTogether(ctx context.Context, checks []backend.Check) ([]backend.Result, bool) {
 	s.together++
-	return s.Decide(ctx, checks)
+	if s.decline {
+		return nil, false
+	}
+	return s.Decide(ctx, checks), true
 }
 
 // A backend that decides a request's checks together keeps that ability
@@ -197,8 +201,12 @@ func TestInstrumentBackendTogether(t *testing.T) {
 	if !ok {
 		t.Fatal("the instrumented backend lost DecideTogether")
 	}
-	if res := td.DecideTogether(context.Background(), make([]backend.Check, 2)); len(res) != 2 || inner.together != 1 {
-		t.Fatalf("DecideTogether not passed through: %d results, %d calls", len(res), inner.together)
+	if res, ok := td.DecideTogether(context.Background(), make([]backend.Check, 2)); !ok || len(res) != 2 || inner.together != 1 {
+		t.Fatalf("DecideTogether not passed through: ok=%v, %d results, %d calls", ok, len(res), inner.together)
+	}
+	inner.decline = true // a declined call decided nothing: not recorded
+	if res, ok := td.DecideTogether(context.Background(), make([]backend.Check, 3)); ok || res != nil || inner.together != 2 {
+		t.Fatalf("declined DecideTogether: ok=%v, %d results, %d calls", ok, len(res), inner.together)
 	}
 	scrape(t, reg).check(t, []want{
 		{"sluice_backend_checks_total", "", 2},

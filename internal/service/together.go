@@ -13,7 +13,9 @@ import (
 // request is denied, none of the request's descriptors keeps a charge.
 //
 // A backend that implements backend.TogetherDecider decides the request's
-// checks as one, atomically. Any other backend decides them as usual
+// checks as one, atomically, when it can (the embedded backend always; a
+// Redis backend when every check lives on one node). Otherwise the backend
+// decides them as usual
 // (each descriptor atomically, on its own); the service then refunds what
 // the admitted descriptors consumed. Between the decision and the refunds
 // (one more backend round trip) other requests see those charges and may
@@ -29,8 +31,10 @@ var errShortResults = errors.New("backend returned fewer results than checks")
 func (s *Service) decideChecks(ctx context.Context, w *work) []backend.Result {
 	if s.opts.AllOrNothing {
 		if td, ok := s.opts.Backend.(backend.TogetherDecider); ok {
-			w.together = true
-			return td.DecideTogether(ctx, w.checks)
+			if results, ok := td.DecideTogether(ctx, w.checks); ok {
+				w.together = true
+				return results
+			}
 		}
 	}
 	return s.opts.Backend.Decide(ctx, w.checks)

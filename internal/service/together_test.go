@@ -68,59 +68,52 @@ func TestAllOrNothingLeavesOthersAlone(t *testing.T) {
 	expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 10/HOUR rem=9 reset=59m59.75s")
 }
 
-// togetherMemory is the real memory backend given a DecideTogether: it
-// peeks every check and charges them only if all would be admitted. It is
-// atomic only without concurrent callers, which is all this test needs: it
-// checks that the service uses a backend's DecideTogether and then refunds
-// nothing it did not charge.
+// togetherMemory is the real memory backend's DecideTogether, counted, or
+// declining every call when decline is set.
 type togetherMemory struct {
 	*countingBackend
+	decline  bool
 	together int
 }
 
-func (b *togetherMemory) DecideTogether(ctx context.Context, checks []backend.Check) []backend.Result {
+func (b *togetherMemory) DecideTogether(ctx context.Context, checks []backend.Check) ([]backend.Result, bool) {
 	b.together++
-	peeks := make([]backend.Check, len(checks))
-	for i, c := range checks {
-		peeks[i] = c
-		if !c.Cost.Refund {
-			peeks[i].Cost.N = 0
-		}
+	if b.decline {
+		return nil, false
 	}
-	results := b.countingBackend.Decide(ctx, peeks)
-	for i, r := range results {
-		if r.Err == nil && !checks[i].Cost.Refund && r.Decision.BindingOutcome().Remaining < checks[i].Cost.N {
-			for j := range results {
-				if results[j].Err == nil && !checks[j].Cost.Refund && results[j].Decision.BindingOutcome().Remaining < checks[j].Cost.N {
-					results[j].Decision.Allowed = false
-				}
-			}
-			return results
-		}
-	}
-	return b.countingBackend.Decide(ctx, checks)
+	return b.countingBackend.Backend.(backend.TogetherDecider).DecideTogether(ctx, checks)
 }
 
 // With a backend that decides a request's checks together, the service
 // hands it the whole request and sends no compensating refunds.
 func TestAllOrNothingTogetherBackend(t *testing.T) {
-	h := newHarness(t, Options{AllOrNothing: true}, togetherConfig)
-	tb := &togetherMemory{countingBackend: h.mem}
-	h.svc = New(Options{AllOrNothing: true, Backend: tb, Logger: stacktest.QuietLogger()})
-	h.svc.SetConfig(parseConfig(t, togetherConfig))
+	tests := []struct {
+		name    string
+		decline bool
+		calls   int64 // Decide calls for the denied request
+	}{
+		{name: "decided together: no refunds", calls: 0},
+		{name: "declined: decided, then refunded", decline: true, calls: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, Options{AllOrNothing: true}, togetherConfig)
+			tb := &togetherMemory{countingBackend: h.mem, decline: tt.decline}
+			h.svc = New(Options{AllOrNothing: true, Backend: tb, Logger: stacktest.QuietLogger()})
+			h.svc.SetConfig(parseConfig(t, togetherConfig))
 
-	expect(t, h.call(t, rq("d", d("a", "1"), d("b", "1"))), OK,
-		"OK 10/HOUR rem=9 reset=59m59.75s", "OK 1/HOUR rem=0 reset=59m59.75s")
-	calls := h.mem.calls.Load()
-	resp := h.call(t, rq("d", d("a", "1"), d("b", "1")))
-	if resp.OverallCode != OVER {
-		t.Fatalf("second call %v, want OVER_LIMIT", resp.OverallCode)
-	}
-	if got := h.mem.calls.Load() - calls; got != 1 {
-		t.Errorf("%d backend calls for a denied request, want 1 (the together decision, no refunds)", got)
-	}
-	expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 10/HOUR rem=8 reset=59m59.75s")
-	if tb.together != 3 {
-		t.Errorf("DecideTogether called %d times, want 3", tb.together)
+			expect(t, h.call(t, rq("d", d("a", "1"), d("b", "1"))), OK,
+				"OK 10/HOUR rem=9 reset=59m59.75s", "OK 1/HOUR rem=0 reset=59m59.75s")
+			calls := h.mem.calls.Load()
+			expect(t, h.call(t, rq("d", d("a", "1"), d("b", "1"))), OVER,
+				"OK 10/HOUR rem=9 reset=59m59.75s", "OVER_LIMIT 1/HOUR rem=0 reset=59m59.75s")
+			if got := h.mem.calls.Load() - calls; got != tt.calls {
+				t.Errorf("%d Decide calls for a denied request, want %d", got, tt.calls)
+			}
+			expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 10/HOUR rem=8 reset=59m59.75s")
+			if tb.together != 3 {
+				t.Errorf("DecideTogether called %d times, want 3", tb.together)
+			}
+		})
 	}
 }

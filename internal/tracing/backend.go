@@ -19,6 +19,10 @@ const (
 	AttrChecks = attribute.Key("sluice.backend.checks")
 	// AttrErrors is the number of checks the backend could not decide.
 	AttrErrors = attribute.Key("sluice.backend.errors")
+	// AttrTogetherDeclined is set on the span of a call that asked the
+	// backend to decide a request's checks as one and was declined (they
+	// are then decided one by one, in another span).
+	AttrTogetherDeclined = attribute.Key("sluice.backend.together_declined")
 )
 
 // InstrumentBackend returns b decorated to record a span around each
@@ -41,9 +45,35 @@ type traced struct {
 
 // Decide calls the wrapped backend inside a span.
 func (b *traced) Decide(ctx context.Context, checks []backend.Check) []backend.Result {
+	return b.span(ctx, checks, b.next.Decide)
+}
+
+// DecideTogether calls the wrapped backend's inside a span when it has one
+// (backend.TogetherDecider), and declines otherwise. A call the wrapped
+// backend declines decided nothing; its span says so in
+// AttrTogetherDeclined.
+func (b *traced) DecideTogether(ctx context.Context, checks []backend.Check) ([]backend.Result, bool) {
+	td, ok := b.next.(backend.TogetherDecider)
+	if !ok {
+		return nil, false
+	}
+	declined := false
+	res := b.span(ctx, checks, func(ctx context.Context, checks []backend.Check) []backend.Result {
+		res, ok := td.DecideTogether(ctx, checks)
+		declined = !ok
+		if declined {
+			trace.SpanFromContext(ctx).SetAttributes(AttrTogetherDeclined.Bool(true))
+		}
+		return res
+	})
+	return res, !declined
+}
+
+// span runs decide inside a span.
+func (b *traced) span(ctx context.Context, checks []backend.Check, decide func(context.Context, []backend.Check) []backend.Result) []backend.Result {
 	ctx, span := b.tracer.Start(ctx, BackendSpanName, trace.WithSpanKind(trace.SpanKindInternal))
 	defer span.End()
-	res := b.next.Decide(ctx, checks)
+	res := decide(ctx, checks)
 	if !span.IsRecording() {
 		return res
 	}

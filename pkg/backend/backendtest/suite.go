@@ -70,6 +70,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("ChangeAlgorithmStartsFresh", s.testChangeAlgorithm)
 	t.Run("IdentitiesDoNotCollide", s.testIdentities)
 	t.Run("Concurrency", s.testConcurrency)
+	t.Run("Together", s.testTogether)
 	t.Run("Model", s.testModel)
 	t.Run("Ping", s.testPing)
 	t.Run("Reset", s.testReset)

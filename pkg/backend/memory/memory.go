@@ -211,10 +211,20 @@ func (b *Backend) decide(c *backend.Check, now limit.Micros) limit.Decision {
 	if len(c.Rules) == 0 {
 		return limit.Decide(nil, nil, now, c.Cost)
 	}
-	sh := &b.shards[maphash.String(b.seed, c.Identity)&b.mask]
+	sh := &b.shards[b.shardIndex(c.Identity)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return b.decideLocked(sh, c, now)
+}
 
+// shardIndex is the index in b.shards of the shard holding identity.
+func (b *Backend) shardIndex(identity string) uint64 {
+	return maphash.String(b.seed, identity) & b.mask
+}
+
+// decideLocked decides c, which has rules, in its shard sh, whose lock the
+// caller holds.
+func (b *Backend) decideLocked(sh *shard, c *backend.Check, now limit.Micros) limit.Decision {
 	e := sh.entries[c.Identity]
 	if e == nil {
 		if sh.max > 0 && len(sh.entries) >= sh.max {
