@@ -92,7 +92,7 @@ func TestCountersGetAndReset(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("counters get: exit %d: %s", code, errOut)
 			}
-			for _, want := range []string{"matched: api.user (", "per_user", "fixed_window", "2 per 1 year", "would be OVER_LIMIT"} {
+			for _, want := range []string{"matched: api.user (", "per_user", "fixed_window", "2 per 1 year", "would be OVER_LIMIT", "per_user: 2 counted in the window "} {
 				if !strings.Contains(out, want) {
 					t.Errorf("counters get output lacks %q:\n%s", want, out)
 				}

@@ -297,6 +297,9 @@ func printCounters(w io.Writer, c *admin.Counters) {
 			roundReset(time.Duration(r.ResetSeconds*float64(time.Second))), mark)
 	}
 	tw.Flush()
+	for _, r := range c.Rules {
+		fmt.Fprintf(w, "  %s: %s\n", cmp.Or(r.Name, r.ID), r.State)
+	}
 	if c.Allowed {
 		fmt.Fprintln(w, "a request of cost 1 would be admitted now")
 	} else {

@@ -161,6 +161,7 @@ func TestCountersAPI(t *testing.T) {
 	}{
 		{"domain=api&entry=user=bob", 200, `"used": 5`},
 		{"domain=api&entry=user=bob", 200, `"remaining": 0`},
+		{"domain=api&entry=user=bob", 200, `"state": "5 counted in the window 2030-05-01T12:00:00Z to 2030-05-01T12:01:00Z"`},
 		{"domain=api&entry=user=nobody", 200, `"used": 0`},
 		{"domain=api&entry=other=x", 200, `"matched": null`},
 		{"domain=nope&entry=user=bob", 404, "domain not configured"},

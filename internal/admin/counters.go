@@ -77,6 +77,13 @@ type RuleState struct {
 	ResetAt      time.Time `json:"reset_at"`
 	// Binding is true for the rule that would bind a request now.
 	Binding bool `json:"binding"`
+	// State describes the algorithm's state in words, from the peek: the
+	// current window of a fixed or sliding window, the level of a bucket.
+	State string `json:"state"`
+	// WindowStart and WindowEnd bound the current window (fixed and
+	// sliding windows only).
+	WindowStart time.Time `json:"window_start,omitzero"`
+	WindowEnd   time.Time `json:"window_end,omitzero"`
 }
 
 // ResetRequest is the body of POST /api/v1/counters/reset.
@@ -242,11 +249,13 @@ func (s *Server) counters(ctx context.Context, domain string, entries []Entry) (
 			o = d.Outcomes[i]
 		}
 		capacity := rule.Capacity()
-		c.Rules = append(c.Rules, RuleState{
+		rs := RuleState{
 			Name: rule.Name, ID: rule.ID(), Algorithm: rule.Algorithm.String(), Limit: rule.Limit,
 			Period: period(rule), Capacity: capacity, Used: capacity - min(capacity, o.Remaining),
 			Remaining: o.Remaining, ResetSeconds: o.Reset.Seconds(), ResetAt: now.Add(o.Reset).UTC(),
-		})
+		}
+		describeState(&rs, rule, now)
+		c.Rules = append(c.Rules, rs)
 		if o.Remaining == 0 {
 			c.Allowed = false
 		}
@@ -257,6 +266,26 @@ func (s *Server) counters(ctx context.Context, domain string, entries []Entry) (
 		c.Rules[d.Binding].Binding = true
 	}
 	return c, http.StatusOK, nil
+}
+
+// describeState fills rs.State (and the window of windowed algorithms)
+// from the rule and the peeked numbers.
+func describeState(rs *RuleState, r limit.Rule, now time.Time) {
+	switch r.Algorithm {
+	case limit.FixedWindow, limit.SlidingWindow:
+		start, end := r.Window(limit.MicrosOf(now))
+		rs.WindowStart, rs.WindowEnd = time.UnixMicro(int64(start)).UTC(), time.UnixMicro(int64(end)).UTC()
+		what := "counted in the window"
+		if r.Algorithm == limit.SlidingWindow {
+			what = "counted (this window plus the previous one's weighted share)"
+		}
+		rs.State = fmt.Sprintf("%d %s %s to %s", rs.Used, what,
+			rs.WindowStart.Format("2006-01-02T15:04:05Z"), rs.WindowEnd.Format("2006-01-02T15:04:05Z"))
+	case limit.SlidingLog:
+		rs.State = fmt.Sprintf("%d admitted in the last %s", rs.Used, rs.Period)
+	default: // the meters
+		rs.State = fmt.Sprintf("bucket holds %d of %d, drains %d per %s", rs.Used, rs.Capacity, r.Limit, rs.Period)
+	}
 }
 
 // period names a rule's period: "1 minute", "5 minutes".

@@ -161,15 +161,24 @@ func New(o Options) *Tracker {
 // under the binding rule's name, whose reset is the denial's wait.
 func (t *Tracker) Record(domain string, entries []descriptor.Entry, rules string, cost uint64, denied bool, binding string, reset time.Duration) {
 	now := t.opts.Now()
+	// The descriptor is formatted (a copy of the values) at most once, and
+	// only when a summary takes it in.
+	desc, formatted := "", false
+	format := func() string {
+		if !formatted {
+			desc, formatted = t.format(entries), true
+		}
+		return desc
+	}
 	seen := func(it *Item) { it.LastSeen = now }
-	t.add(Hits, domain, entries, rules, cost, now, seen)
+	t.add(Hits, domain, entries, rules, cost, now, format, seen)
 	if denied {
-		t.add(Denials, domain, entries, binding, 1, now, func(it *Item) { it.LastSeen, it.ResetAt = now, now.Add(reset) })
+		t.add(Denials, domain, entries, binding, 1, now, format, func(it *Item) { it.LastSeen, it.ResetAt = now, now.Add(reset) })
 	}
 }
 
 // add counts w for (domain, rule, entries) in every window of kind.
-func (t *Tracker) add(kind Kind, domain string, entries []descriptor.Entry, rule string, w uint64, now time.Time, update func(*Item)) {
+func (t *Tracker) add(kind Kind, domain string, entries []descriptor.Entry, rule string, w uint64, now time.Time, format func() string, update func(*Item)) {
 	var h maphash.Hash
 	h.SetSeed(t.seed)
 	h.WriteString(domain)
@@ -183,7 +192,7 @@ func (t *Tracker) add(kind Kind, domain string, entries []descriptor.Entry, rule
 	}
 	key := h.Sum64()
 	mk := func() Item {
-		return Item{Domain: domain, Rule: rule, Descriptor: t.format(entries)}
+		return Item{Domain: domain, Rule: rule, Descriptor: format()}
 	}
 	sh := &t.shards[key%shards]
 	sh.mu.Lock()
