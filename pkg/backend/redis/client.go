@@ -198,5 +198,9 @@ func newSingleClient(o Options, u *goredis.UniversalOptions) (goredis.UniversalC
 	}
 	so := u.Simple()
 	so.Network = ro.Network
+	// What a redis:// URL's query may set besides the settings above.
+	so.Protocol, so.ClientName, so.PoolFIFO = ro.Protocol, ro.ClientName, ro.PoolFIFO
+	so.MinIdleConns, so.MaxIdleConns, so.MaxActiveConns = ro.MinIdleConns, ro.MaxIdleConns, ro.MaxActiveConns
+	so.ConnMaxIdleTime, so.ConnMaxLifetime = ro.ConnMaxIdleTime, ro.ConnMaxLifetime
 	return goredis.NewClient(so), nil
 }

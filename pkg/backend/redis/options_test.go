@@ -204,3 +204,22 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestURLQueryKept: the connection settings a redis:// URL's query carries
+// reach the client, beside the backend's own (timeouts, no retries).
+func TestURLQueryKept(t *testing.T) {
+	o, err := Options{URL: "redis://127.0.0.1:1/2?client_name=edge&protocol=2&min_idle_conns=3&max_idle_conns=7&conn_max_lifetime=1m&pool_fifo=true", Timeout: time.Second}.normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newClient(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got := c.(*goredis.Client).Options()
+	if got.DB != 2 || got.ClientName != "edge" || got.Protocol != 2 || got.MinIdleConns != 3 || got.MaxIdleConns != 7 ||
+		got.ConnMaxLifetime != time.Minute || !got.PoolFIFO || got.ReadTimeout != time.Second || got.MaxRetries != 0 { // -1 (no retries) reads back as 0
+		t.Errorf("client options %+v", got)
+	}
+}
