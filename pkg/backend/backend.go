@@ -48,6 +48,19 @@ type Check struct {
 // configuration during a rollout) stays far below it.
 const MaxOtherStates = 16
 
+// CountsBeside reports whether one of rules keeps its state beside other
+// rules' (a rule with a period that is not a sliding log): only such a
+// check trims the states beyond MaxOtherStates; a check of sliding logs
+// alone never reads them.
+func CountsBeside(rules []limit.Rule) bool {
+	for _, r := range rules {
+		if r.PeriodMicros() > 0 && r.Algorithm != limit.SlidingLog {
+			return true
+		}
+	}
+	return false
+}
+
 // Result is the answer to one Check. The zero Result carries the zero
 // Decision and no error; backends always fill one of the two.
 type Result struct {

@@ -227,3 +227,19 @@ func (s *suite) testOtherStatesBounded(t *testing.T) {
 		t.Errorf("a far override was kept beyond the bound: %s", format(d))
 	}
 }
+
+// testLogCheckDoesNotTrim: a check of sliding logs alone does not read the
+// other rules' states, so it trims none of them on any backend; the rule
+// that expires last keeps its count until a check beside it trims.
+func (s *suite) testLogCheckDoesNotTrim(t *testing.T) {
+	e := s.env(t, base)
+	id := e.id("x")
+	for m := range uint32(backend.MaxOtherStates + 1) {
+		e.one(fmt.Sprint("override ", m), id, []limit.Rule{{Unit: limit.Minute, Multiplier: 2 + m, Limit: 5}}, 1)
+	}
+	e.one("log alone", id, []limit.Rule{{Algorithm: limit.SlidingLog, Unit: limit.Minute, Limit: 5}}, 1)
+	last := []limit.Rule{{Unit: limit.Minute, Multiplier: 2 + backend.MaxOtherStates, Limit: 5}}
+	if d := e.one("the last override again", id, last, 0); d.BindingOutcome().Remaining != 4 {
+		t.Errorf("a check of a sliding log alone trimmed the other states: %s", format(d))
+	}
+}

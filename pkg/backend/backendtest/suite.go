@@ -67,6 +67,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("UnchargedDenialConsumesNothing", s.testUnchargedDenialConsumesNothing)
 	t.Run("HugeCost", s.testHugeCost)
 	t.Run("OtherStatesBounded", s.testOtherStatesBounded)
+	t.Run("LogCheckDoesNotTrim", s.testLogCheckDoesNotTrim)
 	t.Run("ChangeAlgorithmStartsFresh", s.testChangeAlgorithm)
 	t.Run("IdentitiesDoNotCollide", s.testIdentities)
 	t.Run("Concurrency", s.testConcurrency)
@@ -232,7 +233,7 @@ func (m model) decide(c backend.Check, now limit.Micros) limit.Decision {
 			others = append(others, id)
 		}
 	}
-	if len(others) > backend.MaxOtherStates {
+	if len(others) > backend.MaxOtherStates && backend.CountsBeside(c.Rules) {
 		slices.SortFunc(others, func(a, b string) int {
 			if c := cmp.Compare(byRule[a].Expires, byRule[b].Expires); c != 0 {
 				return c

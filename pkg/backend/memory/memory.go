@@ -330,7 +330,7 @@ func (e *entry) settle(rules []limit.Rule, now limit.Micros) limit.Micros {
 		}
 		kept = append(kept, rs)
 	}
-	if others > backend.MaxOtherStates {
+	if others > backend.MaxOtherStates && backend.CountsBeside(rules) {
 		kept = trimOthers(kept, rules, others-backend.MaxOtherStates)
 	}
 	for _, rs := range kept {
