@@ -115,35 +115,31 @@ func decode(t *testing.T, out string) objects {
 		var err error
 		switch tm.Kind {
 		case "Deployment":
-			var v appsv1.Deployment
-			err = yaml.UnmarshalStrict([]byte(doc), &v)
-			o.deployments = append(o.deployments, v)
+			o.deployments, err = appendStrict(o.deployments, doc)
 		case "Service":
-			var v corev1.Service
-			err = yaml.UnmarshalStrict([]byte(doc), &v)
-			o.services = append(o.services, v)
+			o.services, err = appendStrict(o.services, doc)
 		case "ConfigMap":
-			var v corev1.ConfigMap
-			err = yaml.UnmarshalStrict([]byte(doc), &v)
-			o.configMaps = append(o.configMaps, v)
+			o.configMaps, err = appendStrict(o.configMaps, doc)
 		case "PodDisruptionBudget":
-			var v policyv1.PodDisruptionBudget
-			err = yaml.UnmarshalStrict([]byte(doc), &v)
-			o.pdbs = append(o.pdbs, v)
+			o.pdbs, err = appendStrict(o.pdbs, doc)
 		case "HorizontalPodAutoscaler":
-			var v autoscalingv2.HorizontalPodAutoscaler
-			err = yaml.UnmarshalStrict([]byte(doc), &v)
-			o.hpas = append(o.hpas, v)
+			o.hpas, err = appendStrict(o.hpas, doc)
 		case "ServiceMonitor":
-			var v serviceMonitor
-			err = yaml.UnmarshalStrict([]byte(doc), &v)
-			o.serviceMonitors = append(o.serviceMonitors, v)
+			o.serviceMonitors, err = appendStrict(o.serviceMonitors, doc)
 		}
 		if err != nil {
 			t.Fatalf("%s does not decode strictly: %v\n%s", tm.Kind, err, doc)
 		}
 	}
 	return o
+}
+
+// appendStrict decodes doc strictly (an unknown field is an error) and
+// appends it to list.
+func appendStrict[T any](list []T, doc string) ([]T, error) {
+	var v T
+	err := yaml.UnmarshalStrict([]byte(doc), &v)
+	return append(list, v), err
 }
 
 func env(c corev1.Container) map[string]corev1.EnvVar {

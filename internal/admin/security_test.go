@@ -3,15 +3,7 @@ package admin
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,57 +19,8 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/sluice-rl/sluice/internal/server"
+	"github.com/sluice-rl/sluice/internal/testpki"
 )
-
-// pki is a CA and the files of a server and a client certificate it signed.
-type pki struct {
-	dir                                      string
-	caFile, srvCert, srvKey, cliCert, cliKey string
-	pool                                     *x509.CertPool
-}
-
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	p := &pki{dir: t.TempDir(), pool: x509.NewCertPool()}
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	p.pool.AddCert(ca)
-	p.caFile = p.write(t, "ca.pem", "CERTIFICATE", caDER)
-	issue := func(name string, serial int64, usage x509.ExtKeyUsage, ip bool) (string, string) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: []string{name}}
-		if ip {
-			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, _ := x509.MarshalECPrivateKey(key)
-		return p.write(t, name+".pem", "CERTIFICATE", der), p.write(t, name+"-key.pem", "EC PRIVATE KEY", kb)
-	}
-	p.srvCert, p.srvKey = issue("admin.test", 2, x509.ExtKeyUsageServerAuth, true)
-	p.cliCert, p.cliKey = issue("oncall.example", 3, x509.ExtKeyUsageClientAuth, false)
-	return p
-}
-
-func (p *pki) write(t *testing.T, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(p.dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // syncLog is a logger whose output tests read.
 type syncLog struct {
@@ -96,23 +39,20 @@ func (l *syncLog) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b
 // connect, one with a certificate the CA signed can, and the audit log
 // names its subject.
 func TestAdminMTLS(t *testing.T) {
-	p := newPKI(t)
+	ca := testpki.NewCA(t, "admin")
+	srv, cli := ca.Server(t, "admin.test"), ca.Client(t, "oncall.example", "")
 	logs := &syncLog{}
 	log := logrus.New()
 	log.SetOutput(logs)
-	f := newFixture(t, Options{TLS: &server.TLSFiles{CertFile: p.srvCert, KeyFile: p.srvKey, ClientCAFile: p.caFile}, Logger: log})
+	f := newFixture(t, Options{TLS: &server.TLSFiles{CertFile: srv.CertFile, KeyFile: srv.KeyFile, ClientCAFile: ca.CertFile}, Logger: log})
 	url := "https://" + f.admin.Addr() + "/api/v1/counters?domain=api&entry=user=bob"
 
-	noCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool}}}
+	noCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
 	if resp, err := noCert.Get(url); err == nil {
 		resp.Body.Close()
 		t.Fatalf("a client without a certificate got %s", resp.Status)
 	}
-	cert, err := tls.LoadX509KeyPair(p.cliCert, p.cliKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	withCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool, Certificates: []tls.Certificate{cert}}}}
+	withCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{cli.TLS(t)}}}}
 	resp, err := withCert.Get(url)
 	if err != nil {
 		t.Fatal(err)
