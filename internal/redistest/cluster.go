@@ -279,6 +279,52 @@ func (c *ClusterSet) MasterOf(slot int) (string, error) {
 	return "", fmt.Errorf("no live master serves slot %d", slot)
 }
 
+// OnePerMaster calls key(0), key(1), ... until every master serving slots
+// has one key whose slot it serves, and returns master → the i of that key
+// (the first one found). It fails t when 1000 keys do not cover every
+// master.
+func (c *ClusterSet) OnePerMaster(t testing.TB, key func(i int) string) map[string]int {
+	t.Helper()
+	masters := c.Masters()
+	out := map[string]int{}
+	for i := 0; len(out) < len(masters) && i < 1000; i++ {
+		slot, err := c.KeySlot(key(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := c.MasterOf(slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := out[m]; !ok {
+			out[m] = i
+		}
+	}
+	if len(out) != len(masters) {
+		t.Fatalf("found keys on %d of %d masters", len(out), len(masters))
+	}
+	return out
+}
+
+// WatchPromotion reports, once, how long after since the cluster first
+// shows a master other than old serving slot (the promoted replica), or -1
+// when it shows none within limit. It polls every 5ms in a goroutine of
+// its own; the channel is buffered, so nobody has to read it.
+func (c *ClusterSet) WatchPromotion(slot int, old string, since time.Time, limit time.Duration) <-chan time.Duration {
+	promoted := make(chan time.Duration, 1)
+	go func() {
+		for time.Since(since) < limit {
+			if m, err := c.MasterOf(slot); err == nil && m != old {
+				promoted <- time.Since(since)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		promoted <- -1
+	}()
+	return promoted
+}
+
 // KeySlot returns the cluster slot of key, as the cluster computes it.
 func (c *ClusterSet) KeySlot(key string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

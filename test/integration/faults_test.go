@@ -290,17 +290,7 @@ func clusterFailover(t *testing.T, c *redistest.ClusterSet, fullCoverage bool) {
 	killed := time.Now()
 	okAtKill := l.ok.Load()
 	// When the cluster itself shows the promoted replica, for the report.
-	promoted := make(chan time.Duration, 1)
-	go func() {
-		for time.Since(killed) < 30*time.Second {
-			if m, err := c.MasterOf(slot); err == nil && m != victim {
-				promoted <- time.Since(killed)
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		promoted <- -1
-	}()
+	promoted := c.WatchPromotion(slot, victim, killed, 30*time.Second)
 	var failures []outcome
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)

@@ -267,28 +267,16 @@ func checkAccuracy(t *testing.T, alg limit.Algorithm, user string, samples []sam
 // (under rule) lives on that master, and returns master → value.
 func valuesPerMaster(t *testing.T, c *redistest.ClusterSet, prefix, domain, key string, rule limit.Rule) map[string]string {
 	t.Helper()
-	masters := c.Masters()
+	value := func(i int) string { return "u" + strconv.Itoa(i) }
 	out := map[string]string{}
-	for i := 0; len(out) < len(masters) && i < 1000; i++ {
-		v := "u" + strconv.Itoa(i)
-		k, err := scripts.Key(prefix, identity.Encode(domain, []identity.Entry{{Key: key, Value: v}}), rule)
+	for m, i := range c.OnePerMaster(t, func(i int) string {
+		k, err := scripts.Key(prefix, identity.Encode(domain, []identity.Entry{{Key: key, Value: value(i)}}), rule)
 		if err != nil {
 			t.Fatal(err)
 		}
-		slot, err := c.KeySlot(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := c.MasterOf(slot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := out[m]; !ok {
-			out[m] = v
-		}
-	}
-	if len(out) != len(masters) {
-		t.Fatalf("found values on %d of %d masters", len(out), len(masters))
+		return k
+	}) {
+		out[m] = value(i)
 	}
 	return out
 }

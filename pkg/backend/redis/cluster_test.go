@@ -15,24 +15,10 @@ import (
 // idsPerMaster finds, for every master, an identity whose slot it serves.
 func idsPerMaster(t *testing.T, c *redistest.ClusterSet, prefix string) map[string]string {
 	t.Helper()
+	id := func(i int) string { return fmt.Sprintf("%s|user=%d", prefix, i) }
 	out := map[string]string{}
-	masters := c.Masters()
-	for i := 0; len(out) < len(masters) && i < 1000; i++ {
-		id := fmt.Sprintf("%s|user=%d", prefix, i)
-		slot, err := c.KeySlot(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := c.MasterOf(slot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := out[m]; !ok {
-			out[m] = id
-		}
-	}
-	if len(out) != len(masters) {
-		t.Fatalf("found identities for %d of %d masters", len(out), len(masters))
+	for m, i := range c.OnePerMaster(t, id) {
+		out[m] = id(i)
 	}
 	return out
 }
@@ -138,17 +124,7 @@ func failover(t *testing.T, c *redistest.ClusterSet, b *Backend, fullCoverage bo
 	killed := time.Now()
 	okAtKill := l.ok.Load()
 	// When the cluster itself has promoted the replica, for the report.
-	promoted := make(chan time.Duration, 1)
-	go func() {
-		for time.Since(killed) < 60*time.Second {
-			if m, err := c.MasterOf(slot); err == nil && m != victim {
-				promoted <- time.Since(killed)
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		promoted <- -1
-	}()
+	promoted := c.WatchPromotion(slot, victim, killed, 60*time.Second)
 	failures, open := 0, 0
 	var recovered time.Duration
 	for {
