@@ -7,9 +7,12 @@
 
 end -- decide_one
 
-if ARGV[2] ~= 'b' then
+if ARGV[2] ~= 'b' and ARGV[2] ~= 't' then
   return decide_one(KEYS, ARGV)
 end
+-- "t" instead of "b": the batch is decided together (CONTRACT.md, "Batches
+-- decided together"): if any descriptor is denied, none consumes.
+local together = ARGV[2] == 't'
 
 -- A batch: ARGV[1] now, ARGV[2] "b", then per descriptor: nk (its number of
 -- KEYS), na (its number of slots after na: N, refund, the rules' slots),
@@ -32,19 +35,67 @@ do
   end
 end
 
+-- Together: every key's value and time to live before anything is
+-- decided, so that a denial can put them all back (script time stands
+-- still, so the restored TTLs are exact).
+local saved
+if together then
+  saved = {}
+  for j = 1, nkeys do
+    local key = KEYS[j]
+    if saved[key] == nil then
+      saved[key] = { call('DUMP', key), call('PTTL', key) }
+    end
+  end
+end
+
+-- Decide each descriptor in order; together, a denial undoes them all and
+-- decides them again: a refund and a denied charged cost as before, an
+-- admitted cost as a peek, a denied one keeps its reply.
+local replies, args, keyss = {}, {}, {}
+local denied = false
+do
+  local k = 0
+  for h = 1, #heads do
+    local a = heads[h]
+    local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+    local keys, argv = {}, { ARGV[1] }
+    for j = 1, nk do keys[j] = KEYS[k + j] end
+    for j = 1, na do argv[j + 1] = ARGV[a + 1 + j] end
+    k = k + nk
+    replies[h], args[h], keyss[h] = decide_one(keys, argv), argv, keys
+    denied = denied or (replies[h].err == nil and replies[h][1] == 0)
+  end
+end
+if together and denied then
+  for key, v in pairs(saved) do
+    if v[1] then
+      call('RESTORE', key, v[2] > 0 and v[2] or 0, v[1], 'REPLACE')
+    else
+      call('DEL', key)
+    end
+  end
+  for h = 1, #heads do
+    local r, argv = replies[h], args[h]
+    if r.err == nil then
+      local no = r[1] == 0
+      if argv[3] == '1' or (argv[3] == '2' and no) then
+        replies[h] = decide_one(keyss[h], argv)
+      elseif not no then
+        argv[2] = '0'
+        replies[h] = decide_one(keyss[h], argv)
+      end
+    end
+  end
+end
+
 -- The reply: each descriptor's reply, one after the other. A descriptor
 -- whose call fails replies -1, the length of the error message, then its
 -- bytes: the others are decided all the same.
-local out, n, k = {}, 0, 0
+local out, n = {}, 0
 local byte = string.byte
 for h = 1, #heads do
-  local a = heads[h]
-  local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  local keys, argv = {}, { ARGV[1] }
-  for j = 1, nk do keys[j] = KEYS[k + j] end
-  for j = 1, na do argv[j + 1] = ARGV[a + 1 + j] end
-  k = k + nk
-  local r = decide_one(keys, argv)
+  local r = replies[h]
   if r.err then
     local msg = r.err
     out[n + 1], out[n + 2] = -1, #msg

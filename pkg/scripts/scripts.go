@@ -188,6 +188,13 @@ func AppendBatchHead(dst []any, clock Time) []any {
 	return append(dst, nowArg(clock), any("b"))
 }
 
+// AppendTogetherHead is AppendBatchHead for a batch decided together: if
+// any descriptor is denied, none consumes (CONTRACT.md, "Batches decided
+// together"). The items are the same.
+func AppendTogetherHead(dst []any, clock Time) []any {
+	return append(dst, nowArg(clock), any("t"))
+}
+
 // AppendBatchItem appends one descriptor's slots of a batch call: its
 // number of KEYS (nkeys: those AppendKeys gave it, which the call's KEYS
 // hold in the same order as its items), its number of slots after that

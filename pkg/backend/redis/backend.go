@@ -158,13 +158,19 @@ func (b *Backend) retryLoad(ctx context.Context) {
 // they fail at once with backend.ErrCircuitOpen, and the checks bound for
 // other nodes go on. See backend.Backend.
 func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.Result {
+	return b.decide(ctx, checks, false)
+}
+
+// decide is Decide, with the one node's batch decided together when
+// together is set (DecideTogether).
+func (b *Backend) decide(ctx context.Context, checks []backend.Check, together bool) []backend.Result {
 	results := make([]backend.Result, len(checks))
 	clock := scripts.Time{At: limit.MicrosOf(b.opts.Clock())}
 	if b.opts.FakeRedisClock != nil {
 		clock = scripts.Time{Fixed: true, At: limit.MicrosOf(b.opts.FakeRedisClock())}
 	}
 	j := getJob(checks)
-	j.idx = j.idx[:0]
+	j.idx, j.together = j.idx[:0], together
 	for i, c := range checks {
 		if len(c.Rules) == 0 {
 			results[i].Decision = limit.Decide(nil, nil, clock.At, c.Cost)

@@ -110,6 +110,7 @@ type job struct {
 	batch    []*request // scratch for node.lead
 	lcalls   []*call    // scratch for node.lead
 	timer    *time.Timer
+	together bool // the batch is decided together (DecideTogether)
 }
 
 // group is the calls of one Decide bound for one node, and what that
@@ -174,6 +175,7 @@ func putJob(j *job) {
 		}
 	}
 	j.outcomes = nil
+	j.together = false
 	jobs.Put(j)
 }
 
@@ -267,7 +269,11 @@ func (b *Backend) addBatch(j *job, idx []int, checks []backend.Check, clock scri
 	for k := k0; k < len(j.keys); k++ {
 		j.argv = append(j.argv, &j.keys[k])
 	}
-	j.argv = scripts.AppendBatchHead(j.argv, clock)
+	if j.together {
+		j.argv = scripts.AppendTogetherHead(j.argv, clock)
+	} else {
+		j.argv = scripts.AppendBatchHead(j.argv, clock)
+	}
 	for _, it := range j.items[i0:] {
 		c := checks[it.result]
 		rules, _ := b.prepare(j, c) // cached: cannot fail now

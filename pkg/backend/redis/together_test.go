@@ -1,0 +1,79 @@
+package redis
+
+import (
+	"context"
+	"regexp"
+	"testing"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// evalshaCalls reads how many EVALSHA calls a Redis node has served.
+func evalshaCalls(t *testing.T, info string) string {
+	t.Helper()
+	m := regexp.MustCompile(`cmdstat_evalsha:calls=(\d+)`).FindStringSubmatch(info)
+	if m == nil {
+		return "0"
+	}
+	return m[1]
+}
+
+// On one node, a request's checks are decided together in the one batched
+// script call Decide would send: a denial leaves the admitted check
+// uncharged with no second call.
+func TestDecideTogetherOneScriptCall(t *testing.T) {
+	srv := redistest.Standalone(t)
+	b := newBackend(t, Options{URL: srv.Addr(), KeyPrefix: "together:", DisableCoalescing: true})
+	ctx := context.Background()
+	ten := []limit.Rule{{Unit: limit.Hour, Limit: 10}}
+	one := []limit.Rule{{Unit: limit.Hour, Limit: 1}}
+	checks := []backend.Check{{Identity: "a", Rules: ten, Cost: limit.Cost{N: 1}}, {Identity: "b", Rules: one, Cost: limit.Cost{N: 1}}}
+	if res := b.Decide(ctx, checks[1:]); res[0].Err != nil || !res[0].Allowed {
+		t.Fatalf("exhaust b: %+v", res)
+	}
+	rc := srv.Client()
+	if err := rc.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, ok := b.DecideTogether(ctx, checks)
+	if !ok || len(res) != 2 || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("DecideTogether: ok=%v %+v", ok, res)
+	}
+	if !res[0].Allowed || res[0].BindingOutcome().Remaining != 10 || res[1].Allowed {
+		t.Errorf("DecideTogether: %+v, want a peeked (10 left) and b denied", res)
+	}
+	info, err := rc.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := evalshaCalls(t, info); got != "1" {
+		t.Errorf("EVALSHA calls for a denied request decided together: %s, want 1 (no refunds)", got)
+	}
+	if res := b.Decide(ctx, []backend.Check{{Identity: "a", Rules: ten}}); res[0].BindingOutcome().Remaining != 10 {
+		t.Errorf("a after the denied request: %+v, want 10 left", res)
+	}
+}
+
+// On a cluster, checks of several identities (their own slots) are
+// declined, deciding nothing; a request of one check is decided.
+func TestDecideTogetherClusterDeclinesSeveral(t *testing.T) {
+	c := cluster.Get(t)
+	opts := clusterOptions(c)
+	opts.KeyPrefix = "together:"
+	b := newBackend(t, opts)
+	ctx := context.Background()
+	rules := []limit.Rule{{Unit: limit.Hour, Limit: 1}}
+	a := backend.Check{Identity: t.Name() + "a", Rules: rules, Cost: limit.Cost{N: 1}}
+	z := backend.Check{Identity: t.Name() + "z", Rules: rules, Cost: limit.Cost{N: 1}}
+	if res, ok := b.DecideTogether(ctx, []backend.Check{a, z}); ok || res != nil {
+		t.Fatalf("two identities on a cluster: ok=%v %+v, want declined", ok, res)
+	}
+	for _, ch := range []backend.Check{a, z} {
+		res, ok := b.DecideTogether(ctx, []backend.Check{ch, {Identity: "no rules"}})
+		if !ok || res[0].Err != nil || !res[0].Allowed || !res[1].Allowed {
+			t.Fatalf("one check with rules: ok=%v %+v, want decided and admitted (the declined call consumed nothing)", ok, res)
+		}
+	}
+}
