@@ -122,7 +122,10 @@ func TestRefundElsewhereEndsCachedDenial(t *testing.T) {
 			}
 		})
 	}
-	if st := b.ann.Stats(); st.Published != 2 || st.Failed != 0 {
+	// A may hear an announcement before B's PUBLISH has returned and been
+	// counted: wait for B's count to settle before judging it.
+	st := settledStats(t, b.ann, 2)
+	if st.Published != 2 || st.Failed != 0 {
 		t.Errorf("B's announcer: %+v, want 2 published", st)
 	}
 	if st := a.ann.Stats(); st.Published != 0 || st.Received != 2 {
@@ -151,5 +154,19 @@ func TestResubscribeForgetsEverything(t *testing.T) {
 	a.wait(t, a.subscribed, "resubscription")
 	if a.cache.Len() != 0 {
 		t.Fatalf("after resubscribing the cache holds %d identities, want 0", a.cache.Len())
+	}
+}
+
+// settledStats waits (at most 10 s) until ann has published, failed or
+// dropped n announcements, and returns its counters then.
+func settledStats(t *testing.T, ann *redis.Announcer, n uint64) redis.AnnouncerStats {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := ann.Stats()
+		if st.Published+st.Failed+st.Dropped >= n || time.Now().After(deadline) {
+			return st
+		}
+		<-time.After(time.Millisecond) // poll for an event, bounded by the deadline
 	}
 }
