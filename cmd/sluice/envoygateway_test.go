@@ -57,8 +57,12 @@ func TestEnvoyGatewayEnvironmentSettings(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(strings.Join(s.notes, "\n"), "config files") {
+	notes := strings.Join(s.notes, "\n")
+	if !strings.Contains(notes, "config files") {
 		t.Errorf("no note that config files are not read with xDS: %q", s.notes)
+	}
+	if !strings.Contains(notes, "GRPC_SERVER_TLS_CA_CERT is not a setting") {
+		t.Errorf("no note that GRPC_SERVER_TLS_CA_CERT does nothing: %q", s.notes)
 	}
 }
 

@@ -452,7 +452,7 @@ func (s *settings) validate(env map[string]string) error {
 		bad(flag, "needs LIMIT_RESPONSE_HEADERS_ENABLED=true")
 	}
 	s.validateListener(bad)
-	notes, err := s.validateConfigSource()
+	notes, err := s.validateConfigSource(env)
 	errs = append(errs, err)
 	s.notes = append(s.notes, notes...)
 	return errors.Join(errs...)

@@ -85,7 +85,11 @@ func configFlags(fs *flag.FlagSet, c *configSettings) []envName {
 
 // validateConfigSource checks the xDS settings when they are used, and
 // returns notes for the log about settings that do not apply.
-func (s *settings) validateConfigSource() (notes []string, err error) {
+func (s *settings) validateConfigSource(env map[string]string) (notes []string, err error) {
+	if env["GRPC_SERVER_TLS_CA_CERT"] != "" && s.GRPCClientCACert == "" {
+		// Envoy Gateway sets it; envoyproxy/ratelimit has no such setting.
+		notes = append(notes, "GRPC_SERVER_TLS_CA_CERT is not a setting of sluice or envoyproxy/ratelimit: gRPC clients need no certificate; set GRPC_CLIENT_TLS_CACERT to require one")
+	}
 	c := &s.ConfigSource
 	if !c.xdsEnabled() {
 		if c.ForceStart {
