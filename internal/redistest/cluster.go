@@ -53,6 +53,28 @@ func Cluster(t testing.TB, opts ClusterOptions) *ClusterSet {
 	return c
 }
 
+// EachCoverage runs fn in two subtests, each on a cluster of its own built
+// from opts: one requiring full slot coverage (Redis's default: while a
+// master is down and not yet replaced, every node answers CLUSTERDOWN) and
+// one with --cluster-require-full-coverage no (the other masters keep
+// serving their slots). fullCoverage says which one fn runs on.
+func EachCoverage(t *testing.T, opts ClusterOptions, fn func(t *testing.T, c *ClusterSet, fullCoverage bool)) {
+	for _, tt := range []struct {
+		name         string
+		args         []string
+		fullCoverage bool
+	}{
+		{"full coverage required (Redis default)", nil, true},
+		{"full coverage not required", []string{"--cluster-require-full-coverage", "no"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := opts
+			o.Args = append(append([]string(nil), opts.Args...), tt.args...)
+			fn(t, Cluster(t, o), tt.fullCoverage)
+		})
+	}
+}
+
 // StartCluster is Cluster for callers without a testing.TB; the caller must
 // Close the cluster.
 func StartCluster(opts ClusterOptions) (*ClusterSet, error) {

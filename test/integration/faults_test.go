@@ -215,19 +215,7 @@ func keysOn(t *testing.T, c *redistest.ClusterSet, addr, prefix string) []string
 // calls may fail then, with CLUSTERDOWN and nothing else; with "no" they
 // must not fail at all. The recovery times are logged.
 func TestClusterFailover(t *testing.T) {
-	for _, tt := range []struct {
-		name         string
-		args         []string
-		fullCoverage bool
-	}{
-		{"full coverage required (Redis default)", nil, true},
-		{"full coverage not required", []string{"--cluster-require-full-coverage", "no"}, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			c := redistest.Cluster(t, redistest.ClusterOptions{NodeTimeout: time.Second, Args: tt.args})
-			clusterFailover(t, c, tt.fullCoverage)
-		})
-	}
+	redistest.EachCoverage(t, redistest.ClusterOptions{NodeTimeout: time.Second}, clusterFailover)
 }
 
 // clusterFailover is TestClusterFailover on one cluster.

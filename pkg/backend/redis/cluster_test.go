@@ -77,22 +77,11 @@ func TestClusterNodesInParallel(t *testing.T) {
 // masters are those; with "no", the healthy masters serve their slots
 // throughout, and not one call to them may fail.
 func TestClusterFailover(t *testing.T) {
-	for _, tt := range []struct {
-		name         string
-		args         []string
-		fullCoverage bool
-	}{
-		{"full coverage required (Redis default)", nil, true},
-		{"full coverage not required", []string{"--cluster-require-full-coverage", "no"}, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			c := redistest.Cluster(t, redistest.ClusterOptions{NodeTimeout: time.Second, Args: tt.args})
-			opts := clusterOptions(c)
-			opts.Timeout = 300 * time.Millisecond
-			b := newBackend(t, opts)
-			failover(t, c, b, tt.fullCoverage)
-		})
-	}
+	redistest.EachCoverage(t, redistest.ClusterOptions{NodeTimeout: time.Second}, func(t *testing.T, c *redistest.ClusterSet, fullCoverage bool) {
+		opts := clusterOptions(c)
+		opts.Timeout = 300 * time.Millisecond
+		failover(t, c, newBackend(t, opts), fullCoverage)
+	})
 }
 
 // failover is TestClusterFailover on one cluster.
