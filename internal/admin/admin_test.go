@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -196,5 +197,24 @@ func TestCountersAPI(t *testing.T) {
 		if code, body := post(tc.body); code != tc.code || !strings.Contains(body, tc.want) {
 			t.Errorf("POST reset %s: %d %s\nwant %d containing %s", tc.body, code, body, tc.code, tc.want)
 		}
+	}
+}
+
+// TestPageShowsReloadError: a rejected config edit is on the page, with
+// its reason, and the config in use stays named.
+func TestPageShowsReloadError(t *testing.T) {
+	f := newFixture(t, Options{Reloads: func() ReloadState {
+		return ReloadState{Successes: 3, Failures: 1, LastSuccess: time.Unix(100, 0), LastFailure: time.Unix(200, 0),
+			LastError: errors.New(`api.yaml:7: unknown unit "fortnight"`)}
+	}})
+	code, body := get(t, f.base+"/")
+	for _, want := range []string{"3 loads, 1 failed", "last reload failed", "api.yaml:7: unknown unit &#34;fortnight&#34;", "the previous config stays in use"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("page (%d) lacks %q", code, want)
+		}
+	}
+	_, status := get(t, f.base+"/api/v1/status")
+	if !strings.Contains(status, `"last_error": "api.yaml:7: unknown unit \"fortnight\""`) {
+		t.Errorf("status lacks the reload error:\n%s", status)
 	}
 }
