@@ -182,7 +182,8 @@ func TestXDSLifecycle(t *testing.T) {
 // changing only what a test must: the certificate paths (/certs and
 // /redis-certs) point to a test PKI, the host names to 127.0.0.1 (the xDS
 // server keeps Envoy Gateway's port 18001), the trace endpoint to a closed
-// local port; SSL_CERT_FILE makes the test CA a system root, as a
+// local port, the Prometheus listener (:19001) to a free loopback port;
+// SSL_CERT_FILE makes the test CA a system root, as a
 // publicly trusted Redis certificate would be (Envoy Gateway sets no Redis
 // CA); the harness adds loopback listen addresses on free ports. sluice
 // starts healthy before any configuration (FORCE_START_WITHOUT_INITIAL_CONFIG),
@@ -258,6 +259,8 @@ func startAsEnvoyGateway(t *testing.T, extra map[string]string) (*sluicetest.Pro
 			v = redis.Addr()
 		case "OTEL_EXPORTER_OTLP_ENDPOINT":
 			v = "http://127.0.0.1:1"
+		case "PROMETHEUS_ADDR":
+			v = "127.0.0.1:0" // Envoy Gateway's :19001 on every interface, here loopback and free
 		}
 		env[k] = v
 	}
