@@ -13,14 +13,14 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-rl/sluice/internal/metrics/metricstest"
 )
 
 // namedYearly limits k=<any> to n per year with a rule named per_k.
@@ -52,40 +52,7 @@ func (s *served) scrapeMetrics(t *testing.T) map[string]*dto.MetricFamily {
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
-	return fams
-}
-
-// sample returns the value of family name with exactly the labels given
-// ("k=v,k=v" in label order; "" for none): a counter's or gauge's value, a
-// histogram's count. ok is false when there is no such sample.
-func sample(fams map[string]*dto.MetricFamily, name, labels string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-	for _, m := range f.Metric {
-		var parts []string
-		for _, l := range m.Label {
-			parts = append(parts, l.GetName()+"="+l.GetValue())
-		}
-		if strings.Join(parts, ",") != labels {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		}
-	}
-	return 0, false
+	return metricstest.Parse(t, strings.NewReader(body))
 }
 
 // TestMetricsEndpoint runs `sluice serve` in process, sends traffic over
@@ -137,7 +104,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		{"sluice_config_reloads_total", "result=failure", 0},
 		{"sluice_config_domains", "", 1},
 	} {
-		if got, ok := sample(fams, w.name, w.labels); !ok || got != w.want {
+		if got, ok := metricstest.Value(fams, w.name, w.labels); !ok || got != w.want {
 			t.Errorf("%s{%s} = %v (present %v), want %v", w.name, w.labels, got, ok, w.want)
 		}
 	}
@@ -150,15 +117,15 @@ func TestMetricsEndpoint(t *testing.T) {
 	// A bad edit is counted and the old config stays; a good one is counted.
 	writeConfig(t, dir, "api.yaml", "domain: api\ndescriptors: [\n")
 	waitFor(t, "the failed reload to be counted", func() bool {
-		v, _ := sample(s.scrapeMetrics(t), "sluice_config_reloads_total", "result=failure")
+		v, _ := metricstest.Value(s.scrapeMetrics(t), "sluice_config_reloads_total", "result=failure")
 		return v == 1
 	})
 	writeConfig(t, dir, "api.yaml", namedYearly("api", "20"))
 	writeConfig(t, dir, "other.yaml", namedYearly("other", "5"))
 	waitFor(t, "the good reload to be counted", func() bool {
 		fams := s.scrapeMetrics(t)
-		v, _ := sample(fams, "sluice_config_reloads_total", "result=success")
-		d, _ := sample(fams, "sluice_config_domains", "")
+		v, _ := metricstest.Value(fams, "sluice_config_reloads_total", "result=success")
+		d, _ := metricstest.Value(fams, "sluice_config_domains", "")
 		return v >= 2 && d == 2
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/metrics/metricstest"
 	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
@@ -115,7 +116,7 @@ func TestServeRedis(t *testing.T) {
 	}
 	// Every pipeline the Redis backend sent is counted: instance a decided
 	// two calls, each one pipeline of one EVALSHA.
-	if n, ok := sample(a.scrapeMetrics(t), "sluice_redis_pipeline_batch_size", ""); !ok || n != 2 {
+	if n, ok := metricstest.Value(a.scrapeMetrics(t), "sluice_redis_pipeline_batch_size", ""); !ok || n != 2 {
 		t.Errorf("sluice_redis_pipeline_batch_size count = %v (present %v), want 2", n, ok)
 	}
 	// The denial Redis gave a is remembered: asking again is answered in
@@ -124,10 +125,10 @@ func TestServeRedis(t *testing.T) {
 		t.Errorf("repeat of a denied call: exit %d\n%s", code, out)
 	}
 	fams := a.scrapeMetrics(t)
-	if n, _ := sample(fams, "sluice_denycache_hits_total", ""); n != 1 {
+	if n, _ := metricstest.Value(fams, "sluice_denycache_hits_total", ""); n != 1 {
 		t.Errorf("sluice_denycache_hits_total = %v, want 1", n)
 	}
-	if n, _ := sample(fams, "sluice_redis_pipeline_batch_size", ""); n != 2 {
+	if n, _ := metricstest.Value(fams, "sluice_redis_pipeline_batch_size", ""); n != 2 {
 		t.Errorf("pipelines after a cache hit = %v, want still 2", n)
 	}
 

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,10 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/sluice-rl/sluice/internal/fakeclock"
+	"github.com/sluice-rl/sluice/internal/metrics/metricstest"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
@@ -118,49 +116,16 @@ func scrapeURL(t *testing.T, url string) families {
 		body, _ := io.ReadAll(resp.Body)
 		t.Fatalf("scrape: %s: %s", resp.Status, body)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parse scrape: %v", err)
-	}
-	return families(fams)
+	return families(metricstest.Parse(t, resp.Body))
 }
 
 // families is a parsed scrape.
 type families map[string]*dto.MetricFamily
 
-// labels formats "k=v,k=v" label pairs, sorted, for matching.
-func labelKey(ls []*dto.LabelPair) string {
-	parts := make([]string, 0, len(ls))
-	for _, l := range ls {
-		parts = append(parts, l.GetName()+"="+l.GetValue())
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ",")
-}
-
 // value returns the sample of family name whose labels are exactly
-// labels ("k=v,k=v" sorted by key; "" for none): the counter or gauge
-// value, or a histogram's sample count. ok is false when there is none.
+// labels ("k=v,k=v" sorted by key; "" for none): metricstest.Value.
 func (f families) value(name, labels string) (float64, bool) {
-	fam := f[name]
-	if fam == nil {
-		return 0, false
-	}
-	for _, m := range fam.Metric {
-		if labelKey(m.Label) != labels {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		}
-	}
-	return 0, false
+	return metricstest.Value(f, name, labels)
 }
 
 // series lists the label sets of family name.
@@ -168,7 +133,7 @@ func (f families) series(name string) []string {
 	var out []string
 	if fam := f[name]; fam != nil {
 		for _, m := range fam.Metric {
-			out = append(out, labelKey(m.Label))
+			out = append(out, metricstest.LabelKey(m.Label))
 		}
 	}
 	sort.Strings(out)

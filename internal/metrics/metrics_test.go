@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/internal/fakeclock"
+	"github.com/sluice-rl/sluice/internal/metrics/metricstest"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
@@ -118,7 +119,7 @@ func TestDecisions(t *testing.T) {
 		for _, m := range fam.Metric {
 			for _, l := range m.Label {
 				if v := l.GetValue(); v == "alice" || v == "10.0.0.1" || v == "bob" {
-					t.Errorf("%s has a descriptor value as a label: %s", name, labelKey(m.Label))
+					t.Errorf("%s has a descriptor value as a label: %s", name, metricstest.LabelKey(m.Label))
 				}
 			}
 		}
