@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true, black-box on both
@@ -22,8 +27,10 @@ func TestServeStopIncrementWhenOverLimit(t *testing.T) {
 				if stop {
 					env = append(env, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true")
 				}
+				redisAddr := ""
 				if be == "redis" {
-					env = append(env, "REDIS_URL="+startRedis(t).Addr())
+					redisAddr = startRedis(t).Addr()
+					env = append(env, "REDIS_URL="+redisAddr)
 				}
 				s := startServe(t, env)
 				if strings.Contains(s.stderr.String(), "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") {
@@ -33,7 +40,19 @@ func TestServeStopIncrementWhenOverLimit(t *testing.T) {
 				if out := s.check(t, both...); !strings.HasPrefix(out, "overall: OK\n  [1] a=1: OK  limit 10 per year  remaining 9") {
 					t.Fatalf("first call:\n%s", out)
 				}
+				calls, evalsha := s.backendCalls(t), redisEvalsha(t, redisAddr)
 				out := s.check(t, both...)
+				// The denied request takes one backend call (one script call
+				// on Redis) either way: with the setting, the backend decides
+				// the descriptors together and nothing is refunded.
+				if got := s.backendCalls(t) - calls; got != 1 {
+					t.Errorf("backend calls for the denied request: %v, want 1 (no refund call)", got)
+				}
+				if be == "redis" {
+					if got := redisEvalsha(t, redisAddr) - evalsha; got != 1 {
+						t.Errorf("EVALSHA calls for the denied request: %d, want 1 (no refund call)", got)
+					}
+				}
 				wantA := "remaining 8" // a charged although b is over
 				if stop {
 					wantA = "remaining 9" // a given back
@@ -51,4 +70,33 @@ func TestServeStopIncrementWhenOverLimit(t *testing.T) {
 			})
 		}
 	}
+}
+
+// backendCalls is how many calls serve has made to its backend
+// (sluice_backend_decide_duration_seconds' count).
+func (s *served) backendCalls(t *testing.T) float64 {
+	t.Helper()
+	n, _ := sample(s.scrapeMetrics(t), "sluice_backend_decide_duration_seconds", "")
+	return n
+}
+
+// redisEvalsha is how many EVALSHA calls the Redis server at addr has
+// served (INFO commandstats); 0 when addr is empty.
+func redisEvalsha(t *testing.T, addr string) int {
+	t.Helper()
+	if addr == "" {
+		return 0
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`cmdstat_evalsha:calls=(\d+)`).FindStringSubmatch(info)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
 }
