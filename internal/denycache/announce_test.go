@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -29,7 +30,7 @@ type instance struct {
 
 func newInstance(t *testing.T, ctx context.Context, addr string) *instance {
 	t.Helper()
-	r, err := redis.New(ctx, redis.Options{URL: addr, KeyPrefix: "two:", Logger: quiet()})
+	r, err := redis.New(ctx, redis.Options{URL: addr, KeyPrefix: "two:", Logger: stacktest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,34 +2,26 @@ package denycache
 
 import (
 	"context"
-	"io"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/backendtest"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
-func quiet() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
-}
-
 // The contract suite on a cached Redis backend: cached answers equal the
 // Lua script's, field by field.
 func TestContractRedis(t *testing.T) {
 	srv := redistest.Standalone(t)
 	backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
-		inner, err := redis.New(context.Background(), redis.Options{URL: srv.Addr(), KeyPrefix: "denycache:", FakeRedisClock: now, Logger: quiet()})
+		inner, err := redis.New(context.Background(), redis.Options{URL: srv.Addr(), KeyPrefix: "denycache:", FakeRedisClock: now, Logger: stacktest.QuietLogger()})
 		if err != nil {
 			t.Fatalf("redis.New: %v", err)
 		}
@@ -49,7 +41,7 @@ func BenchmarkAttackRedis(b *testing.B) {
 			name = "cache-on"
 		}
 		b.Run(name, func(b *testing.B) {
-			inner, err := redis.New(context.Background(), redis.Options{URL: srv.Addr(), KeyPrefix: "bench" + name + ":", Logger: quiet(), PoolSize: 64})
+			inner, err := redis.New(context.Background(), redis.Options{URL: srv.Addr(), KeyPrefix: "bench" + name + ":", Logger: stacktest.QuietLogger(), PoolSize: 64})
 			if err != nil {
 				b.Fatal(err)
 			}

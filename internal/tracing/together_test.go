@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -36,7 +37,7 @@ func TestBackendForwardsTogether(t *testing.T) {
 		t.Errorf("spans %v, want one backend span", names(spans))
 	}
 
-	plain := tr.InstrumentBackend(failing{}).(backend.TogetherDecider)
+	plain := tr.InstrumentBackend(stacktest.FailingBackend{}).(backend.TogetherDecider)
 	if res, ok := plain.DecideTogether(context.Background(), checks); ok || res != nil {
 		t.Errorf("a backend without DecideTogether: ok=%v %+v, want declined", ok, res)
 	}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
@@ -147,19 +148,6 @@ func TestServerSpanContinuesTrace(t *testing.T) {
 	}
 }
 
-// failing fails every check.
-type failing struct{ err error }
-
-func (f failing) Decide(_ context.Context, checks []backend.Check) []backend.Result {
-	res := make([]backend.Result, len(checks))
-	for i := range res {
-		res[i].Err = f.err
-	}
-	return res
-}
-func (f failing) Ping(context.Context) error { return f.err }
-func (f failing) Close() error               { return nil }
-
 func TestBackendSpanRecordsErrors(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tr, err := Setup(context.Background(), Options{Enabled: true, Exporter: exp, Getenv: env{}.get})
@@ -168,7 +156,7 @@ func TestBackendSpanRecordsErrors(t *testing.T) {
 	}
 	t.Cleanup(func() { tr.Shutdown(context.Background()) })
 	down := fmt.Errorf("redis down: %w", backend.ErrUnavailable)
-	b := tr.InstrumentBackend(failing{down})
+	b := tr.InstrumentBackend(stacktest.FailingBackend{Err: down})
 	b.Decide(context.Background(), make([]backend.Check, 3))
 	tr.ForceFlush(context.Background())
 	spans := exp.GetSpans()
@@ -186,7 +174,7 @@ func TestBackendSpanRecordsErrors(t *testing.T) {
 	if attrs[string(AttrChecks)] != "3" || attrs[string(AttrErrors)] != "3" {
 		t.Errorf("attributes %v", attrs)
 	}
-	if u, ok := b.(interface{ Unwrap() backend.Backend }); !ok || u.Unwrap() != (failing{down}) {
+	if u, ok := b.(interface{ Unwrap() backend.Backend }); !ok || u.Unwrap() != (stacktest.FailingBackend{Err: down}) {
 		t.Errorf("Unwrap")
 	}
 }
