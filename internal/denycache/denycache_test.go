@@ -244,7 +244,7 @@ func TestCache(t *testing.T) {
 				}
 				d, cached := f.do(id, rules, st.n, st.refund)
 				want := model.Decide(context.Background(), []backend.Check{{Identity: id, Rules: rules, Cost: limit.Cost{N: st.n, Refund: st.refund}}})[0].Decision
-				if !same(d, want) {
+				if !backendtest.SameDecision(d, want) {
 					t.Fatalf("step %d: got %s, want the store's %s", i, format(d), format(want))
 				}
 				if d.Allowed != st.allowed || cached != st.cached || d.BindingOutcome().Reset != st.reset {
@@ -326,7 +326,7 @@ func TestDifferential(t *testing.T) {
 					} else if !want[i].Allowed {
 						denied[rng.IntN(len(denied))] = checks[i]
 					}
-					if got[i].Err != nil || !same(got[i].Decision, want[i].Decision) {
+					if got[i].Err != nil || !backendtest.SameDecision(got[i].Decision, want[i].Decision) {
 						t.Fatalf("step %d check %d (%s, %v, cost %+v): got %s (err %v), want %s",
 							step, i, checks[i].Identity, checks[i].Rules, checks[i].Cost, format(got[i].Decision), got[i].Err, format(want[i].Decision))
 					}
@@ -564,18 +564,6 @@ func TestShardSizing(t *testing.T) {
 			t.Errorf("size %d shards %d: %d shards of %d, want %d of %d", tt.size, tt.shards, len(b.shards), cap(b.shards[0].slots), tt.wantShards, tt.wantPer)
 		}
 	}
-}
-
-func same(a, b limit.Decision) bool {
-	if a.Allowed != b.Allowed || a.Binding != b.Binding || len(a.Outcomes) != len(b.Outcomes) {
-		return false
-	}
-	for i := range a.Outcomes {
-		if a.Outcomes[i] != b.Outcomes[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func format(d limit.Decision) string {

@@ -142,7 +142,7 @@ func (e *env) decide(what string, checks ...backend.Check) []limit.Decision {
 			e.t.Fatalf("%s: check %d: %v", what, i, r.Err)
 		}
 		want := e.model.decide(checks[i], limit.MicrosOf(now))
-		if !sameDecision(r.Decision, want) {
+		if !SameDecision(r.Decision, want) {
 			e.t.Errorf("%s at %s: check %d (%s, cost %+v):\n  got  %s\n  want %s",
 				what, now.Format(time.RFC3339Nano), i, describe(checks[i].Rules), checks[i].Cost, format(r.Decision), format(want))
 		}
@@ -173,7 +173,10 @@ func (e *env) expect(what string, d limit.Decision, allowed bool, remaining uint
 	}
 }
 
-func sameDecision(a, b limit.Decision) bool {
+// SameDecision reports whether a and b are the same decision: the same
+// Allowed and Binding, and equal Outcomes, rule for rule. Tests of a
+// backend that wraps another (a cache in front of a store) compare with it.
+func SameDecision(a, b limit.Decision) bool {
 	if a.Allowed != b.Allowed || a.Binding != b.Binding || len(a.Outcomes) != len(b.Outcomes) {
 		return false
 	}
