@@ -77,7 +77,8 @@ func join(fsys embed.FS, parts []string) string {
 	return b.String()
 }
 
-// Script is one embedded Lua script.
+// Script is one embedded Lua script. It is a value, safe to copy and to
+// share between goroutines; the zero Script names no script.
 type Script struct {
 	// Source is the Lua text, for SCRIPT LOAD and EVAL.
 	Source string
@@ -135,7 +136,9 @@ const (
 	algCalendar = "5"
 )
 
-// Time says which clock a decide call runs on.
+// Time says which clock a decide call runs on. The zero Time runs on
+// Redis's clock (TIME) with At 0, the epoch; set At to the instance's
+// clock whenever a rule may be calendar-aligned.
 type Time struct {
 	// Fixed makes the script use At as now instead of Redis's TIME. For
 	// tests only: production instances must share Redis's clock.

@@ -25,6 +25,9 @@ const announceQueue = 4096
 // announce (Run). Pub/sub delivers at most once: a message sent while an
 // instance's subscription is down is lost, so Run tells the instance to
 // forget everything whenever its subscription is established again.
+//
+// Create one with Backend.NewAnnouncer (the zero Announcer is not usable).
+// Announce and Stats are safe for concurrent use; Run is called once.
 type Announcer struct {
 	client  goredis.UniversalClient
 	channel string
@@ -68,7 +71,8 @@ func (a *Announcer) Announce(identity string) {
 	}
 }
 
-// AnnouncerStats are an Announcer's counters since NewAnnouncer.
+// AnnouncerStats are an Announcer's counters since NewAnnouncer, in
+// announcements.
 type AnnouncerStats struct {
 	// Published are announcements sent; Failed could not be sent; Dropped
 	// found the queue full; Received are other instances' announcements.

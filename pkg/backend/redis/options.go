@@ -11,7 +11,9 @@ import (
 
 // Options configures a Backend. The comment on each field names the
 // envoyproxy/ratelimit setting it corresponds to; the server maps those
-// environment variables onto these fields.
+// environment variables onto these fields. The zero Options is not usable
+// (URL is required); New fills the other fields' zero values with the
+// defaults their comments give, and Validate refuses what New would.
 type Options struct {
 	// Type is "single" (the default when empty), "sentinel" or "cluster",
 	// case-insensitive (REDIS_TYPE).
