@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/metrics/metricstest"
 )
 
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true, black-box on both
@@ -76,7 +78,7 @@ func TestServeStopIncrementWhenOverLimit(t *testing.T) {
 // (sluice_backend_decide_duration_seconds' count).
 func (s *served) backendCalls(t *testing.T) float64 {
 	t.Helper()
-	n, _ := sample(s.scrapeMetrics(t), "sluice_backend_decide_duration_seconds", "")
+	n, _ := metricstest.Value(s.scrapeMetrics(t), "sluice_backend_decide_duration_seconds", "")
 	return n
 }
 
