@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"testing"
 
@@ -65,8 +67,9 @@ func TestDecideTogetherClusterDeclinesSeveral(t *testing.T) {
 	b := newBackend(t, opts)
 	ctx := context.Background()
 	rules := []limit.Rule{{Unit: limit.Hour, Limit: 1}}
-	a := backend.Check{Identity: t.Name() + "a", Rules: rules, Cost: limit.Cost{N: 1}}
-	z := backend.Check{Identity: t.Name() + "z", Rules: rules, Cost: limit.Cost{N: 1}}
+	run := fmt.Sprintf("%s/%016x/", t.Name(), rand.Uint64()) // the shared cluster outlives one run
+	a := backend.Check{Identity: run + "a", Rules: rules, Cost: limit.Cost{N: 1}}
+	z := backend.Check{Identity: run + "z", Rules: rules, Cost: limit.Cost{N: 1}}
 	if res, ok := b.DecideTogether(ctx, []backend.Check{a, z}); ok || res != nil {
 		t.Fatalf("two identities on a cluster: ok=%v %+v, want declined", ok, res)
 	}
