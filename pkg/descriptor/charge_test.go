@@ -41,3 +41,33 @@ func TestChargeOverLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestDumpShowsCharge: /rlconfig's dump says per node whether a cost that
+// does not fit is charged: as charge_over_limit says, else by quota_mode,
+// else by the service's default.
+func TestDumpShowsCharge(t *testing.T) {
+	tests := []struct {
+		fields string
+		want   string
+	}{
+		{"", "quota_mode: false, charge_over_limit: default"},
+		{"    quota_mode: true\n", "quota_mode: true, charge_over_limit: true (quota_mode)"},
+		{"    charge_over_limit: true\n", "quota_mode: false, charge_over_limit: true"},
+		{"    quota_mode: true\n    charge_over_limit: false\n", "quota_mode: true, charge_over_limit: false"},
+	}
+	for _, tt := range tests {
+		src := "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n" + tt.fields
+		domains, err := Parse("x.yaml", []byte(src))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.fields, err)
+		}
+		c, err := NewConfig(domains...)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.fields, err)
+		}
+		want := "d.k: fixed_window 1/1 minute, shadow_mode: false, " + tt.want + "\n"
+		if got := c.Dump(); got != want {
+			t.Errorf("%q: dump\n  %q\nwant\n  %q", tt.fields, got, want)
+		}
+	}
+}

@@ -334,12 +334,12 @@ func TestDump(t *testing.T) {
 	}
 	dump := c.Dump()
 	for _, line := range []string{
-		"api.remote_address: fixed_window 20/1 second, shadow_mode: false, quota_mode: false",
-		"api.user: burst: token_bucket 10/1 second burst 30; hourly: sliding_window 1000/1 hour; daily: fixed_window 10000/1 day in Asia/Shanghai, shadow_mode: false, quota_mode: false",
-		"api.user.path_/api/ocr: fixed_window 3/5 minute, shadow_mode: false, quota_mode: false",
-		"api.user.path_/public/*: unlimited, shadow_mode: false, quota_mode: false",
-		"rl.shady: fixed_window 3/1 minute, shadow_mode: true, quota_mode: false",
-		"rl.service_service_1: fixed_window 1/1 minute, shadow_mode: false, quota_mode: true",
+		"api.remote_address: fixed_window 20/1 second, shadow_mode: false, quota_mode: false, charge_over_limit: default",
+		"api.user: burst: token_bucket 10/1 second burst 30; hourly: sliding_window 1000/1 hour; daily: fixed_window 10000/1 day in Asia/Shanghai, shadow_mode: false, quota_mode: false, charge_over_limit: default",
+		"api.user.path_/api/ocr: fixed_window 3/5 minute, shadow_mode: false, quota_mode: false, charge_over_limit: default",
+		"api.user.path_/public/*: unlimited, shadow_mode: false, quota_mode: false, charge_over_limit: default",
+		"rl.shady: fixed_window 3/1 minute, shadow_mode: true, quota_mode: false, charge_over_limit: default",
+		"rl.service_service_1: fixed_window 1/1 minute, shadow_mode: false, quota_mode: true, charge_over_limit: true (quota_mode)",
 	} {
 		if !strings.Contains(dump, line+"\n") {
 			t.Errorf("dump lacks %q", line)
