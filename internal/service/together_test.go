@@ -117,3 +117,35 @@ func TestAllOrNothingTogetherBackend(t *testing.T) {
 		})
 	}
 }
+
+// chargeConfig has a roomy limit (a) and a quota descriptor (q), which
+// charges a cost that does not fit.
+const chargeConfig = `domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: q
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 2}
+`
+
+// With AllOrNothing, a charged descriptor that is denied keeps its charge
+// (that is what charging is for: a debit that does not fit still binds the
+// quota), while the request's admitted descriptors are given back theirs;
+// decided together or refunded after alike.
+func TestAllOrNothingKeepsDeniedCharge(t *testing.T) {
+	for _, decline := range []bool{false, true} {
+		t.Run(map[bool]string{false: "together", true: "refunded"}[decline], func(t *testing.T) {
+			h := newHarness(t, Options{AllOrNothing: true}, chargeConfig)
+			tb := &togetherMemory{countingBackend: h.mem, decline: decline}
+			h.svc = New(Options{AllOrNothing: true, Backend: tb, Logger: stacktest.QuietLogger()})
+			h.svc.SetConfig(parseConfig(t, chargeConfig))
+
+			expect(t, h.call(t, rq("d", d("a", "1"), addend(d("q", "1"), 3))), OVER,
+				"OK 10/HOUR rem=10 reset=59m59.75s", "OVER_LIMIT 2/HOUR rem=0 reset=59m59.75s")
+			// q holds 3 of 2: even one more is denied; a was given back.
+			expect(t, h.call(t, rq("d", d("q", "1"))), OVER, "OVER_LIMIT 2/HOUR rem=0 reset=59m59.75s")
+			expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 10/HOUR rem=9 reset=59m59.75s")
+		})
+	}
+}
