@@ -280,7 +280,7 @@ func (c *compiler) rule(s *RuleSpec, at Pos) (*limit.Rule, bool) {
 		c.errorf(multiplierAt, "unit_multiplier %d makes a period longer than 100 years", r.Multiplier)
 		ok = false
 	}
-	if s.Burst != nil && !r.Algorithm.HasBurst() {
+	if s.Burst != nil && !r.Algorithm.IsMeter() {
 		c.errorf(burstAt, "burst applies only to token_bucket, leaky_bucket and gcra, not %s", r.Algorithm)
 		ok = false
 	}

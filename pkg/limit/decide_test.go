@@ -166,7 +166,7 @@ func randomRule(rng *rand.Rand, a Algorithm) Rule {
 		Multiplier: uint32(rng.IntN(4)),
 		Limit:      uint64(rng.IntN(12)),
 	}
-	if a.HasBurst() && rng.IntN(2) == 0 {
+	if a.IsMeter() && rng.IntN(2) == 0 {
 		r.Burst = uint64(rng.IntN(20))
 	}
 	return r

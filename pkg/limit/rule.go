@@ -134,12 +134,10 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	return 0, fmt.Errorf("unknown algorithm %q (want one of %s)", s, strings.Join(algorithmNames[:], ", "))
 }
 
-// HasBurst reports whether the algorithm takes a Burst setting.
-func (a Algorithm) HasBurst() bool { return a == TokenBucket || a == LeakyBucket || a == GCRA }
-
 // IsMeter reports whether a is one of the three equivalent continuous
-// meters (token bucket, leaky bucket, GCRA).
-func (a Algorithm) IsMeter() bool { return a.HasBurst() }
+// meters (token bucket, leaky bucket, GCRA): the algorithms whose state is
+// a level draining at the rate, and the only ones that take a Burst.
+func (a Algorithm) IsMeter() bool { return a == TokenBucket || a == LeakyBucket || a == GCRA }
 
 // Rule is one limit: at most Limit units of cost per Multiplier×Unit,
 // counted by Algorithm. The zero Multiplier means 1. Limit and Burst are in
@@ -200,7 +198,7 @@ func (r Rule) PeriodMicros() int64 {
 // Capacity is the most cost the rule can hold at once: Burst for the meters
 // (Limit when Burst is 0), Limit for the window algorithms.
 func (r Rule) Capacity() uint64 {
-	if r.Algorithm.HasBurst() && r.Burst != 0 {
+	if r.Algorithm.IsMeter() && r.Burst != 0 {
 		return r.Burst
 	}
 	return r.Limit
@@ -240,7 +238,7 @@ func (r Rule) String() string {
 		b.WriteString(": ")
 	}
 	fmt.Fprintf(&b, "%s %d/%d %s", r.Algorithm, r.Limit, r.multiplier(), r.Unit)
-	if r.Algorithm.HasBurst() && r.Burst != 0 {
+	if r.Algorithm.IsMeter() && r.Burst != 0 {
 		fmt.Fprintf(&b, " burst %d", r.Burst)
 	}
 	if r.Location != nil {

@@ -273,7 +273,7 @@ func randomRule(rng *rand.Rand, zones []*time.Location) limit.Rule {
 			r.Limit = MaxExact - 1
 		}
 	}
-	if r.Algorithm.HasBurst() && rng.IntN(2) == 0 {
+	if r.Algorithm.IsMeter() && rng.IntN(2) == 0 {
 		r.Burst = uint64(rng.IntN(12))
 	}
 	if r.Algorithm == limit.FixedWindow && rng.IntN(2) == 0 {

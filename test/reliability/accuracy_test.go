@@ -51,7 +51,7 @@ func accYAML() string {
 	b.WriteString("domain: acc\ndescriptors:\n")
 	for _, a := range accAlgorithms {
 		burst := ""
-		if a.alg.HasBurst() {
+		if a.alg.IsMeter() {
 			burst = fmt.Sprintf(", burst: %d", accLimit)
 		}
 		fmt.Fprintf(&b, "  - key: %s\n    rate_limit: {algorithm: %s, unit: second, requests_per_unit: %d%s}\n", a.name, a.name, accLimit, burst)
