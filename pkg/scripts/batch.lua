@@ -40,6 +40,11 @@ end
 -- still, so the restored TTLs are exact).
 local saved
 if together then
+  -- Refuse before writing anything when a denial could not be undone.
+  if redis.acl_check_cmd and not (redis.acl_check_cmd('RESTORE', KEYS[1], '0', '') and
+      redis.acl_check_cmd('DUMP', KEYS[1])) then
+    return redis.error_reply('sluice decide: NOPERM: deciding descriptors together needs DUMP and RESTORE, which this Redis user may not run')
+  end
   saved = {}
   for j = 1, nkeys do
     local key = KEYS[j]

@@ -80,3 +80,29 @@ func TestDecideTogetherClusterDeclinesSeveral(t *testing.T) {
 		}
 	}
 }
+
+// A Redis user that may not run RESTORE gets an error naming NOPERM for a
+// request decided together, and nothing of the request is written.
+func TestDecideTogetherWithoutRestorePermission(t *testing.T) {
+	srv := redistest.Standalone(t)
+	ctx := context.Background()
+	admin := srv.Client()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "limited", "on", ">pw", "~*", "+@all", "-@dangerous").Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBackend(t, Options{URL: srv.Addr(), Auth: "limited:pw", KeyPrefix: "together:", DisableCoalescing: true})
+	one := []limit.Rule{{Unit: limit.Hour, Limit: 1}}
+	checks := []backend.Check{{Identity: "a", Rules: one, Cost: limit.Cost{N: 1}}, {Identity: "b", Rules: one, Cost: limit.Cost{N: 1}}}
+	res, ok := b.DecideTogether(ctx, checks)
+	if !ok || len(res) != 2 {
+		t.Fatalf("DecideTogether: ok=%v %+v", ok, res)
+	}
+	for i, r := range res {
+		if r.Err == nil || !regexp.MustCompile(`NOPERM.*DUMP and RESTORE`).MatchString(r.Err.Error()) {
+			t.Errorf("check %d: %+v, want an error naming NOPERM, DUMP and RESTORE", i, r)
+		}
+	}
+	if n, err := admin.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Errorf("keys after the refused call: %d (%v), want 0", n, err)
+	}
+}
