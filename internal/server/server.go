@@ -222,7 +222,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	errc := make(chan error, 2)
 	go func() {
-		if err := s.grpc.Serve(s.grpcLn); err != nil {
+		// ErrServerStopped: shutdown ran before this goroutine reached
+		// Serve (a context cancelled right after start), not a failure.
+		if err := s.grpc.Serve(s.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			errc <- fmt.Errorf("server: gRPC: %w", err)
 			return
 		}

@@ -279,3 +279,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A server stopped right after it starts (a context cancelled before the
+// gRPC goroutine reached Serve) shuts down cleanly: no "server has been
+// stopped" error from a race between Serve and the shutdown.
+func TestStopRightAfterStart(t *testing.T) {
+	for i := range 50 {
+		st := newStack(t, testConfig, Options{}, nil)
+		if err := st.stop(); err != nil {
+			t.Fatalf("round %d: Serve: %v", i, err)
+		}
+	}
+}
