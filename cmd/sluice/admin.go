@@ -41,22 +41,44 @@ type adminWiring struct {
 	top      *hitters.Tracker
 }
 
-// newAdminWiring builds the observer feeding the page and heavy hitters.
-func newAdminWiring() *adminWiring {
+// newAdminWiring builds the observer feeding the page and heavy hitters,
+// or returns nil when the admin listener is off: then nothing shows them,
+// and no decision pays for feeding them.
+func newAdminWiring(s *settings) *adminWiring {
+	if addr := adminAddrOf(s); addr == "off" || addr == "" {
+		return nil
+	}
 	top := hitters.New(hitters.Options{})
 	return &adminWiring{observer: admin.NewObserver(top, nil), top: top}
+}
+
+// serviceObserver is what the service reports decisions to for the admin
+// listener: nil (no observer at all) when the listener is off.
+func (w *adminWiring) serviceObserver() service.Observer {
+	if w == nil {
+		return nil
+	}
+	return w.observer
+}
+
+// adminAddrOf is the admin listener's address: SLUICE_ADMIN_ADDR, or the
+// deprecated SLUICE_DEBUG_ADDR when the former is left at its default.
+func adminAddrOf(s *settings) string {
+	if s.DebugAddr != "" && s.Admin.Addr == admin.DefaultAddr {
+		return s.DebugAddr
+	}
+	return s.Admin.Addr
 }
 
 // startAdmin binds the admin listener unless it is off, and returns a
 // function running it until ctx is done (nil when off).
 func startAdmin(s *settings, log *logrus.Logger, w *adminWiring, svc *service.Service, b *backends,
 	srv *server.Server, reloads func() admin.ReloadState) (func(context.Context), error) {
-	addr := s.Admin.Addr
-	if s.DebugAddr != "" && addr == admin.DefaultAddr {
+	addr := adminAddrOf(s)
+	if s.DebugAddr != "" && s.Admin.Addr == admin.DefaultAddr {
 		log.WithField("addr", s.DebugAddr).Warn(s.source["debug-addr"] + " is deprecated: it now sets the admin listener's address (SLUICE_ADMIN_ADDR)")
-		addr = s.DebugAddr
 	}
-	if addr == "off" || addr == "" {
+	if addr == "off" || addr == "" || w == nil {
 		log.Info("admin listener off")
 		return nil, nil
 	}

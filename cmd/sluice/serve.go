@@ -77,7 +77,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		}
 	}
 
-	aw := newAdminWiring()
+	aw := newAdminWiring(s)
 	svc := service.New(service.Options{
 		Backend:         obs.backend(backends.main),
 		Local:           backends.local,
@@ -96,7 +96,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		},
 		DynamicMetadata: s.DynamicMetadata,
 		Logger:          log,
-		Observer:        admin.Tee(obs.observer(), aw.observer),
+		Observer:        admin.Tee(obs.observer(), aw.serviceObserver()),
 	})
 
 	// probe reports health; it exists once the server does, before any
