@@ -120,93 +120,50 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	if m.now == nil {
 		m.now = time.Now
 	}
-	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_decisions_total",
-		Help: "Request descriptors answered, by domain and outcome.",
-	}, []string{"domain", "outcome"})
-	m.nearLimit = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_decisions_near_limit_total",
-		Help: fmt.Sprintf("Admitted request descriptors whose binding rule has used more than %g of its capacity (also counted as ok).", opts.NearLimitRatio),
-	}, []string{"domain"})
-	m.ruleHits = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_rule_hits_total",
-		Help: "Cost (hits_addend) asked of named rules, admitted or not, by domain and rule name.",
-	}, []string{"domain", "rule"})
-	m.ruleOver = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_rule_over_limit_total",
-		Help: "Cost (hits_addend) that named rules denied, by domain and rule name.",
-	}, []string{"domain", "rule"})
-	m.descHits = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_descriptor_hits_total",
-		Help: "Cost asked of detailed_metric and value_to_metric descriptors, by domain and descriptor path with values.",
-	}, []string{"domain", "descriptor"})
-	m.descOver = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_descriptor_over_limit_total",
-		Help: "Cost denied to detailed_metric and value_to_metric descriptors, by domain and descriptor path with values.",
-	}, []string{"domain", "descriptor"})
+	f := registrar{reg: reg}
+	m.decisions = f.counterVec("sluice_decisions_total",
+		"Request descriptors answered, by domain and outcome.", "domain", "outcome")
+	m.nearLimit = f.counterVec("sluice_decisions_near_limit_total",
+		fmt.Sprintf("Admitted request descriptors whose binding rule has used more than %g of its capacity (also counted as ok).", opts.NearLimitRatio),
+		"domain")
+	m.ruleHits = f.counterVec("sluice_rule_hits_total",
+		"Cost (hits_addend) asked of named rules, admitted or not, by domain and rule name.", "domain", "rule")
+	m.ruleOver = f.counterVec("sluice_rule_over_limit_total",
+		"Cost (hits_addend) that named rules denied, by domain and rule name.", "domain", "rule")
+	m.descHits = f.counterVec("sluice_descriptor_hits_total",
+		"Cost asked of detailed_metric and value_to_metric descriptors, by domain and descriptor path with values.",
+		"domain", "descriptor")
+	m.descOver = f.counterVec("sluice_descriptor_over_limit_total",
+		"Cost denied to detailed_metric and value_to_metric descriptors, by domain and descriptor path with values.",
+		"domain", "descriptor")
 	for k := range m.node {
-		m.node[k] = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_rate_limit_" + nodeCounterNames[k] + "_total",
-			Help: nodeCounterHelp[k],
-		}, []string{"domain", "descriptor", "key1", "key2"})
+		m.node[k] = f.counterVec("sluice_rate_limit_"+nodeCounterNames[k]+"_total", nodeCounterHelp[k],
+			"domain", "descriptor", "key1", "key2")
 	}
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_requests_total",
-		Help: "ShouldRateLimit calls finished (gRPC and /json), by gRPC status code.",
-	}, []string{"code"})
-	m.requestsOver = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "sluice_requests_over_limit_total",
-		Help: "ShouldRateLimit calls answered with overall code OVER_LIMIT.",
-	})
-	m.shadowForced = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "sluice_requests_shadow_forced_total",
-		Help: "ShouldRateLimit calls whose OVER_LIMIT overall code the global shadow mode turned into OK.",
-	})
-	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "sluice_request_duration_seconds",
-		Help:    "Time to answer a unary gRPC call, by full method name.",
-		Buckets: durationBuckets,
-	}, []string{"method"})
-	m.backendTime = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "sluice_backend_decide_duration_seconds",
-		Help:    "Time of one backend Decide call (all checks of one request).",
-		Buckets: durationBuckets,
-	})
-	m.backendChecks = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "sluice_backend_checks_total",
-		Help: "Checks (descriptors) sent to the backend.",
-	})
-	m.backendErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_backend_errors_total",
-		Help: "Checks the backend could not decide, by kind: timeout, canceled, circuit_open, unavailable, other.",
-	}, []string{"kind"})
-	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_config_reloads_total",
-		Help: "Configuration loads (the first one included), by result: success or failure.",
-	}, []string{"result"})
-	m.domainsGauge = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "sluice_config_domains",
-		Help: "Domains in the configuration in use.",
-	})
-	m.lastReload = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "sluice_config_last_reload_success_timestamp_seconds",
-		Help: "Unix time of the last successful configuration load.",
-	})
-	m.batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "sluice_redis_pipeline_batch_size",
-		Help:    "Commands per Redis pipeline round trip.",
-		Buckets: batchBuckets,
-	})
-	for _, c := range []prometheus.Collector{
-		m.decisions, m.nearLimit, m.ruleHits, m.ruleOver, m.descHits, m.descOver,
-		m.requests, m.requestsOver, m.shadowForced, m.duration,
-		m.backendTime, m.backendChecks, m.backendErrors,
-		m.reloads, m.domainsGauge, m.lastReload, m.batchSize,
-		m.node[nodeTotalHits], m.node[nodeOverLimit], m.node[nodeNearLimit], m.node[nodeWithinLimit], m.node[nodeShadowMode],
-	} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("metrics: register: %w", err)
-		}
+	m.requests = f.counterVec("sluice_requests_total",
+		"ShouldRateLimit calls finished (gRPC and /json), by gRPC status code.", "code")
+	m.requestsOver = f.counter("sluice_requests_over_limit_total",
+		"ShouldRateLimit calls answered with overall code OVER_LIMIT.")
+	m.shadowForced = f.counter("sluice_requests_shadow_forced_total",
+		"ShouldRateLimit calls whose OVER_LIMIT overall code the global shadow mode turned into OK.")
+	m.duration = f.histogramVec("sluice_request_duration_seconds",
+		"Time to answer a unary gRPC call, by full method name.", durationBuckets, "method")
+	m.backendTime = f.histogram("sluice_backend_decide_duration_seconds",
+		"Time of one backend Decide call (all checks of one request).", durationBuckets)
+	m.backendChecks = f.counter("sluice_backend_checks_total",
+		"Checks (descriptors) sent to the backend.")
+	m.backendErrors = f.counterVec("sluice_backend_errors_total",
+		"Checks the backend could not decide, by kind: timeout, canceled, circuit_open, unavailable, other.", "kind")
+	m.reloads = f.counterVec("sluice_config_reloads_total",
+		"Configuration loads (the first one included), by result: success or failure.", "result")
+	m.domainsGauge = f.gauge("sluice_config_domains",
+		"Domains in the configuration in use.")
+	m.lastReload = f.gauge("sluice_config_last_reload_success_timestamp_seconds",
+		"Unix time of the last successful configuration load.")
+	m.batchSize = f.histogram("sluice_redis_pipeline_batch_size",
+		"Commands per Redis pipeline round trip.", batchBuckets)
+	if f.err != nil {
+		return nil, fmt.Errorf("metrics: register: %w", f.err)
 	}
 	for c := range m.codeCounters {
 		m.codeCounters[c] = m.requests.WithLabelValues(codes.Code(c).String())

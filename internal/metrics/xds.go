@@ -28,24 +28,17 @@ func (m *Metrics) RegisterXDS() (*XDS, error) {
 	if m == nil {
 		return nil, nil
 	}
+	f := registrar{reg: m.reg}
 	x := &XDS{
-		connected: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sluice_xds_connected",
-			Help: "1 while a stream to the xDS management server is open, 0 otherwise.",
-		}),
-		version: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sluice_xds_config_version_info",
-			Help: "1 for the version_info of the xDS configuration in use (absent before the first one).",
-		}, []string{"version"}),
+		connected: f.gauge("sluice_xds_connected",
+			"1 while a stream to the xDS management server is open, 0 otherwise."),
+		version: f.gaugeVec("sluice_xds_config_version_info",
+			"1 for the version_info of the xDS configuration in use (absent before the first one).", "version"),
 	}
-	responses := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_xds_responses_total",
-		Help: "xDS responses handled, by result: ack (applied) or nack (rejected; the previous configuration stays).",
-	}, []string{"result"})
-	for _, c := range []prometheus.Collector{x.connected, x.version, responses} {
-		if err := m.reg.Register(c); err != nil {
-			return nil, fmt.Errorf("metrics: register the xDS families: %w", err)
-		}
+	responses := f.counterVec("sluice_xds_responses_total",
+		"xDS responses handled, by result: ack (applied) or nack (rejected; the previous configuration stays).", "result")
+	if f.err != nil {
+		return nil, fmt.Errorf("metrics: register the xDS families: %w", f.err)
 	}
 	x.acks = responses.WithLabelValues("ack")
 	x.nacks = responses.WithLabelValues("nack")
