@@ -99,45 +99,39 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, requestAddend uint32) limit.Cost
 	return limit.Cost{N: n, Refund: d.IsNegativeHits}
 }
 
+// envoyUnits pairs Envoy's unit numbers with limit's units: RateLimitUnit
+// numbers SECOND to YEAR 1-6, and the response enum's, which are the same
+// and add WEEK = 7. UNKNOWN (0) and unlisted numbers have no unit.
+var envoyUnits = []struct {
+	envoy rlsv3.RateLimitResponse_RateLimit_Unit
+	unit  limit.Unit
+}{
+	{rlsv3.RateLimitResponse_RateLimit_SECOND, limit.Second},
+	{rlsv3.RateLimitResponse_RateLimit_MINUTE, limit.Minute},
+	{rlsv3.RateLimitResponse_RateLimit_HOUR, limit.Hour},
+	{rlsv3.RateLimitResponse_RateLimit_DAY, limit.Day},
+	{rlsv3.RateLimitResponse_RateLimit_MONTH, limit.Month},
+	{rlsv3.RateLimitResponse_RateLimit_YEAR, limit.Year},
+	{rlsv3.RateLimitResponse_RateLimit_WEEK, limit.Week},
+}
+
 // unitFromEnvoy maps Envoy's RateLimitUnit (and the response enum, which
 // adds WEEK = 7) to a limit.Unit. UNKNOWN and unlisted values fail.
 func unitFromEnvoy(u int32) (limit.Unit, bool) {
-	switch u {
-	case 1:
-		return limit.Second, true
-	case 2:
-		return limit.Minute, true
-	case 3:
-		return limit.Hour, true
-	case 4:
-		return limit.Day, true
-	case 5:
-		return limit.Month, true
-	case 6:
-		return limit.Year, true
-	case 7:
-		return limit.Week, true
+	for _, p := range envoyUnits {
+		if int32(p.envoy) == u {
+			return p.unit, true
+		}
 	}
 	return limit.UnitUnknown, false
 }
 
 // unitToEnvoy maps a limit.Unit to the response enum.
 func unitToEnvoy(u limit.Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
-	switch u {
-	case limit.Second:
-		return rlsv3.RateLimitResponse_RateLimit_SECOND
-	case limit.Minute:
-		return rlsv3.RateLimitResponse_RateLimit_MINUTE
-	case limit.Hour:
-		return rlsv3.RateLimitResponse_RateLimit_HOUR
-	case limit.Day:
-		return rlsv3.RateLimitResponse_RateLimit_DAY
-	case limit.Week:
-		return rlsv3.RateLimitResponse_RateLimit_WEEK
-	case limit.Month:
-		return rlsv3.RateLimitResponse_RateLimit_MONTH
-	case limit.Year:
-		return rlsv3.RateLimitResponse_RateLimit_YEAR
+	for _, p := range envoyUnits {
+		if p.unit == u {
+			return p.envoy
+		}
 	}
 	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
 }

@@ -87,32 +87,30 @@ func (s *suite) testAlgorithms(t *testing.T) {
 }
 
 func (s *suite) testRefund(t *testing.T) {
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, base)
-			id, rules := e.id("x"), threePerMinute(a)
-			e.expect("take 3", e.one("take", id, rules, 3), true, 0, e.firstReset(a))
-			d := e.refund("refund 2", id, rules, 2)
-			if o := d.BindingOutcome(); !d.Allowed || o.Remaining != 2 {
-				t.Errorf("refund 2 of 3: %s, want allowed with 2 remaining", format(d))
-			}
-			d = e.refund("refund 10", id, rules, 10)
-			if o := d.BindingOutcome(); !d.Allowed || o.Remaining != 3 {
-				t.Errorf("refund more than was taken: %s, want 3 remaining (never above full)", format(d))
-			}
-			e.expect("take 3 again", e.one("take", id, rules, 3), true, 0, e.firstReset(a))
-			e.expect("then over", e.one("over", id, rules, 1), false, 0, e.overReset(a))
-			// A refund is admitted even when the rule is full.
-			d = e.refund("refund 1 when full", id, rules, 1)
-			if !d.Allowed || d.BindingOutcome().Remaining != 1 {
-				t.Errorf("refund when full: %s", format(d))
-			}
-		})
-	}
+	s.perAlgorithm(t, func(t *testing.T, e *env, a limit.Algorithm) {
+		id, rules := e.id("x"), threePerMinute(a)
+		e.expect("take 3", e.one("take", id, rules, 3), true, 0, e.firstReset(a))
+		d := e.refund("refund 2", id, rules, 2)
+		if o := d.BindingOutcome(); !d.Allowed || o.Remaining != 2 {
+			t.Errorf("refund 2 of 3: %s, want allowed with 2 remaining", format(d))
+		}
+		d = e.refund("refund 10", id, rules, 10)
+		if o := d.BindingOutcome(); !d.Allowed || o.Remaining != 3 {
+			t.Errorf("refund more than was taken: %s, want 3 remaining (never above full)", format(d))
+		}
+		e.expect("take 3 again", e.one("take", id, rules, 3), true, 0, e.firstReset(a))
+		e.expect("then over", e.one("over", id, rules, 1), false, 0, e.overReset(a))
+		// A refund is admitted even when the rule is full.
+		d = e.refund("refund 1 when full", id, rules, 1)
+		if !d.Allowed || d.BindingOutcome().Remaining != 1 {
+			t.Errorf("refund when full: %s", format(d))
+		}
+	})
 }
 
 // firstReset is the reset after taking the whole quota of threePerMinute at
-// base.
+// base; a rule of any limit per minute filled at base (by one request or
+// several, before or after a raise) resets the same.
 func (e *env) firstReset(a limit.Algorithm) time.Duration {
 	switch a {
 	case limit.FixedWindow:
@@ -135,18 +133,15 @@ func (e *env) overReset(a limit.Algorithm) time.Duration {
 }
 
 func (s *suite) testPeek(t *testing.T) {
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, base)
-			id, rules := e.id("x"), threePerMinute(a)
-			e.expect("peek fresh", e.one("peek", id, rules, 0), true, 3, e.wholeReset(a))
-			e.one("take 3", id, rules, 3)
-			for range 3 {
-				e.expect("peek when full", e.one("peek", id, rules, 0), true, 0, e.firstReset(a))
-			}
-			e.expect("take after peeks", e.one("over", id, rules, 1), false, 0, e.overReset(a))
-		})
-	}
+	s.perAlgorithm(t, func(t *testing.T, e *env, a limit.Algorithm) {
+		id, rules := e.id("x"), threePerMinute(a)
+		e.expect("peek fresh", e.one("peek", id, rules, 0), true, 3, e.wholeReset(a))
+		e.one("take 3", id, rules, 3)
+		for range 3 {
+			e.expect("peek when full", e.one("peek", id, rules, 0), true, 0, e.firstReset(a))
+		}
+		e.expect("take after peeks", e.one("over", id, rules, 1), false, 0, e.overReset(a))
+	})
 }
 
 // wholeReset is the reset reported by a fresh rule of threePerMinute at base.
@@ -158,24 +153,21 @@ func (e *env) wholeReset(a limit.Algorithm) time.Duration {
 }
 
 func (s *suite) testCostOverLimit(t *testing.T) {
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, base)
-			id, rules := e.id("x"), threePerMinute(a)
-			e.expect("cost 4 of 3, fresh", e.one("cost 4", id, rules, 4), false, 3, e.wholeReset(a))
-			e.expect("nothing consumed", e.one("peek", id, rules, 0), true, 3, e.wholeReset(a))
-			e.one("take 1", id, rules, 1)
-			d := e.one("cost 4 after 1", id, rules, 4)
-			if o := d.BindingOutcome(); d.Allowed || o.Remaining != 2 || o.Reset != e.firstReset(a)-e.meterShare(a) {
-				t.Errorf("cost 4 after taking 1: %s, want denied, 2 remaining, reset when whole again (%v)", format(d), e.firstReset(a)-e.meterShare(a))
-			}
-			// Limit 0 denies every cost.
-			zero := []limit.Rule{{Algorithm: a, Unit: limit.Minute}}
-			if d := e.one("limit 0", e.id("zero"), zero, 1); d.Allowed {
-				t.Errorf("limit 0 admitted a request: %s", format(d))
-			}
-		})
-	}
+	s.perAlgorithm(t, func(t *testing.T, e *env, a limit.Algorithm) {
+		id, rules := e.id("x"), threePerMinute(a)
+		e.expect("cost 4 of 3, fresh", e.one("cost 4", id, rules, 4), false, 3, e.wholeReset(a))
+		e.expect("nothing consumed", e.one("peek", id, rules, 0), true, 3, e.wholeReset(a))
+		e.one("take 1", id, rules, 1)
+		d := e.one("cost 4 after 1", id, rules, 4)
+		if o := d.BindingOutcome(); d.Allowed || o.Remaining != 2 || o.Reset != e.firstReset(a)-e.meterShare(a) {
+			t.Errorf("cost 4 after taking 1: %s, want denied, 2 remaining, reset when whole again (%v)", format(d), e.firstReset(a)-e.meterShare(a))
+		}
+		// Limit 0 denies every cost.
+		zero := []limit.Rule{{Algorithm: a, Unit: limit.Minute}}
+		if d := e.one("limit 0", e.id("zero"), zero, 1); d.Allowed {
+			t.Errorf("limit 0 admitted a request: %s", format(d))
+		}
+	})
 }
 
 // meterShare is how much sooner a meter holding 1 of 3 is whole than one

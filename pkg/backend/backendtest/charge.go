@@ -26,67 +26,61 @@ func (e *env) debit(what, id string, rules []limit.Rule, n uint64) limit.Decisio
 // every later peek is denied until the window or the drain has paid it
 // back, and at that instant a peek is admitted again.
 func (s *suite) testCheckThenDebit(t *testing.T) {
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, base)
-			id := e.id("quota")
-			rules := []limit.Rule{{Algorithm: a, Unit: limit.Minute, Limit: 2}}
-			passed := 0
-			for i := range 6 {
-				if !e.one(fmt.Sprint("peek ", i+1), id, rules, 0).Allowed {
-					break
-				}
-				passed++
-				e.debit(fmt.Sprint("debit ", i+1), id, rules, 1)
+	s.perAlgorithm(t, func(t *testing.T, e *env, a limit.Algorithm) {
+		id := e.id("quota")
+		rules := []limit.Rule{{Algorithm: a, Unit: limit.Minute, Limit: 2}}
+		passed := 0
+		for i := range 6 {
+			if !e.one(fmt.Sprint("peek ", i+1), id, rules, 0).Allowed {
+				break
 			}
-			if passed != 3 {
-				t.Errorf("check-then-debit on 2 per minute passed %d requests, want 3", passed)
-			}
+			passed++
+			e.debit(fmt.Sprint("debit ", i+1), id, rules, 1)
+		}
+		if passed != 3 {
+			t.Errorf("check-then-debit on 2 per minute passed %d requests, want 3", passed)
+		}
 
-			// A debit larger than what is left (100 tokens of 5 left).
-			big := e.id("big")
-			ten := []limit.Rule{{Algorithm: a, Unit: limit.Minute, Limit: 10}}
-			e.debit("debit 5", big, ten, 5)
-			d := e.debit("debit 100 with 5 left", big, ten, 100)
-			if d.Allowed || d.BindingOutcome().Remaining != 0 {
-				t.Errorf("a debit of 100 with 5 left: %s, want denied (charged) with 0 remaining", format(d))
-			}
-			p := e.one("peek after the big debit", big, ten, 0)
-			if p.Allowed {
-				t.Fatalf("peek after a debit past the limit: %s, want denied", format(p))
-			}
-			wait := p.BindingOutcome().Reset
-			if wait <= 0 {
-				t.Fatalf("denied peek reports reset %v", wait)
-			}
-			e.wait(wait - us)
-			if d := e.one("peek 1µs before the reset", big, ten, 0); d.Allowed {
-				t.Errorf("peek 1µs before the reported reset: %s, want denied", format(d))
-			}
-			e.wait(us)
-			if d := e.one("peek at the reset", big, ten, 0); !d.Allowed {
-				t.Errorf("peek at the reported reset: %s, want admitted", format(d))
-			}
-		})
-	}
+		// A debit larger than what is left (100 tokens of 5 left).
+		big := e.id("big")
+		ten := []limit.Rule{{Algorithm: a, Unit: limit.Minute, Limit: 10}}
+		e.debit("debit 5", big, ten, 5)
+		d := e.debit("debit 100 with 5 left", big, ten, 100)
+		if d.Allowed || d.BindingOutcome().Remaining != 0 {
+			t.Errorf("a debit of 100 with 5 left: %s, want denied (charged) with 0 remaining", format(d))
+		}
+		p := e.one("peek after the big debit", big, ten, 0)
+		if p.Allowed {
+			t.Fatalf("peek after a debit past the limit: %s, want denied", format(p))
+		}
+		wait := p.BindingOutcome().Reset
+		if wait <= 0 {
+			t.Fatalf("denied peek reports reset %v", wait)
+		}
+		e.wait(wait - us)
+		if d := e.one("peek 1µs before the reset", big, ten, 0); d.Allowed {
+			t.Errorf("peek 1µs before the reported reset: %s, want denied", format(d))
+		}
+		e.wait(us)
+		if d := e.one("peek at the reset", big, ten, 0); !d.Allowed {
+			t.Errorf("peek at the reported reset: %s, want admitted", format(d))
+		}
+	})
 }
 
 // testUnchargedDenialConsumesNothing: without Charge, a cost that does not
 // fit still consumes nothing (the default everywhere but quotas).
 func (s *suite) testUnchargedDenialConsumesNothing(t *testing.T) {
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, base)
-			id, rules := e.id("x"), threePerMinute(a)
-			e.one("take 2", id, rules, 2)
-			if d := e.one("take 5", id, rules, 5); d.Allowed {
-				t.Fatalf("5 with 1 left admitted: %s", format(d))
-			}
-			if d := e.one("take 1", id, rules, 1); !d.Allowed {
-				t.Errorf("the denied 5 consumed quota: %s", format(d))
-			}
-		})
-	}
+	s.perAlgorithm(t, func(t *testing.T, e *env, a limit.Algorithm) {
+		id, rules := e.id("x"), threePerMinute(a)
+		e.one("take 2", id, rules, 2)
+		if d := e.one("take 5", id, rules, 5); d.Allowed {
+			t.Fatalf("5 with 1 left admitted: %s", format(d))
+		}
+		if d := e.one("take 1", id, rules, 1); !d.Allowed {
+			t.Errorf("the denied 5 consumed quota: %s", format(d))
+		}
+	})
 }
 
 // testLimitChange raises and lowers each algorithm's limit mid-window and
@@ -96,38 +90,35 @@ func (s *suite) testUnchargedDenialConsumesNothing(t *testing.T) {
 // lowered to 1/s while the client is throttled, 1.2 s later a cost of 5
 // must still be denied (level ≈ 8.8 of 10).
 func (s *suite) testLimitChange(t *testing.T) {
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, base)
-			id := e.id("x")
-			fast := []limit.Rule{{Algorithm: a, Unit: limit.Second, Limit: 10, Burst: 10}}
-			slow := []limit.Rule{{Algorithm: a, Unit: limit.Second, Limit: 1, Burst: 10}}
-			raised := []limit.Rule{{Algorithm: a, Unit: limit.Second, Limit: 20, Burst: 20}}
-			e.one("take 10 at 10/s", id, fast, 10)
-			e.wait(50 * time.Millisecond)
-			if d := e.one("lowered to 1/s, throttled", id, slow, 1); d.Allowed && a.IsMeter() {
-				t.Errorf("after lowering 10/s → 1/s with the bucket full: %s, want denied", format(d))
-			}
-			e.wait(1200 * time.Millisecond)
-			d := e.one("cost 5, 1.2 s later at 1/s", id, slow, 5)
-			if a.IsMeter() && d.Allowed {
-				t.Errorf("a lowered rate handed out capacity: %s, want denied (level ≈ 8.8 of 10)", format(d))
-			}
-			// Raising keeps what is counted and admits the difference.
-			e.wait(100 * time.Millisecond)
-			e.one("raised, take 1", id, raised, 1)
-			e.one("raised, peek", id, raised, 0)
-			// Lower again mid-window, then back.
-			e.one("lowered, take 1", id, slow, 1)
-			e.wait(300 * time.Millisecond)
-			e.one("fast, peek", id, fast, 0)
-			e.one("slow, peek", id, slow, 0)
-			e.wait(2 * time.Second)
-			e.one("slow, take 3", id, slow, 3)
-			e.wait(20 * time.Second)
-			e.one("slow, take 1 later", id, slow, 1)
-		})
-	}
+	s.perAlgorithm(t, func(t *testing.T, e *env, a limit.Algorithm) {
+		id := e.id("x")
+		fast := []limit.Rule{{Algorithm: a, Unit: limit.Second, Limit: 10, Burst: 10}}
+		slow := []limit.Rule{{Algorithm: a, Unit: limit.Second, Limit: 1, Burst: 10}}
+		raised := []limit.Rule{{Algorithm: a, Unit: limit.Second, Limit: 20, Burst: 20}}
+		e.one("take 10 at 10/s", id, fast, 10)
+		e.wait(50 * time.Millisecond)
+		if d := e.one("lowered to 1/s, throttled", id, slow, 1); d.Allowed && a.IsMeter() {
+			t.Errorf("after lowering 10/s → 1/s with the bucket full: %s, want denied", format(d))
+		}
+		e.wait(1200 * time.Millisecond)
+		d := e.one("cost 5, 1.2 s later at 1/s", id, slow, 5)
+		if a.IsMeter() && d.Allowed {
+			t.Errorf("a lowered rate handed out capacity: %s, want denied (level ≈ 8.8 of 10)", format(d))
+		}
+		// Raising keeps what is counted and admits the difference.
+		e.wait(100 * time.Millisecond)
+		e.one("raised, take 1", id, raised, 1)
+		e.one("raised, peek", id, raised, 0)
+		// Lower again mid-window, then back.
+		e.one("lowered, take 1", id, slow, 1)
+		e.wait(300 * time.Millisecond)
+		e.one("fast, peek", id, fast, 0)
+		e.one("slow, peek", id, slow, 0)
+		e.wait(2 * time.Second)
+		e.one("slow, take 3", id, slow, 3)
+		e.wait(20 * time.Second)
+		e.one("slow, take 1 later", id, slow, 1)
+	})
 }
 
 // testSharedStateKeepsSlowestExpiry: two rule sets share a meter's state
@@ -157,26 +148,23 @@ func (s *suite) testSharedStateKeepsSlowestExpiry(t *testing.T) {
 // per unit of cost), and is decided, not reported as an error.
 func (s *suite) testHugeCost(t *testing.T) {
 	const limitMax = 4294967295
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, base)
-			ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
-			defer cancel()
-			e.ctx = ctx
-			rules := []limit.Rule{{Algorithm: a, Unit: limit.Hour, Limit: limitMax}}
-			id := e.id("x")
-			e.expect("1e6", e.one("cost 1e6", id, rules, 1_000_000), true, limitMax-1_000_000, e.hugeReset(a, 1_000_000))
-			e.one("cost 4e8", id, rules, 400_000_000)
-			e.one("the rest", id, rules, limitMax-401_000_000)
-			if d := e.one("one more", id, rules, 1); d.Allowed {
-				t.Errorf("one more past the limit: %s", format(d))
-			}
-			e.debit("charge 1e9 more", id, rules, 1_000_000_000)
-			e.wait(time.Second)
-			e.one("peek", id, rules, 0)
-			e.refund("refund", id, rules, 2_000_000_000)
-		})
-	}
+	s.perAlgorithm(t, func(t *testing.T, e *env, a limit.Algorithm) {
+		ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+		defer cancel()
+		e.ctx = ctx
+		rules := []limit.Rule{{Algorithm: a, Unit: limit.Hour, Limit: limitMax}}
+		id := e.id("x")
+		e.expect("1e6", e.one("cost 1e6", id, rules, 1_000_000), true, limitMax-1_000_000, e.hugeReset(a, 1_000_000))
+		e.one("cost 4e8", id, rules, 400_000_000)
+		e.one("the rest", id, rules, limitMax-401_000_000)
+		if d := e.one("one more", id, rules, 1); d.Allowed {
+			t.Errorf("one more past the limit: %s", format(d))
+		}
+		e.debit("charge 1e9 more", id, rules, 1_000_000_000)
+		e.wait(time.Second)
+		e.one("peek", id, rules, 0)
+		e.refund("refund", id, rules, 2_000_000_000)
+	})
 }
 
 // hugeReset is the reset of the first request of testHugeCost.

@@ -214,34 +214,21 @@ func (s *suite) testCalendarWindow(t *testing.T) {
 // testRaiseLimit: the state key does not include the limit, so raising a
 // limit keeps the usage counted.
 func (s *suite) testRaiseLimit(t *testing.T) {
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, base)
-			id, rules := e.id("x"), threePerMinute(a)
-			e.one("take 3", id, rules, 3)
-			raised := []limit.Rule{rules[0]}
-			raised[0].Limit = 5
-			if d := e.one("peek raised", id, raised, 0); d.BindingOutcome().Remaining != 2 {
-				t.Errorf("after raising 3 → 5 with 3 used: %s, want 2 remaining", format(d))
-			}
-			e.expect("take 2 more", e.one("take", id, raised, 2), true, 0, e.raisedReset(a))
-			if d := e.one("over", id, raised, 1); d.Allowed {
-				t.Errorf("a sixth request under a limit of 5: %s", format(d))
-			}
-		})
-	}
-}
-
-// raisedReset is the reset after taking 3 under a limit of 3 per minute,
-// then 2 more under 5 per minute, at base.
-func (e *env) raisedReset(a limit.Algorithm) time.Duration {
-	switch a {
-	case limit.FixedWindow:
-		return 40 * time.Second
-	case limit.SlidingWindow:
-		return 100 * time.Second
-	}
-	return time.Minute // the log's newest entry; a meter holding 5 drains 5 a minute
+	s.perAlgorithm(t, func(t *testing.T, e *env, a limit.Algorithm) {
+		id, rules := e.id("x"), threePerMinute(a)
+		e.one("take 3", id, rules, 3)
+		raised := []limit.Rule{rules[0]}
+		raised[0].Limit = 5
+		if d := e.one("peek raised", id, raised, 0); d.BindingOutcome().Remaining != 2 {
+			t.Errorf("after raising 3 → 5 with 3 used: %s, want 2 remaining", format(d))
+		}
+		// Full again at base, under the raised limit: the reset of a full
+		// rule of threePerMinute.
+		e.expect("take 2 more", e.one("take", id, raised, 2), true, 0, e.firstReset(a))
+		if d := e.one("over", id, raised, 1); d.Allowed {
+			t.Errorf("a sixth request under a limit of 5: %s", format(d))
+		}
+	})
 }
 
 func (s *suite) testChangeAlgorithm(t *testing.T) {

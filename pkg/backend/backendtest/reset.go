@@ -28,27 +28,24 @@ func (e *env) reset(what, id string, rules []limit.Rule) {
 // another identity, keep their counts; resetting an unknown identity is
 // not an error.
 func (s *suite) testReset(t *testing.T) {
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, base)
-			id, other := e.id("x"), e.id("other")
-			rules := threePerMinute(a)
-			e.one("take 3", id, rules, 3)
-			e.one("other takes 2", other, rules, 2)
-			e.expect("over before reset", e.one("over", id, rules, 1), false, 0, e.overReset(a))
-			e.reset("reset", id, rules)
-			e.expect("peek after reset", e.one("peek", id, rules, 0), true, 3, e.wholeReset(a))
-			// e.one compares every outcome, reset included, with the model,
-			// which forgot the state too.
-			if d := e.one("take 1", id, rules, 1); !d.Allowed || d.BindingOutcome().Remaining != 2 {
-				t.Errorf("after reset: %s, want admitted with 2 remaining", format(d))
-			}
-			if d := e.one("other unchanged", other, rules, 0); d.BindingOutcome().Remaining != 1 {
-				t.Errorf("another identity's state changed: remaining %d, want 1", d.BindingOutcome().Remaining)
-			}
-			e.reset("reset unknown", e.id("never"), rules)
-		})
-	}
+	s.perAlgorithm(t, func(t *testing.T, e *env, a limit.Algorithm) {
+		id, other := e.id("x"), e.id("other")
+		rules := threePerMinute(a)
+		e.one("take 3", id, rules, 3)
+		e.one("other takes 2", other, rules, 2)
+		e.expect("over before reset", e.one("over", id, rules, 1), false, 0, e.overReset(a))
+		e.reset("reset", id, rules)
+		e.expect("peek after reset", e.one("peek", id, rules, 0), true, 3, e.wholeReset(a))
+		// e.one compares every outcome, reset included, with the model,
+		// which forgot the state too.
+		if d := e.one("take 1", id, rules, 1); !d.Allowed || d.BindingOutcome().Remaining != 2 {
+			t.Errorf("after reset: %s, want admitted with 2 remaining", format(d))
+		}
+		if d := e.one("other unchanged", other, rules, 0); d.BindingOutcome().Remaining != 1 {
+			t.Errorf("another identity's state changed: remaining %d, want 1", d.BindingOutcome().Remaining)
+		}
+		e.reset("reset unknown", e.id("never"), rules)
+	})
 	t.Run("OneRule", func(t *testing.T) {
 		e := s.env(t, base)
 		id := e.id("x")

@@ -132,19 +132,29 @@ func (e *env) id(name string) string {
 func (e *env) decide(what string, checks ...backend.Check) []limit.Decision {
 	e.t.Helper()
 	now := e.clock.Now()
-	res := e.b.Decide(e.ctx, checks)
+	out := e.decisions(what, "Decide", checks, e.b.Decide(e.ctx, checks))
+	for i, d := range out {
+		want := e.model.decide(checks[i], limit.MicrosOf(now))
+		if !SameDecision(d, want) {
+			e.t.Errorf("%s at %s: check %d (%s, cost %+v):\n  got  %s\n  want %s",
+				what, now.Format(time.RFC3339Nano), i, describe(checks[i].Rules), checks[i].Cost, format(d), format(want))
+		}
+	}
+	return out
+}
+
+// decisions fails the test when call (the method that was called) returned
+// a wrong number of results or an error for any check, and returns the
+// results' Decisions.
+func (e *env) decisions(what, call string, checks []backend.Check, res []backend.Result) []limit.Decision {
+	e.t.Helper()
 	if len(res) != len(checks) {
-		e.t.Fatalf("%s: Decide returned %d results for %d checks", what, len(res), len(checks))
+		e.t.Fatalf("%s: %s returned %d results for %d checks", what, call, len(res), len(checks))
 	}
 	out := make([]limit.Decision, len(res))
 	for i, r := range res {
 		if r.Err != nil {
 			e.t.Fatalf("%s: check %d: %v", what, i, r.Err)
-		}
-		want := e.model.decide(checks[i], limit.MicrosOf(now))
-		if !SameDecision(r.Decision, want) {
-			e.t.Errorf("%s at %s: check %d (%s, cost %+v):\n  got  %s\n  want %s",
-				what, now.Format(time.RFC3339Nano), i, describe(checks[i].Rules), checks[i].Cost, format(r.Decision), format(want))
 		}
 		out[i] = r.Decision
 	}
@@ -252,6 +262,14 @@ func (m model) decide(c backend.Check, now limit.Micros) limit.Decision {
 
 // algorithms lists every algorithm, for per-algorithm subtests.
 var algorithms = []limit.Algorithm{limit.FixedWindow, limit.SlidingLog, limit.SlidingWindow, limit.TokenBucket, limit.LeakyBucket, limit.GCRA}
+
+// perAlgorithm runs test once per algorithm, each as a subtest named after
+// the algorithm with its own env starting at base.
+func (s *suite) perAlgorithm(t *testing.T, test func(t *testing.T, e *env, a limit.Algorithm)) {
+	for _, a := range algorithms {
+		t.Run(a.String(), func(t *testing.T) { test(t, s.env(t, base), a) })
+	}
+}
 
 // exact lists the algorithms that admit exactly Limit at one instant.
 var exact = []limit.Algorithm{limit.FixedWindow, limit.SlidingLog, limit.TokenBucket, limit.LeakyBucket, limit.GCRA}

@@ -45,17 +45,7 @@ func (e *env) decideTogether(what string, checks ...backend.Check) []limit.Decis
 	if !ok {
 		e.declined(what)
 	}
-	if len(res) != len(checks) {
-		e.t.Fatalf("%s: DecideTogether returned %d results for %d checks", what, len(res), len(checks))
-	}
-	out := make([]limit.Decision, len(res))
-	for i, r := range res {
-		if r.Err != nil {
-			e.t.Fatalf("%s: check %d: %v", what, i, r.Err)
-		}
-		out[i] = r.Decision
-	}
-	return out
+	return e.decisions(what, "DecideTogether", checks, res)
 }
 
 // remaining peeks id's rules with Decide (outside the model) and returns
