@@ -36,6 +36,19 @@ func tree(t *testing.T, files map[string]string, links map[string]string) string
 	return dir
 }
 
+// under returns the paths to load from the tree at dir: rel joined to dir,
+// or dir itself when rel is nil.
+func under(dir string, rel []string) []string {
+	if rel == nil {
+		return []string{dir}
+	}
+	paths := make([]string, len(rel))
+	for i, p := range rel {
+		paths[i] = filepath.Join(dir, p)
+	}
+	return paths
+}
+
 func domainYAML(name string, keys ...string) string {
 	var b strings.Builder
 	b.WriteString("domain: " + name + "\ndescriptors:\n")
@@ -125,13 +138,7 @@ func TestLoadDirectory(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := tree(t, tt.files, tt.links)
-			paths := []string{dir}
-			if tt.paths != nil {
-				paths = nil
-				for _, p := range tt.paths {
-					paths = append(paths, filepath.Join(dir, p))
-				}
-			}
+			paths := under(dir, tt.paths)
 			c, err := Load(LoadOptions{}, paths...)
 			if err != nil {
 				t.Fatalf("Load:\n%v", err)
@@ -242,13 +249,7 @@ func TestLoadErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := tree(t, tt.files, tt.links)
-			paths := []string{dir}
-			if tt.paths != nil {
-				paths = nil
-				for _, p := range tt.paths {
-					paths = append(paths, filepath.Join(dir, p))
-				}
-			}
+			paths := under(dir, tt.paths)
 			c, err := Load(tt.opts, paths...)
 			if c != nil {
 				t.Errorf("Load returned a config despite errors")

@@ -182,6 +182,22 @@ var referenceKeys = keySet("domain", "key", "value", "descriptors", "rate_limit"
 	"unlimited", "shadow_mode", "quota_mode", "name", "replaces", "detailed_metric", "value_to_metric",
 	"share_threshold", "metadata")
 
+// known returns the fields of a map whose keys are in keys, reporting the
+// others (the map is what, as messages name it) and leaving out those set
+// to null, which count as absent.
+func (p *parser) known(fields []field, keys map[string]bool, what string) []field {
+	out := make([]field, 0, len(fields))
+	for _, f := range fields {
+		switch {
+		case !keys[f.name]:
+			p.unknown(f, what)
+		case !isNull(f.val):
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // unknown records a key that means nothing in the map it is written in
 // (what: "the domain root", "a descriptor", ...). A key the reference
 // knows is ignored with a warning, as the reference ignores it; any other

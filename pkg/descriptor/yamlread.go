@@ -117,14 +117,7 @@ func (p *parser) domain(root *yaml.Node) (DomainSpec, bool) {
 	if !ok {
 		return s, false
 	}
-	for _, f := range fields {
-		if !rootKeys[f.name] {
-			p.unknown(f, "the domain root")
-			continue
-		}
-		if isNull(f.val) {
-			continue
-		}
+	for _, f := range p.known(fields, rootKeys, "the domain root") {
 		switch f.name {
 		case "domain":
 			s.Name, _ = p.str(f.val, "domain")
@@ -161,16 +154,10 @@ func (p *parser) descriptors(list *yaml.Node) []DescriptorSpec {
 // descriptor reads one descriptor map.
 func (p *parser) descriptor(m *yaml.Node) DescriptorSpec {
 	fields, _ := p.mapping(m, "a descriptor")
+	fields = p.known(fields, descriptorKeys, "a descriptor")
 	s := DescriptorSpec{At: p.pos(m), KeyAt: p.pos(m)}
 	var rateLimit, rateLimits *field
 	for i, f := range fields {
-		if !descriptorKeys[f.name] {
-			p.unknown(f, "a descriptor")
-			continue
-		}
-		if isNull(f.val) {
-			continue
-		}
 		switch f.name {
 		case "key":
 			s.Key, _ = p.str(f.val, "key")

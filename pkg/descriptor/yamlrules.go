@@ -32,14 +32,7 @@ func (p *parser) rule(m *yaml.Node) (s RuleSpec, ok bool) {
 	if !ok {
 		return s, false
 	}
-	for _, f := range fields {
-		if !ruleKeys[f.name] {
-			p.unknown(f, "a rate limit")
-			continue
-		}
-		if isNull(f.val) {
-			continue
-		}
+	for _, f := range p.known(fields, ruleKeys, "a rate limit") {
 		at := p.pos(f.val)
 		switch f.name {
 		case "unit":
