@@ -182,6 +182,22 @@ var referenceKeys = keySet("domain", "key", "value", "descriptors", "rate_limit"
 	"unlimited", "shadow_mode", "quota_mode", "name", "replaces", "detailed_metric", "value_to_metric",
 	"share_threshold", "metadata")
 
+// list reads the list n, which messages call name, with item reading each
+// element; an element item returns false for is left out.
+func list[T any](p *parser, n *yaml.Node, name string, item func(*yaml.Node) (T, bool)) []T {
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, "%s must be a list, got %s", name, describe(n))
+		return nil
+	}
+	var out []T
+	for _, e := range n.Content {
+		if v, ok := item(e); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // known returns the fields of a map whose keys are in keys, reporting the
 // others (the map is what, as messages name it) and leaving out those set
 // to null, which count as absent.

@@ -134,21 +134,15 @@ func (p *parser) domain(root *yaml.Node) (DomainSpec, bool) {
 }
 
 // descriptors reads a `descriptors` list.
-func (p *parser) descriptors(list *yaml.Node) []DescriptorSpec {
-	if list.Kind != yaml.SequenceNode {
-		p.errorf(list, "descriptors must be a list, got %s", describe(list))
-		return nil
-	}
-	var out []DescriptorSpec
-	for _, item := range list.Content {
+func (p *parser) descriptors(n *yaml.Node) []DescriptorSpec {
+	return list(p, n, "descriptors", func(item *yaml.Node) (DescriptorSpec, bool) {
 		item = resolve(item)
 		if item.Kind != yaml.MappingNode {
 			p.errorf(item, "descriptors must be a list of maps, got an item that is %s", describe(item))
-			continue
+			return DescriptorSpec{}, false
 		}
-		out = append(out, p.descriptor(item))
-	}
-	return out
+		return p.descriptor(item), true
+	})
 }
 
 // descriptor reads one descriptor map.
@@ -193,13 +187,11 @@ func (p *parser) descriptor(m *yaml.Node) DescriptorSpec {
 	case rateLimit != nil && rateLimits != nil:
 		p.errorf(rateLimits.key, "rate_limit (line %d) and rate_limits cannot both be set: put every rule in rate_limits", rateLimit.key.Line)
 	case rateLimit != nil:
-		s.RateLimits = p.rules([]*yaml.Node{rateLimit.val})
-	case rateLimits != nil:
-		if rateLimits.val.Kind != yaml.SequenceNode {
-			p.errorf(rateLimits.val, "rate_limits must be a list, got %s", describe(rateLimits.val))
-			break
+		if r, ok := p.rule(rateLimit.val); ok {
+			s.RateLimits = []RuleSpec{r}
 		}
-		s.RateLimits = p.rules(rateLimits.val.Content)
+	case rateLimits != nil:
+		s.RateLimits = list(p, rateLimits.val, "rate_limits", p.rule)
 	}
 	return s
 }

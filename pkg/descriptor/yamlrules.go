@@ -13,17 +13,6 @@ import (
 var ruleKeys = keySet("unit", "requests_per_unit", "name", "unlimited", "replaces",
 	"algorithm", "burst", "unit_multiplier", "time_zone")
 
-// rules reads a node's rate-limit maps.
-func (p *parser) rules(maps []*yaml.Node) []RuleSpec {
-	var out []RuleSpec
-	for _, m := range maps {
-		if s, ok := p.rule(m); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // rule reads one rate-limit map. ok is false when m is not a map.
 func (p *parser) rule(m *yaml.Node) (s RuleSpec, ok bool) {
 	m = resolve(m)
@@ -70,16 +59,11 @@ func (p *parser) rule(m *yaml.Node) (s RuleSpec, ok bool) {
 }
 
 // replaces reads a `replaces` list: maps holding a name.
-func (p *parser) replaces(list *yaml.Node) []ReplaceSpec {
-	if list.Kind != yaml.SequenceNode {
-		p.errorf(list, "replaces must be a list, got %s", describe(list))
-		return nil
-	}
-	var out []ReplaceSpec
-	for _, item := range list.Content {
+func (p *parser) replaces(n *yaml.Node) []ReplaceSpec {
+	return list(p, n, "replaces", func(item *yaml.Node) (ReplaceSpec, bool) {
 		fields, good := p.mapping(item, "a replaces item")
 		if !good {
-			continue
+			return ReplaceSpec{}, false
 		}
 		r := ReplaceSpec{At: p.pos(resolve(item))}
 		for _, f := range fields {
@@ -90,7 +74,6 @@ func (p *parser) replaces(list *yaml.Node) []ReplaceSpec {
 			r.Name, _ = p.str(f.val, "name")
 			r.At = p.pos(f.val)
 		}
-		out = append(out, r)
-	}
-	return out
+		return r, true
+	})
 }
