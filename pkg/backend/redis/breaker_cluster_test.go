@@ -53,15 +53,7 @@ func TestBreakerPerNode(t *testing.T) {
 			// master, and the cluster keeps serving the others' slots.
 			c := redistest.Cluster(t, redistest.ClusterOptions{NodeTimeout: time.Minute})
 			ids := idsPerMaster(t, c, "pn")
-			var dead string
-			var others []string
-			for m, id := range ids {
-				if dead == "" {
-					dead = m
-					continue
-				}
-				others = append(others, id)
-			}
+			dead, others := oneAndOthers(ids)
 			type run struct {
 				name  string
 				b     *Backend

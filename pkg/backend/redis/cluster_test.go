@@ -23,6 +23,19 @@ func idsPerMaster(t *testing.T, c *redistest.ClusterSet, prefix string) map[stri
 	return out
 }
 
+// oneAndOthers picks one master of ids (master → identity) and returns it
+// with the identities of all the other masters.
+func oneAndOthers(ids map[string]string) (master string, others []string) {
+	for m, id := range ids {
+		if master == "" {
+			master = m
+			continue
+		}
+		others = append(others, id)
+	}
+	return master, others
+}
+
 // TestClusterNodesInParallel pauses one master (it accepts connections but
 // answers nothing) and sends, several times, one Decide with a check on
 // every master. The checks on the other masters must succeed each time: the
@@ -87,15 +100,7 @@ func TestClusterFailover(t *testing.T) {
 // failover is TestClusterFailover on one cluster.
 func failover(t *testing.T, c *redistest.ClusterSet, b *Backend, fullCoverage bool) {
 	ids := idsPerMaster(t, c, "fo")
-	var victim string
-	var others []string
-	for m, id := range ids {
-		if victim == "" {
-			victim = m
-			continue
-		}
-		others = append(others, id)
-	}
+	victim, others := oneAndOthers(ids)
 	l := startLoad(b, 4, others)
 	defer l.finish()
 	waitUntil(t, 10*time.Second, "load running", func() bool { return l.ok.Load() > 50 })

@@ -18,14 +18,7 @@ func TestContractStandalone(t *testing.T) {
 	srv := redistest.Standalone(t)
 	for _, co := range []bool{true, false} {
 		t.Run("coalesce="+onOff(co), func(t *testing.T) {
-			backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
-				opts := Options{URL: srv.Addr(), KeyPrefix: "contract:", FakeRedisClock: now, Logger: quietLogger(), DisableCoalescing: !co}
-				b, err := New(context.Background(), opts)
-				if err != nil {
-					t.Fatalf("New: %v", err)
-				}
-				return b
-			})
+			runContract(t, Options{URL: srv.Addr(), DisableCoalescing: !co})
 		})
 	}
 }
@@ -34,15 +27,9 @@ func TestContractCluster(t *testing.T) {
 	c := cluster.Get(t)
 	for _, co := range []bool{true, false} {
 		t.Run("coalesce="+onOff(co), func(t *testing.T) {
-			backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
-				opts := clusterOptions(c)
-				opts.KeyPrefix, opts.FakeRedisClock, opts.Logger, opts.DisableCoalescing = "contract:", now, quietLogger(), !co
-				b, err := New(context.Background(), opts)
-				if err != nil {
-					t.Fatalf("New: %v", err)
-				}
-				return b
-			})
+			opts := clusterOptions(c)
+			opts.DisableCoalescing = !co
+			runContract(t, opts)
 		})
 	}
 }
@@ -53,8 +40,16 @@ func TestContractSentinel(t *testing.T) {
 	for _, a := range s.SentinelAddrs() {
 		url += "," + a
 	}
+	runContract(t, Options{Type: TypeSentinel, URL: url})
+}
+
+// runContract runs the contract suite against backends built from base
+// with the suite's clock as Redis's, keys under "contract:" and a quiet
+// logger.
+func runContract(t *testing.T, base Options) {
 	backendtest.Run(t, func(t *testing.T, now func() time.Time) backend.Backend {
-		opts := Options{Type: TypeSentinel, URL: url, KeyPrefix: "contract:", FakeRedisClock: now, Logger: quietLogger()}
+		opts := base
+		opts.KeyPrefix, opts.FakeRedisClock, opts.Logger = "contract:", now, quietLogger()
 		b, err := New(context.Background(), opts)
 		if err != nil {
 			t.Fatalf("New: %v", err)

@@ -42,23 +42,12 @@ func newPKI(t *testing.T) *pki {
 
 func selfSigned(t *testing.T, dir, name string) (*x509.Certificate, *ecdsa.PrivateKey, string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+	key, der := certify(t, &x509.Certificate{
 		Subject:               pkix.Name{CommonName: "sluice test " + name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, nil, nil)
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		t.Fatal(err)
@@ -72,24 +61,13 @@ func selfSigned(t *testing.T, dir, name string) (*x509.Certificate, *ecdsa.Priva
 // certificate and key files.
 func (p *pki) issue(t *testing.T, name string, dns []string, ips []net.IP, usage x509.ExtKeyUsage) (string, string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		DNSNames:     dns,
-		IPAddresses:  ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, der := certify(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: name},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		DNSNames:    dns,
+		IPAddresses: ips,
+	}, p.ca, p.caKey)
 	certFile := filepath.Join(p.dir, name+".pem")
 	keyFile := filepath.Join(p.dir, name+"-key.pem")
 	writePEM(t, certFile, "CERTIFICATE", der)
@@ -99,6 +77,27 @@ func (p *pki) issue(t *testing.T, name string, dns []string, ips []net.IP, usage
 	}
 	writePEM(t, keyFile, "EC PRIVATE KEY", kder)
 	return certFile, keyFile
+}
+
+// certify generates a key and a certificate of tmpl, valid from an hour ago
+// for a day, signed by parent with parentKey, or self-signed when parent
+// is nil. It returns the key and the certificate's DER.
+func certify(t *testing.T, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*ecdsa.PrivateKey, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, der
 }
 
 func writePEM(t *testing.T, file, typ string, der []byte) {
