@@ -33,5 +33,5 @@ for r in $(seq 1 "$rounds"); do
 done
 for v in a b; do
 	echo "### $v"
-	"$out/a-r1/bin/sluice-bench" summarize $(for r in $(seq 1 "$rounds"); do echo "$out/$v-r$r"; done)
+	"$out/a-r1/bin/sluice-bench" summarize --only runs $(for r in $(seq 1 "$rounds"); do echo "$out/$v-r$r"; done)
 done

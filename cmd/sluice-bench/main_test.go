@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -92,31 +93,48 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-func TestSummarize(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) {
-		t.Helper()
+// writeFiles writes name -> body into dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// summarizeOut runs summarize with args and returns its output.
+func summarizeOut(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), append([]string{"summarize"}, args...), &out, &errs); code != 0 {
+		t.Fatalf("summarize %q: exit %d: %s", args, code, errs.String())
+	}
+	return out.String()
+}
+
+func TestSummarize(t *testing.T) {
+	dir := t.TempDir()
 	for i, tput := range []string{"1000", "3000", "2000"} {
 		round := strconv.Itoa(i + 1)
-		write("noop."+round+".json", `{"throughput_rps":`+tput+`,"latency_ms":{"p99":1}}`)
-		write("memory."+round+".json", `{"throughput_rps":`+tput+`0,"calls_total":1000000,"latency_ms":{"p99":2}}`)
-		write("memory."+round+".cpu.json", `{"wall_s":2,"server_cpu_s":1,"redis_cpu_s":0,"client_cpu_s":0.5,"others_cpu_s":0.2}`)
+		writeFiles(t, dir, map[string]string{
+			"noop." + round + ".json":       `{"throughput_rps":` + tput + `,"latency_ms":{"p99":1}}`,
+			"memory." + round + ".json":     `{"throughput_rps":` + tput + `0,"calls_total":1000000,"latency_ms":{"p99":2}}`,
+			"memory." + round + ".cpu.json": `{"wall_s":2,"server_cpu_s":1,"redis_cpu_s":0,"client_cpu_s":0.5,"others_cpu_s":0.2}`,
+		})
 	}
-	var out bytes.Buffer
-	if code := run(context.Background(), []string{"summarize", dir}, &out, io.Discard); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[2], "| noop | 2000 | — | 1.00 | 0.0 | 0.0 | 0.000 | — |") ||
-		!strings.HasPrefix(lines[3], "| memory | 20000 | 1000% | 2.00 | 1.0 | 0.0 | 0.000 | — | 10000 (2.00) [0.50 / 0.00 / 0.25 / 0.10];") {
-		t.Errorf("summary:\n%s", out.String())
+	out := summarizeOut(t, "--only", "runs", dir)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 6 || lines[0] != startMarker("runs") || lines[5] != endMarker ||
+		!strings.HasPrefix(lines[3], "| noop | 2000 | — | 1.00 | 0.0 | 0.0 | 0.000 | — |") ||
+		!strings.HasPrefix(lines[4], "| memory | 20000 | 1000% | 2.00 | 1.0 | 0.0 | 0.000 | — | 10000 (2.00) [0.50 / 0.00 / 0.25 / 0.10];") {
+		t.Errorf("summary:\n%s", out)
 	}
 	if code := run(context.Background(), []string{"summarize", t.TempDir()}, io.Discard, io.Discard); code != 1 {
 		t.Errorf("empty directory: exit %d, want 1", code)
+	}
+	if code := run(context.Background(), []string{"summarize", "--only", "nosuchblock", dir}, io.Discard, io.Discard); code != 1 {
+		t.Errorf("--only with an unknown block: exit %d, want 1", code)
 	}
 
 	// The same runs measured as separate rounds, one directory each (as
@@ -131,17 +149,11 @@ func TestSummarize(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Every round directory of measure.sh numbers its run 1.
-			if err := os.WriteFile(filepath.Join(d, strings.Replace(name, "."+strconv.Itoa(round)+".", ".1.", 1)), body, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			writeFiles(t, d, map[string]string{strings.Replace(name, "."+strconv.Itoa(round)+".", ".1.", 1): string(body)})
 		}
 	}
-	var merged bytes.Buffer
-	if code := run(context.Background(), append([]string{"summarize"}, dirs...), &merged, io.Discard); code != 0 {
-		t.Fatalf("summarize over %d directories: exit %d", len(dirs), code)
-	}
-	if merged.String() != out.String() {
-		t.Errorf("merged rounds:\n%s\nwant the one-directory summary:\n%s", merged.String(), out.String())
+	if merged := summarizeOut(t, append([]string{"--only", "runs"}, dirs...)...); merged != out {
+		t.Errorf("merged rounds:\n%s\nwant the one-directory summary:\n%s", merged, out)
 	}
 }
 
@@ -150,30 +162,45 @@ func TestLocalShare(t *testing.T) {
 	s.report.Requests, s.report.CallsTotal = 1000, 2000 // half the calls were warm-up
 	s.report.Normal.Requests = 700
 	s.report.Attack = loadgen.Split{Requests: 300, OverLimit: 280}
-	s.cpu.RedisCalls = 2 * (700 + 20 + 28) // 28 of 280 denials reached Redis
+	s.redis.Scripts = 2 * (700 + 20 + 28) // 28 of 280 denials reached Redis
 	if got := localShare(s); got < 0.8999 || got > 0.9001 {
 		t.Errorf("local share %v, want 0.9", got)
 	}
 }
 
-// TestSummarizeRedisTable: the Redis table divides Redis's command time
-// and commands by the descriptors decided (calls × descriptors per call).
+// TestSummarizeRedisTable: the scenario tables divide Redis's command
+// time and commands by the descriptors decided (calls × descriptors per
+// call), and the memory the run added by the descriptors it made active;
+// runs recorded before measure.sh kept INFO read the figures of the CPU
+// file.
 func TestSummarizeRedisTable(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	report := `{"throughput_rps":100,"calls_total":1000,"keys":1000,"descriptors":["a={ip}","b={ip}","c={ip}"],"latency_ms":{"p50":1,"p99":2,"p999":3}}`
+	info := func(usec, calls, memory, keys int) string {
+		return fmt.Sprintf("# node 127.0.0.1:1\ncmdstat_incrby:calls=%d,usec=%d,usec_per_call=1\ncmdstat_expire:calls=%d,usec=%d,usec_per_call=1\n"+
+			"used_memory:%d\ndb0:keys=%d,expires=0,avg_ttl=0\n", calls/2, usec/2, calls/2, usec/2, memory, keys)
 	}
-	write("inc3.1.json", `{"throughput_rps":100,"calls_total":1000,"descriptors":["a={ip}","b={ip}","c={ip}"],"latency_ms":{"p50":1,"p99":2,"p999":3}}`)
-	write("inc3.1.cpu.json", `{"wall_s":1,"server_cpu_s":0.3,"redis_usec":6000,"redis_commands":6000,"redis_used_memory":2000000,"redis_keys":3000}`)
-	var out bytes.Buffer
-	if code := run(context.Background(), []string{"summarize", dir}, &out, io.Discard); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	want := "| inc3 | 3 | 2.00 | 2.00 | 100.0 | 1.00 / 2.00 / 3.00 | 3000 | 2.0 |"
-	if !strings.Contains(out.String(), want) {
-		t.Errorf("summary:\n%s\nwant the row %s", out.String(), want)
+	const want = "| incumbent, 3 descriptors | `inc3` | 100 | — | — | 1.00 / 2.00 / 3.00 | 300.0 / 100.0 / 50.0 | 2.00 | 2.00 | 3,000 | 600 |"
+	for _, tt := range []struct {
+		name  string
+		files map[string]string
+	}{
+		{"INFO", map[string]string{
+			"inc3.1.json":            report,
+			"inc3.1.cpu.json":        `{"wall_s":1,"server_cpu_s":0.3,"redis_cpu_s":0.1,"client_cpu_s":0.05}`,
+			"inc3.1.redis-start.txt": info(0, 0, 200000, 0),
+			"inc3.1.redis.txt":       info(6000, 6000, 2000000, 3000),
+		}},
+		{"older CPU file", map[string]string{
+			"inc3.1.json":     report,
+			"inc3.1.cpu.json": `{"wall_s":1,"server_cpu_s":0.3,"redis_cpu_s":0.1,"client_cpu_s":0.05,"redis_usec":6000,"redis_commands":6000,"redis_used_memory":1800000,"redis_keys":3000}`,
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, tt.files)
+			if out := summarizeOut(t, "--only", "three-limits", dir); !strings.Contains(out, want) {
+				t.Errorf("summary:\n%s\nwant the row %s", out, want)
+			}
+		})
 	}
 }

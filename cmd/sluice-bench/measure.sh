@@ -1,30 +1,51 @@
 #!/usr/bin/env bash
-# measure.sh runs the measurements of docs/benchmarks.md: alternating rounds
-# of short runs against the no-op ceiling, sluice on the memory backend, and
-# sluice on a standalone redis-server with one and with three rules per
-# descriptor, then the attack mix. Everything listens on 127.0.0.1; every
-# process is started here, bounded in time, and stopped by its PID.
+# measure.sh runs the load measurements of docs/benchmarks.md: alternating
+# rounds of short runs of every target in turn, each against a fresh server
+# process, with the no-op ceiling, sluice, and (given INCUMBENT_BIN)
+# envoyproxy/ratelimit on the same Redis and the same load. Everything
+# listens on 127.0.0.1; every process is started here, bounded in time
+# (timeout), and stopped by its PID.
 #
 #   cmd/sluice-bench/measure.sh OUTDIR
+#   sluice-bench summarize OUTDIR        # the tables of docs/benchmarks.md
 #
-# Environment: ROUNDS (3), DURATION (10s), WARMUP (2s), C (64), KEYS (10000),
-# TARGETS ("noop memory redis1 redis3 attack"; also redis3fw: three fixed
-# windows, the incumbent's only algorithm, where redis3 mixes three), SLUICE_ENV (extra KEY=VALUE
-# settings for every sluice run, e.g. SLUICE_LOCAL_CACHE=false), NICE (run
-# redis-server, the servers and the load generator at this niceness, e.g.
-# -10, to shield them from other work on a shared machine; needs root),
-# SLUICE_BIN (measure this sluice binary instead of building cmd/sluice: a
-# patched build), INCUMBENT_BIN (an envoyproxy/ratelimit binary, built as
-# docs/benchmarks.md says: adds the targets inc1, one descriptor with one
-# per-second limit, and inc3, three descriptors of one fixed window each,
-# the incumbent's only way to apply three limits; redis3d runs sluice on
-# that same three-descriptor config; incattack is the attack mix).
+# TARGETS names targets and scenario groups (default: all):
+#   main         noop memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack
+#   concurrency  noop, redis1 and inc1 at c = 1, 16, 256 (NAME-cN), and at C
+#   cluster      redis1 and inc1 on one Redis and on a 3-master Redis Cluster (NAMEcl)
+#   rules        redis1, redis3fw, redis6fw: 1, 3, 6 fixed-window rules on one descriptor
+#   descriptors  redis1 inc1, redis3d inc3, redis10d inc10: 1, 3, 10 descriptors per request
+#   all          every group above
+# The targets: noop (answers OK, does nothing: the ceiling); memory (sluice,
+# embedded backend); redis1 (sluice on Redis, one descriptor, one per-second
+# limit); redis3 (three rules of three algorithms on one descriptor);
+# redis3fw (three fixed windows on one descriptor); redis6fw (six);
+# redis3d/redis10d (3/10 descriptors of one fixed window each); attack
+# (redis1 with 30% of requests on 4 hot keys); inc1, inc3, inc10, incattack
+# (the incumbent on the same configs and load). Any target takes -cN for
+# concurrency N. Targets of the incumbent are skipped without INCUMBENT_BIN.
 #
-# Every run records, besides the load generator's report, the CPU time of
-# the server, redis-server and the load generator, and Redis's own figures
-# from INFO (reset with CONFIG RESETSTAT before the run): the usec every
-# data command took (usec per decision = that / descriptors decided), and
-# used_memory and the key count at the end of the run.
+# Environment: ROUNDS (3), DURATION (10s), WARMUP (2s), C (64), KEYS
+# (10000), TARGETS (all), SLUICE_ENV (extra KEY=VALUE settings for every
+# sluice run, e.g. SLUICE_LOCAL_CACHE=false), NICE (run redis-server, the
+# servers and the load generator at this niceness, e.g. -10; needs root),
+# SLUICE_BIN (measure this sluice binary instead of building cmd/sluice),
+# INCUMBENT_BIN (an envoyproxy/ratelimit binary, built as
+# docs/benchmarks.md says), PORT_OFFSET (0; added to every port: Redis
+# 16379, cluster 16380-16382 and their bus ports +10000, no-op 19081, the
+# service 19180/19181, the incumbent's debug port 19170).
+#
+# Each run takes DURATION + WARMUP + about 1.5 s (server start and stop);
+# the cluster takes about 3 s to form, once. `all` is 24 runs a round with
+# the incumbent (16 without): about 5.5 minutes a round at the defaults.
+#
+# Every run records, besides the load generator's report (NAME.ROUND.json),
+# NAME.ROUND.cpu.json (the CPU time of the server, redis-server (every node),
+# the load generator and the machine's other processes) and every Redis
+# node's INFO commandstats, memory and keyspace at the start of the run
+# (after FLUSHALL and CONFIG RESETSTAT: NAME.ROUND.redis-start.txt) and at
+# its end (NAME.ROUND.redis.txt). OUTDIR/machine.json describes the machine
+# and the settings.
 set -euo pipefail
 
 out=${1:?usage: measure.sh OUTDIR}
@@ -33,18 +54,57 @@ duration=${DURATION:-10s}
 warmup=${WARMUP:-2s}
 c=${C:-64}
 keys=${KEYS:-10000}
-targets=${TARGETS:-noop memory redis1 redis3 attack}
-if [ -n "${INCUMBENT_BIN:-}" ] && [ -z "${TARGETS:-}" ]; then
-	targets="noop redis1 inc1 redis3fw redis3d inc3 attack incattack"
-fi
+
+group() { # name: the targets of a scenario group, or the name itself
+	case $1 in
+	main) echo noop memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack ;;
+	concurrency) echo noop-c1 redis1-c1 inc1-c1 noop-c16 redis1-c16 inc1-c16 noop redis1 inc1 noop-c256 redis1-c256 inc1-c256 ;;
+	cluster) echo redis1 inc1 redis1cl inc1cl ;;
+	rules) echo redis1 redis3fw redis6fw ;;
+	descriptors) echo redis1 inc1 redis3d inc3 redis10d inc10 ;;
+	all) echo main concurrency cluster rules descriptors ;;
+	*) echo "$1" ;;
+	esac
+}
+expand() { # words: targets, groups expanded, first occurrence kept
+	local w t
+	for w in "$@"; do
+		if [ "$(group "$w")" != "$w" ]; then
+			# shellcheck disable=SC2046
+			expand $(group "$w")
+		else
+			echo "$w"
+		fi
+	done
+}
+targets=()
+for t in $(expand ${TARGETS:-all}); do
+	case " ${targets[*]} " in *" $t "*) continue ;; esac
+	case $t in inc*)
+		if [ -z "${INCUMBENT_BIN:-}" ]; then
+			echo "skipping $t: no INCUMBENT_BIN" >&2
+			continue
+		fi
+		;;
+	esac
+	targets+=("$t")
+done
+cluster=false
+case " ${targets[*]} " in *cl" "* | *cl-c*) cluster=true ;; esac
+
 prio=(nice -n "${NICE:-0}")
 root=$(cd "$(dirname "$0")/../.." && pwd)
-mkdir -p "$out/bin" "$out/conf1" "$out/conf3" "$out/conf3fw" "$out/conf3d" \
-	"$out/inc1/ratelimit/config" "$out/inc3/ratelimit/config"
+mkdir -p "$out/bin"
 
-redis_port=16379 noop_port=19081 grpc_port=19181 http_port=19180 debug_port=19170
-for p in $redis_port $noop_port $grpc_port $http_port $debug_port; do
-	if (echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
+o=${PORT_OFFSET:-0}
+redis_port=$((16379 + o)) noop_port=$((19081 + o)) grpc_port=$((19181 + o)) http_port=$((19180 + o)) debug_port=$((19170 + o))
+cluster_ports=($((16380 + o)) $((16381 + o)) $((16382 + o)))
+busy=($redis_port $noop_port $grpc_port $http_port $debug_port)
+if $cluster; then
+	for p in "${cluster_ports[@]}"; do busy+=("$p" $((p + 10000))); done
+fi
+for p in "${busy[@]}"; do
+	if (echo >/dev/tcp/127.0.0.1/"$p") 2>/dev/null; then
 		echo "port $p is in use" >&2
 		exit 1
 	fi
@@ -54,13 +114,20 @@ done
 if [ -n "${SLUICE_BIN:-}" ]; then cp "$SLUICE_BIN" "$out/bin/sluice"; fi
 if [ -n "${INCUMBENT_BIN:-}" ]; then cp "$INCUMBENT_BIN" "$out/bin/incumbent"; fi
 
-cat >"$out/conf1/bench.yaml" <<'EOF'
+# conf NAME: write the bench config NAME (stdin) for sluice (OUTDIR/NAME,
+# read whole), and for the incumbent (OUTDIR/inc-NAME/ratelimit/config).
+conf() {
+	mkdir -p "$out/$1" "$out/inc-$1/ratelimit/config"
+	cat >"$out/$1/bench.yaml"
+	cp "$out/$1/bench.yaml" "$out/inc-$1/ratelimit/config/"
+}
+conf conf1 <<'EOF'
 domain: bench
 descriptors:
   - key: remote_address
     rate_limit: {unit: second, requests_per_unit: 50}
 EOF
-cat >"$out/conf3/bench.yaml" <<'EOF'
+conf conf3 <<'EOF'
 domain: bench
 descriptors:
   - key: remote_address
@@ -69,7 +136,7 @@ descriptors:
       - {name: per_minute, algorithm: sliding_window, unit: minute, requests_per_unit: 1000}
       - {name: per_hour, algorithm: token_bucket, unit: hour, requests_per_unit: 20000, burst: 2000}
 EOF
-cat >"$out/conf3fw/bench.yaml" <<'EOF'
+conf conf3fw <<'EOF'
 domain: bench
 descriptors:
   - key: remote_address
@@ -78,7 +145,13 @@ descriptors:
       - {name: per_minute, unit: minute, requests_per_unit: 1000}
       - {name: per_hour, unit: hour, requests_per_unit: 20000}
 EOF
-cat >"$out/conf3d/bench.yaml" <<'EOF'
+{ # conf3fw's three rules and three more
+	cat "$out/conf3fw/bench.yaml"
+	echo "      - {name: per_day, unit: day, requests_per_unit: 100000}"
+	echo "      - {name: per_week, unit: week, requests_per_unit: 500000}"
+	echo "      - {name: per_month, unit: month, requests_per_unit: 1000000}"
+} | conf conf6fw
+conf conf3d <<'EOF'
 domain: bench
 descriptors:
   - key: a
@@ -88,12 +161,20 @@ descriptors:
   - key: c
     rate_limit: {unit: hour, requests_per_unit: 20000}
 EOF
-cp "$out/conf1/bench.yaml" "$out/inc1/ratelimit/config/"
-cp "$out/conf3d/bench.yaml" "$out/inc3/ratelimit/config/"
+units=(second minute hour) limits=(50 1000 20000) d10=()
+for i in $(seq 0 9); do d10+=(--descriptor "d$i={ip}"); done
+{
+	echo "domain: bench"
+	echo "descriptors:"
+	for i in $(seq 0 9); do
+		echo "  - key: d$i"
+		echo "    rate_limit: {unit: ${units[i % 3]}, requests_per_unit: ${limits[i % 3]}}"
+	done
+} | conf conf10d
 
 wait_port() { # port: wait up to 10 s for it to accept connections
 	for _ in $(seq 100); do
-		(echo >/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0
+		(echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
 		sleep 0.1
 	done
 	echo "nothing listens on $1" >&2
@@ -112,65 +193,114 @@ cleanup() { # stop everything started here, and wait until it has exited
 }
 trap cleanup EXIT
 
-cpu_ticks() { # pid: user+system clock ticks so far
-	awk '{print $14 + $15}' "/proc/$1/stat"
+cpu_ticks() { # pid...: user+system clock ticks so far, summed
+	local p
+	for p in "$@"; do cat "/proc/$p/stat"; done | awk '{n += $14 + $15} END{print n + 0}'
 }
 
 num() { # expression: evaluated by bc, printed as a JSON number
 	printf '%.3f' "$(echo "$1" | bc -l)"
 }
 
-redis_calls() { # script calls Redis has run so far (EVALSHA and EVAL)
-	redis-cli -p $redis_port info commandstats |
-		awk -F'[=,:]' '/^cmdstat_eval(sha)?:/{n += $3} END{print n + 0}'
-}
-
-redis_usec() { # usec and calls of the commands clients sent, since CONFIG RESETSTAT
-	# A script's usec includes the commands it ran, which commandstats also
-	# lists on their own: when scripts ran (sluice), count only them.
-	redis-cli -p $redis_port info commandstats |
-		awk -F'[=,:]' '/^cmdstat_/ && !/^cmdstat_(config|info|flushall|dbsize|ping|hello|client|script)[:|]/ {
-			u += $5; n += $3
-			if ($1 ~ /^cmdstat_eval(sha)?$/) { su += $5; sn += $3 }
-		} END { if (sn > 0) print su, sn; else print u + 0, n + 0 }'
-}
-
 busy_ticks() { # all CPUs' non-idle clock ticks so far
 	awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
 }
 
-"${prio[@]}" timeout 7200 redis-server --bind 127.0.0.1 --port $redis_port --save '' --appendonly no \
-	--logfile "$out/redis.log" &
-redis_pid=$!
-pids+=("$redis_pid")
-wait_port $redis_port
-redis=$(pgrep -P "$redis_pid" | head -1)
-redis-server --version >"$out/redis.version"
+# The Redis nodes of the run at hand: their ports and their PIDs.
+rports=() rpids=()
+each_node() { # redis-cli arguments: run on every node of the run's Redis
+	local p
+	for p in "${rports[@]}"; do redis-cli -p "$p" "$@"; done
+}
+redis_info() { # INFO commandstats, memory and keyspace of every node (summarize reads them)
+	local p
+	for p in "${rports[@]}"; do
+		echo "# node 127.0.0.1:$p"
+		redis-cli -p "$p" info commandstats
+		redis-cli -p "$p" info memory
+		redis-cli -p "$p" info keyspace
+	done
+}
 
-# run NAME ROUND SERVER-KIND CONF [bench flags...]
+started=
+start_redis() { # port [extra redis-server arguments]: start one node; its PID in $started
+	local port=$1
+	shift
+	mkdir -p "$out/redis-$port"
+	(cd "$out/redis-$port" && exec "${prio[@]}" timeout 7200 redis-server --bind 127.0.0.1 --port "$port" --save '' \
+		--appendonly no --logfile "$out/redis-$port/redis.log" "$@") &
+	pids+=("$!")
+	wait_port "$port"
+	started=$(pgrep -P "$!" | head -1)
+}
+start_redis $redis_port
+redis=$started
+redis-server --version >"$out/redis.version"
+cluster_pids=()
+if $cluster; then
+	# Three masters, no replicas (so that the comparison with one Redis is
+	# of masters alone), configured as internal/redistest's clusters.
+	seeds=()
+	for p in "${cluster_ports[@]}"; do
+		rm -f "$out/redis-$p/nodes.conf"
+		start_redis "$p" --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000
+		cluster_pids+=("$started")
+		seeds+=("127.0.0.1:$p")
+	done
+	timeout 60 redis-cli --cluster create "${seeds[@]}" --cluster-replicas 0 --cluster-yes >"$out/cluster.log" 2>&1
+	for _ in $(seq 300); do
+		ok=0
+		for p in "${cluster_ports[@]}"; do
+			redis-cli -p "$p" cluster info | grep -q '^cluster_state:ok' && ok=$((ok + 1))
+		done
+		[ $ok = ${#cluster_ports[@]} ] && break
+		sleep 0.1
+	done
+	[ $ok = ${#cluster_ports[@]} ] || { echo "the cluster did not form: $out/cluster.log" >&2; exit 1; }
+fi
+
+cat >"$out/machine.json" <<JSON
+{"date": "$(date -u +%Y-%m-%d)", "nproc": $(nproc), "cpu_model": "$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)",
+ "mem_gb": $(awk '/^MemTotal/{printf "%.0f", $2 / 1048576}' /proc/meminfo), "kernel": "$(uname -r)", "go": "$(go version | awk '{print $3}')",
+ "redis": "$(awk '{print $3}' "$out/redis.version" | cut -d= -f2)", "rounds": $rounds, "duration": "$duration", "warmup": "$warmup",
+ "c": $c, "keys": $keys, "targets": "${targets[*]}", "sluice_env": "${SLUICE_ENV:-}", "incumbent": $([ -n "${INCUMBENT_BIN:-}" ] && echo true || echo false)}
+JSON
+
+# run NAME ROUND SERVER-KIND CONF CONCURRENCY [bench flags...]
+# SERVER-KIND is noop, memory, redis, incumbent, redis-cluster or
+# incumbent-cluster.
 run() {
-	local name=$1 round=$2 kind=$3 conf=$4
-	shift 4
-	local pid port
+	local name=$1 round=$2 kind=$3 conf=$4 conc=$5
+	shift 5
+	local pid port url=127.0.0.1:$redis_port rtype=single
+	rports=($redis_port) rpids=("$redis")
+	case $kind in *-cluster)
+		rports=("${cluster_ports[@]}") rpids=("${cluster_pids[@]}") url=$(IFS=,; echo "${seeds[*]}") rtype=cluster
+		kind=${kind%-cluster}
+		;;
+	esac
+	if [ "$kind" = redis ] || [ "$kind" = incumbent ]; then each_node flushall >/dev/null; fi
 	case $kind in
 	noop)
 		"${prio[@]}" timeout 300 "$out/bin/sluice-bench" noop --addr 127.0.0.1:$noop_port --for 120s 2>"$out/$name.$round.server.log" &
 		pid=$! port=$noop_port
 		;;
 	memory | redis)
-		if [ "$kind" = redis ]; then redis-cli -p $redis_port flushall >/dev/null; fi
 		"${prio[@]}" env GRPC_HOST=127.0.0.1 GRPC_PORT=$grpc_port HOST=127.0.0.1 PORT=$http_port LOG_LEVEL=warn \
-			BACKEND_TYPE=$kind REDIS_URL=127.0.0.1:$redis_port REDIS_SOCKET_TYPE=tcp ${SLUICE_ENV:-} \
+			BACKEND_TYPE=$kind REDIS_TYPE=$rtype REDIS_URL="$url" REDIS_SOCKET_TYPE=tcp ${SLUICE_ENV:-} \
 			timeout 300 "$out/bin/sluice" serve --config "$out/$conf" >"$out/$name.$round.server.log" 2>&1 &
 		pid=$! port=$grpc_port
 		;;
 	incumbent)
-		redis-cli -p $redis_port flushall >/dev/null
-		# Loopback only; no statsd; the config read once from $out/$conf.
+		# Loopback only; no statsd; the config read once from $out/inc-$conf.
+		# On a cluster, the write flush interval its settings call required
+		# there (150-500us recommended).
+		local window=0
+		if [ $rtype = cluster ]; then window=150us; fi
 		"${prio[@]}" env HOST=127.0.0.1 PORT=$http_port GRPC_HOST=127.0.0.1 GRPC_PORT=$grpc_port \
 			DEBUG_HOST=127.0.0.1 DEBUG_PORT=$debug_port LOG_LEVEL=warn USE_STATSD=false \
-			RUNTIME_ROOT="$out/$conf" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
-			BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$redis_port \
+			RUNTIME_ROOT="$out/inc-$conf" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
+			BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_TYPE=$rtype REDIS_URL="$url" REDIS_PIPELINE_WINDOW=$window \
 			timeout 300 "$out/bin/incumbent" >"$out/$name.$round.server.log" 2>&1 &
 		pid=$! port=$grpc_port
 		;;
@@ -179,19 +309,14 @@ run() {
 	wait_port $port
 	local server before after rbefore rafter bbefore bafter t0 t1 load
 	server=$(pgrep -P "$pid" | head -1) # the server under timeout(1): its CPU time is the one to read
-	before=$(cpu_ticks "$server") rbefore=$(cpu_ticks "$redis") bbefore=$(busy_ticks) t0=$(date +%s.%N)
-	local cbefore cafter
-	redis-cli -p $redis_port config resetstat >/dev/null
-	cbefore=$(redis_calls)
+	each_node config resetstat >/dev/null
+	redis_info >"$out/$name.$round.redis-start.txt"
+	before=$(cpu_ticks "$server") rbefore=$(cpu_ticks "${rpids[@]}") bbefore=$(busy_ticks) t0=$(date +%s.%N)
 	load=$(cut -d' ' -f1 /proc/loadavg)
 	"${prio[@]}" timeout 120 "$out/bin/sluice-bench" --addr 127.0.0.1:$port --duration "$duration" --warmup "$warmup" \
-		-c "$c" --keys "$keys" --quiet "$@" >"$out/$name.$round.json"
-	after=$(cpu_ticks "$server") rafter=$(cpu_ticks "$redis") bafter=$(busy_ticks) t1=$(date +%s.%N)
-	cafter=$(redis_calls)
-	local rusec rcmds rmem rkeys
-	read -r rusec rcmds < <(redis_usec)
-	rmem=$(redis-cli -p $redis_port info memory | awk -F: '/^used_memory:/{print $2+0}')
-	rkeys=$(redis-cli -p $redis_port dbsize)
+		-c "$conc" --keys "$keys" --quiet "$@" >"$out/$name.$round.json"
+	after=$(cpu_ticks "$server") rafter=$(cpu_ticks "${rpids[@]}") bafter=$(busy_ticks) t1=$(date +%s.%N)
+	redis_info >"$out/$name.$round.redis.txt"
 	# CPU seconds over the bench process's lifetime (warm-up included): the
 	# server, redis-server, the load generator, and every other process on
 	# the machine (other work competing for the same cores).
@@ -199,25 +324,38 @@ run() {
 	hz=$(getconf CLK_TCK)
 	client=$(grep -o '"client_cpu_s":[0-9.e-]*' "$out/$name.$round.json" | cut -d: -f2)
 	cat >"$out/$name.$round.cpu.json" <<JSON
-{"wall_s": $(num "$t1 - $t0"), "server_cpu_s": $(num "($after - $before) / $hz"), "redis_cpu_s": $(num "($rafter - $rbefore) / $hz"), "client_cpu_s": $(num "$client"), "others_cpu_s": $(num "($bafter - $bbefore - ($after - $before) - ($rafter - $rbefore)) / $hz - $client"), "redis_script_calls": $((cafter - cbefore)), "redis_usec": $rusec, "redis_commands": $rcmds, "redis_used_memory": $rmem, "redis_keys": $rkeys, "loadavg_before": $load}
+{"wall_s": $(num "$t1 - $t0"), "server_cpu_s": $(num "($after - $before) / $hz"), "redis_cpu_s": $(num "($rafter - $rbefore) / $hz"), "client_cpu_s": $(num "$client"), "others_cpu_s": $(num "($bafter - $bbefore - ($after - $before) - ($rafter - $rbefore)) / $hz - $client"), "redis_nodes": ${#rports[@]}, "loadavg_before": $load}
 JSON
 	stop "$pid"
 	echo "$name round $round: $(grep -o '"throughput_rps":[0-9.]*' "$out/$name.$round.json")" >&2
 }
 
+start=$(date +%s)
 for round in $(seq "$rounds"); do
-	for t in $targets; do
-		case $t in
-		noop) run noop "$round" noop conf1 --descriptor 'remote_address={ip}' ;;
-		memory) run memory "$round" memory conf1 --descriptor 'remote_address={ip}' ;;
-		redis1) run redis1 "$round" redis conf1 --descriptor 'remote_address={ip}' ;;
-		redis3) run redis3 "$round" redis conf3 --descriptor 'remote_address={ip}' ;;
-		redis3fw) run redis3fw "$round" redis conf3fw --descriptor 'remote_address={ip}' ;;
-		attack) run attack "$round" redis conf1 --descriptor 'remote_address={ip}' --attack-keys 4 --attack-share 0.3 ;;
-		redis3d) run redis3d "$round" redis conf3d --descriptor 'a={ip}' --descriptor 'b={ip}' --descriptor 'c={ip}' ;;
-		inc1) run inc1 "$round" incumbent inc1 --descriptor 'remote_address={ip}' ;;
-		inc3) run inc3 "$round" incumbent inc3 --descriptor 'a={ip}' --descriptor 'b={ip}' --descriptor 'c={ip}' ;;
-		incattack) run incattack "$round" incumbent inc1 --descriptor 'remote_address={ip}' --attack-keys 4 --attack-share 0.3 ;;
+	for t in "${targets[@]}"; do
+		base=$t conc=$c
+		case $t in *-c[0-9]*) base=${t%-c*} conc=${t##*-c} ;; esac
+		one=(--descriptor 'remote_address={ip}')
+		three=(--descriptor 'a={ip}' --descriptor 'b={ip}' --descriptor 'c={ip}')
+		attack=(--attack-keys 4 --attack-share 0.3)
+		case $base in
+		noop) run "$t" "$round" noop conf1 "$conc" "${one[@]}" ;;
+		memory) run "$t" "$round" memory conf1 "$conc" "${one[@]}" ;;
+		redis1) run "$t" "$round" redis conf1 "$conc" "${one[@]}" ;;
+		redis1cl) run "$t" "$round" redis-cluster conf1 "$conc" "${one[@]}" ;;
+		redis3) run "$t" "$round" redis conf3 "$conc" "${one[@]}" ;;
+		redis3fw) run "$t" "$round" redis conf3fw "$conc" "${one[@]}" ;;
+		redis6fw) run "$t" "$round" redis conf6fw "$conc" "${one[@]}" ;;
+		redis3d) run "$t" "$round" redis conf3d "$conc" "${three[@]}" ;;
+		redis10d) run "$t" "$round" redis conf10d "$conc" "${d10[@]}" ;;
+		attack) run "$t" "$round" redis conf1 "$conc" "${one[@]}" "${attack[@]}" ;;
+		inc1) run "$t" "$round" incumbent conf1 "$conc" "${one[@]}" ;;
+		inc1cl) run "$t" "$round" incumbent-cluster conf1 "$conc" "${one[@]}" ;;
+		inc3) run "$t" "$round" incumbent conf3d "$conc" "${three[@]}" ;;
+		inc10) run "$t" "$round" incumbent conf10d "$conc" "${d10[@]}" ;;
+		incattack) run "$t" "$round" incumbent conf1 "$conc" "${one[@]}" "${attack[@]}" ;;
+		*) echo "unknown target $t" >&2; exit 2 ;;
 		esac
 	done
 done
+echo "{\"elapsed_s\": $(($(date +%s) - start))}" >"$out/elapsed.json"

@@ -15,38 +15,77 @@ import (
 	"github.com/sluice-rl/sluice/internal/loadgen"
 )
 
-// sample is one run of measure.sh: the load generator's report and the CPU
-// figures the script recorded beside it (NAME.ROUND.json, NAME.ROUND.cpu.json).
+// sample is one run of measure.sh: the load generator's report
+// (NAME.ROUND.json), the CPU figures the script recorded beside it
+// (NAME.ROUND.cpu.json) and what Redis reported at the start and the end of
+// the run (NAME.ROUND.redis-start.txt, NAME.ROUND.redis.txt).
 type sample struct {
-	round  int
-	report loadgen.Report
-	cpu    struct {
-		Wall   float64 `json:"wall_s"`
-		Server float64 `json:"server_cpu_s"`
-		Redis  float64 `json:"redis_cpu_s"`
-		Client float64 `json:"client_cpu_s"`
-		Others float64 `json:"others_cpu_s"`
-		// RedisCalls is the script calls Redis ran during the run.
-		RedisCalls float64 `json:"redis_script_calls"`
-		// RedisUsec and RedisCommands are what INFO commandstats counted
-		// for the data commands of the run (reset before it): the usec
-		// Redis spent in them, and how many there were.
-		RedisUsec     float64 `json:"redis_usec"`
-		RedisCommands float64 `json:"redis_commands"`
-		// RedisMemory and RedisKeys are used_memory and DBSIZE at the end.
-		RedisMemory float64 `json:"redis_used_memory"`
-		RedisKeys   float64 `json:"redis_keys"`
-	}
+	round      int
+	report     loadgen.Report
+	cpu        cpuFigures
+	redis      redisFigures
+	redisStart redisFigures
 }
 
-// summarize prints a markdown table of the runs in one or more measure.sh
-// output directories (several: rounds measured separately, merged in the
-// order given): per target the median throughput, its ratio to the no-op
-// median, the median p99, and every run with the CPU the server, Redis,
-// the load generator and the machine's other processes used.
+// cpuFigures is NAME.ROUND.cpu.json: CPU seconds over the load generator's
+// lifetime (warm-up included) of each process.
+type cpuFigures struct {
+	Wall    float64 `json:"wall_s"`
+	Server  float64 `json:"server_cpu_s"`
+	Redis   float64 `json:"redis_cpu_s"`
+	Client  float64 `json:"client_cpu_s"`
+	Others  float64 `json:"others_cpu_s"`
+	Loadavg float64 `json:"loadavg_before"`
+	// The Redis figures of runs recorded before measure.sh kept Redis's
+	// own INFO output (read when NAME.ROUND.redis.txt is absent).
+	RedisCalls    float64 `json:"redis_script_calls"`
+	RedisUsec     float64 `json:"redis_usec"`
+	RedisCommands float64 `json:"redis_commands"`
+	RedisMemory   float64 `json:"redis_used_memory"`
+	RedisKeys     float64 `json:"redis_keys"`
+}
+
+// descriptors is how many descriptors each request of s carried.
+func (s sample) descriptors() float64 { return float64(max(1, len(s.report.Descriptors))) }
+
+// perRequest is x spread over every call of the run, in millionths (µs
+// for CPU seconds).
+func (s sample) perRequest(x float64) float64 {
+	if s.report.CallsTotal == 0 {
+		return 0
+	}
+	return 1e6 * x / float64(s.report.CallsTotal)
+}
+
+// perDecision is x spread over every descriptor decided (calls ×
+// descriptors per call).
+func (s sample) perDecision(x float64) float64 {
+	return s.perRequest(x) / 1e6 / s.descriptors()
+}
+
+// bytesPerDescriptor is the Redis memory the run added, per descriptor
+// the load made active (keys, attack keys included, × descriptors per
+// request).
+func (s sample) bytesPerDescriptor() float64 {
+	active := float64(s.report.Keys+s.report.AttackKeys) * s.descriptors()
+	if active == 0 {
+		return 0
+	}
+	return (s.redis.Memory - s.redisStart.Memory) / active
+}
+
+// summarize prints the tables of docs/benchmarks.md from one or more
+// measure.sh output directories (several: rounds measured separately,
+// merged in the order given), each block between the markers the doc
+// holds it in; with --doc FILE it replaces those blocks in FILE instead
+// (repeatable: docs/benchmarks.md and README.md), and with --only NAMES it
+// prints only the named blocks.
 func summarize(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sluice-bench summarize", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	var docs repeated
+	fs.Var(&docs, "doc", "replace the generated blocks of this markdown file in place (repeatable)")
+	only := fs.String("only", "", "comma-separated blocks to print (default: every block)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -56,46 +95,86 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return errors.New("want one or more directories (measure.sh's OUTDIR)")
 	}
-	runs := make(map[string][]sample)
-	var order []string
-	for _, dir := range fs.Args() {
+	rs, err := readRunSet(fs.Args())
+	if err != nil {
+		return err
+	}
+	blocks := rs.blocks()
+	if len(docs) > 0 {
+		for _, doc := range docs {
+			if err := updateDoc(doc, blocks); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var want map[string]bool
+	if *only != "" {
+		want = make(map[string]bool)
+		for _, name := range strings.Split(*only, ",") {
+			if !slices.ContainsFunc(blocks, func(b block) bool { return b.name == name }) {
+				return fmt.Errorf("--only: no block %q", name)
+			}
+			want[name] = true
+		}
+	}
+	for _, b := range blocks {
+		if want == nil || want[b.name] {
+			fmt.Fprintf(stdout, "%s\n%s%s\n\n", startMarker(b.name), b.text, endMarker)
+		}
+	}
+	return nil
+}
+
+// readRunSet reads every directory's runs, merging runs of the same name.
+func readRunSet(dirs []string) (*runSet, error) {
+	rs := &runSet{runs: make(map[string][]sample)}
+	for _, dir := range dirs {
 		more, names, err := readRuns(dir)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, name := range names {
-			if _, seen := runs[name]; !seen {
-				order = append(order, name)
+			if _, seen := rs.runs[name]; !seen {
+				rs.order = append(rs.order, name)
 			}
-			runs[name] = append(runs[name], more[name]...)
+			rs.runs[name] = append(rs.runs[name], more[name]...)
 		}
+		if rs.machine == nil {
+			var m machineInfo
+			switch err := readJSON(filepath.Join(dir, "machine.json"), &m); {
+			case err == nil:
+				rs.machine = &m
+			case !errors.Is(err, os.ErrNotExist):
+				return nil, err
+			}
+		}
+		var e struct {
+			Elapsed float64 `json:"elapsed_s"`
+		}
+		if err := readJSON(filepath.Join(dir, "elapsed.json"), &e); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		rs.elapsed += e.Elapsed
 	}
-	sortTargets(order)
-	noop := 0.0
-	if s := runs["noop"]; len(s) > 0 {
-		noop = median(s, func(s sample) float64 { return s.report.Throughput })
-	}
-	fmt.Fprintln(stdout, "| target | median req/s | vs no-op | median p99 ms | server µs CPU/call | redis µs CPU/call | Redis calls/call | attack denials answered locally | runs: req/s (p99 ms) [CPU cores: server / redis / client / others] |")
-	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|---:|---:|---:|---|")
-	for _, name := range order {
-		ss := runs[name]
-		tput := median(ss, func(s sample) float64 { return s.report.Throughput })
-		p99 := median(ss, func(s sample) float64 { return s.report.Latency.P99 })
+	sortTargets(rs.order)
+	return rs, nil
+}
+
+// runsTable prints every target's median throughput, its ratio to the
+// no-op median, the median p99, and every run with the CPU the server,
+// Redis, the load generator and the machine's other processes used.
+func (rs *runSet) runsTable(w io.Writer) {
+	fmt.Fprintln(w, "| target | median req/s | vs no-op | median p99 ms | server µs CPU/call | redis µs CPU/call | Redis calls/call | attack denials answered locally | runs: req/s (p99 ms) [CPU cores: server / redis / client / others] |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, name := range rs.order {
+		ss := rs.runs[name]
+		tput := median(ss, throughput)
 		ratio := "—"
-		if noop > 0 && name != "noop" {
+		if noop := rs.med(noopFor(name), throughput); noop > 0 && base(name) != "noop" {
 			ratio = fmt.Sprintf("%.0f%%", 100*tput/noop)
 		}
-		perCall := func(cpu func(sample) float64) float64 {
-			return median(ss, func(s sample) float64 {
-				if s.report.CallsTotal == 0 {
-					return 0
-				}
-				return 1e6 * cpu(s) / float64(s.report.CallsTotal)
-			})
-		}
-		server := perCall(func(s sample) float64 { return s.cpu.Server })
-		redis := perCall(func(s sample) float64 { return s.cpu.Redis })
-		calls := perCall(func(s sample) float64 { return s.cpu.RedisCalls }) / 1e6
+		calls := median(ss, func(s sample) float64 { return s.perRequest(s.redis.Scripts) }) / 1e6
 		local := "—"
 		if ss[0].report.AttackKeys > 0 && calls > 0 {
 			local = fmt.Sprintf("%.1f%%", 100*median(ss, localShare))
@@ -109,48 +188,8 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 			each = append(each, fmt.Sprintf("%.0f (%.2f) [%.2f / %.2f / %.2f / %.2f]", s.report.Throughput, s.report.Latency.P99,
 				s.cpu.Server/w, s.cpu.Redis/w, s.cpu.Client/w, s.cpu.Others/w))
 		}
-		fmt.Fprintf(stdout, "| %s | %.0f | %s | %.2f | %.1f | %.1f | %.3f | %s | %s |\n", name, tput, ratio, p99, server, redis, calls, local, strings.Join(each, "; "))
-	}
-	redisTable(stdout, order, runs)
-	return nil
-}
-
-// redisTable prints, for the targets that used Redis, Redis's own figures
-// per decision (one descriptor decided): the command time INFO
-// commandstats counted, the commands, and the service's CPU, then the
-// latency percentiles and what Redis held at the end of the run.
-func redisTable(stdout io.Writer, order []string, runs map[string][]sample) {
-	if !slices.ContainsFunc(order, func(name string) bool {
-		return median(runs[name], func(s sample) float64 { return s.cpu.RedisCommands }) > 0
-	}) {
-		return // runs of an older measure.sh, or none on Redis
-	}
-	fmt.Fprintln(stdout)
-	fmt.Fprintln(stdout, "| target | descriptors/request | Redis µs/decision (commandstats) | Redis commands/decision | server µs CPU/decision | p50 / p99 / p999 ms | keys at end | used_memory MB at end |")
-	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|---|---:|---:|")
-	for _, name := range order {
-		ss := runs[name]
-		if median(ss, func(s sample) float64 { return s.cpu.RedisCommands }) == 0 {
-			continue
-		}
-		per := func(f func(sample) float64) float64 {
-			return median(ss, func(s sample) float64 {
-				d := float64(s.report.CallsTotal) * float64(max(1, len(s.report.Descriptors)))
-				if d == 0 {
-					return 0
-				}
-				return f(s) / d
-			})
-		}
-		fmt.Fprintf(stdout, "| %s | %d | %.2f | %.2f | %.1f | %.2f / %.2f / %.2f | %.0f | %.1f |\n", name, max(1, len(ss[0].report.Descriptors)),
-			per(func(s sample) float64 { return s.cpu.RedisUsec }),
-			per(func(s sample) float64 { return s.cpu.RedisCommands }),
-			per(func(s sample) float64 { return 1e6 * s.cpu.Server }),
-			median(ss, func(s sample) float64 { return s.report.Latency.P50 }),
-			median(ss, func(s sample) float64 { return s.report.Latency.P99 }),
-			median(ss, func(s sample) float64 { return s.report.Latency.P999 }),
-			median(ss, func(s sample) float64 { return s.cpu.RedisKeys }),
-			median(ss, func(s sample) float64 { return s.cpu.RedisMemory })/1e6)
+		fmt.Fprintf(w, "| %s | %.0f | %s | %.2f | %.1f | %.1f | %.3f | %s | %s |\n", name, tput, ratio, median(ss, p99),
+			median(ss, serverCPU), median(ss, redisCPU), calls, local, strings.Join(each, "; "))
 	}
 }
 
@@ -181,6 +220,9 @@ func readRuns(dir string) (map[string][]sample, []string, error) {
 		if err := readJSON(filepath.Join(dir, base+".cpu.json"), &s.cpu); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, nil, err
 		}
+		if err := readRedis(filepath.Join(dir, base), &s); err != nil {
+			return nil, nil, err
+		}
 		if _, seen := runs[name]; !seen {
 			order = append(order, name)
 		}
@@ -196,23 +238,89 @@ func readRuns(dir string) (map[string][]sample, []string, error) {
 	return runs, order, nil
 }
 
-// sortTargets orders target names as measure.sh runs them, others after
-// them by name.
+// readRedis reads PREFIX.redis-start.txt and PREFIX.redis.txt into s, or,
+// when they are absent, the Redis figures of the CPU file.
+func readRedis(prefix string, s *sample) error {
+	for _, f := range []struct {
+		path string
+		dst  *redisFigures
+	}{{prefix + ".redis-start.txt", &s.redisStart}, {prefix + ".redis.txt", &s.redis}} {
+		data, err := os.ReadFile(f.path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if *f.dst, err = parseRedisInfo(string(data)); err != nil {
+			return fmt.Errorf("%s: %w", f.path, err)
+		}
+	}
+	if s.redis.Nodes == 0 {
+		c := s.cpu
+		s.redis = redisFigures{Usec: c.RedisUsec, Commands: c.RedisCommands, Scripts: c.RedisCalls, Memory: c.RedisMemory, Keys: c.RedisKeys}
+	}
+	return nil
+}
+
+// targetOrder is the order of measure.sh's targets in the tables.
+var targetOrder = []string{"noop", "memory", "redis1", "inc1", "redis3", "redis3fw", "redis6fw", "redis3d", "inc3",
+	"redis10d", "inc10", "attack", "incattack", "redis1cl", "inc1cl"}
+
+// sortTargets orders target names as measure.sh runs them (a target at
+// another concurrency after it, by concurrency), others after them by name.
 func sortTargets(order []string) {
-	rank := map[string]int{"noop": 0, "memory": 1, "redis1": 2, "inc1": 3, "redis3": 4, "redis3fw": 5, "redis3d": 6, "inc3": 7, "attack": 8, "incattack": 9}
+	key := func(name string) (int, int) {
+		r := slices.Index(targetOrder, base(name))
+		if r < 0 {
+			r = len(targetOrder)
+		}
+		return r, concurrency(name)
+	}
 	slices.SortStableFunc(order, func(a, b string) int {
-		ra, oka := rank[a]
-		rb, okb := rank[b]
-		switch {
-		case oka && okb:
+		ra, ca := key(a)
+		rb, cb := key(b)
+		if ra != rb {
 			return ra - rb
-		case oka:
-			return -1
-		case okb:
-			return 1
+		}
+		if ca != cb {
+			return ca - cb
 		}
 		return strings.Compare(a, b)
 	})
+}
+
+// base is a target's name without its concurrency suffix (-cN).
+func base(name string) string {
+	if i := strings.LastIndex(name, "-c"); i > 0 {
+		if _, err := strconv.Atoi(name[i+2:]); err == nil {
+			return name[:i]
+		}
+	}
+	return name
+}
+
+// concurrency is a target's -cN suffix, 0 without one.
+func concurrency(name string) int {
+	if b := base(name); b != name {
+		n, _ := strconv.Atoi(name[len(b)+2:])
+		return n
+	}
+	return 0
+}
+
+// noopFor is the no-op target measured at the same concurrency as name.
+func noopFor(name string) string { return "noop" + name[len(base(name)):] }
+
+// incumbentFor is the incumbent's target measured on the same load as
+// sluice's target name, "" if none.
+func incumbentFor(name string) string {
+	inc := map[string]string{"redis1": "inc1", "redis3": "inc3", "redis3fw": "inc3", "redis3d": "inc3",
+		"redis10d": "inc10", "attack": "incattack", "redis1cl": "inc1cl"}[base(name)]
+	if inc == "" {
+		return ""
+	}
+	return inc + name[len(base(name)):]
 }
 
 // localShare estimates the share of attack denials answered without
@@ -229,7 +337,7 @@ func localShare(s sample) float64 {
 	normal := scale * float64(r.Normal.Requests)
 	admitted := scale * float64(r.Attack.Requests-r.Attack.OverLimit)
 	denied := scale * float64(r.Attack.OverLimit)
-	remote := s.cpu.RedisCalls - normal - admitted
+	remote := s.redis.Scripts - normal - admitted
 	return min(1, max(0, 1-remote/denied))
 }
 

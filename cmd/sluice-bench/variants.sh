@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# variants.sh runs the "Final results" of docs/benchmarks.md: ROUNDS rounds,
+# variants.sh measures the settings variants: ROUNDS rounds,
 # each running measure.sh once per variant, so the variants are measured side
 # by side under the same conditions; then it merges the rounds and prints one
 # summary table per variant.
@@ -27,5 +27,5 @@ done
 (cd "$root" && go build -o "$out/sluice-bench" ./cmd/sluice-bench)
 for v in "${variants[@]}"; do
 	echo "### $v"
-	"$out/sluice-bench" summarize $(for r in $(seq 1 "$rounds"); do echo "$out/$v-r$r"; done)
+	"$out/sluice-bench" summarize --only runs $(for r in $(seq 1 "$rounds"); do echo "$out/$v-r$r"; done)
 done

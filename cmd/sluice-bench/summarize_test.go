@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// wantError checks err against a table case's expected error (a substring;
+// "" for none) and reports whether the case expected one.
+func wantError(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return false
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one with %q", err, want)
+	}
+	return true
+}
+
+func TestParseRedisInfo(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		text    string
+		want    redisFigures
+		wantErr string
+	}{
+		{
+			name: "scripts: only their time counts, admin commands never",
+			text: "# node 127.0.0.1:1\r\n# Commandstats\r\ncmdstat_evalsha:calls=10,usec=200,usec_per_call=20.00,rejected_calls=0,failed_calls=0\r\n" +
+				"cmdstat_set:calls=10,usec=30,usec_per_call=3.00\r\ncmdstat_config|resetstat:calls=1,usec=40,usec_per_call=40\r\n" +
+				"cmdstat_info:calls=3,usec=90,usec_per_call=30\r\n# Memory\r\nused_memory:1000\r\nused_memory_human:1K\r\n# Keyspace\r\ndb0:keys=5,expires=5,avg_ttl=10\r\n",
+			want: redisFigures{Nodes: 1, Usec: 200, Commands: 10, Scripts: 10, Memory: 1000, Keys: 5},
+		},
+		{
+			name: "no scripts: every data command, summed over the nodes",
+			text: "# node a\ncmdstat_incrby:calls=4,usec=8\ncmdstat_expire:calls=4,usec=4\ncmdstat_cluster|slots:calls=9,usec=99\nused_memory:10\ndb0:keys=2,expires=2\n" +
+				"# node b\ncmdstat_incrby:calls=6,usec=12\ncmdstat_hello:calls=1,usec=5\nused_memory:20\ndb0:keys=3,expires=3\ndb1:keys=1,expires=0\n",
+			want: redisFigures{Nodes: 2, Usec: 24, Commands: 14, Memory: 30, Keys: 6},
+		},
+		{
+			name: "functions count as scripts",
+			text: "# node a\ncmdstat_fcall:calls=3,usec=30\ncmdstat_function|load:calls=1,usec=500\ncmdstat_get:calls=3,usec=3\n",
+			want: redisFigures{Nodes: 1, Usec: 30, Commands: 3, Scripts: 3},
+		},
+		{name: "empty", text: "", want: redisFigures{}},
+		{name: "a bad number", text: "cmdstat_get:calls=x,usec=1\n", wantErr: "line 1: cmdstat_get: calls"},
+		{name: "not key=value", text: "cmdstat_get:calls\n", wantErr: "is not key=value"},
+		{name: "bad used_memory", text: "x\nused_memory:lots\n", wantErr: "line 2: used_memory"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseRedisInfo(tt.text)
+			if wantError(t, err, tt.wantErr) {
+				return
+			}
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTargetNames(t *testing.T) {
+	for _, tt := range []struct {
+		name, base, noop, incumbent string
+		c                           int
+	}{
+		{"redis1", "redis1", "noop", "inc1", 0},
+		{"redis1-c16", "redis1", "noop-c16", "inc1-c16", 16},
+		{"redis3fw", "redis3fw", "noop", "inc3", 0},
+		{"redis10d-c1", "redis10d", "noop-c1", "inc10-c1", 1},
+		{"redis1cl", "redis1cl", "noop", "inc1cl", 0},
+		{"attack", "attack", "noop", "incattack", 0},
+		{"inc1-c256", "inc1", "noop-c256", "", 256},
+		{"memory", "memory", "noop", "", 0},
+		{"odd-cx", "odd-cx", "noop", "", 0},
+	} {
+		if b, c, n, i := base(tt.name), concurrency(tt.name), noopFor(tt.name), incumbentFor(tt.name); b != tt.base || c != tt.c || n != tt.noop || i != tt.incumbent {
+			t.Errorf("%s: base %q concurrency %d no-op %q incumbent %q, want %q %d %q %q", tt.name, b, c, n, i, tt.base, tt.c, tt.noop, tt.incumbent)
+		}
+	}
+	order := []string{"zzz", "inc1-c16", "redis1-c16", "noop-c1", "inc1", "noop", "redis1"}
+	sortTargets(order)
+	if want := []string{"noop", "noop-c1", "redis1", "redis1-c16", "inc1", "inc1-c16", "zzz"}; !slices.Equal(order, want) {
+		t.Errorf("sorted %q, want %q", order, want)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 999.4: "999", 1000: "1,000", 18778.6: "18,779", 1234567: "1,234,567", -4321: "-4,321"} {
+		if got := thousands(v); got != want {
+			t.Errorf("thousands(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestReplaceBlocks(t *testing.T) {
+	blocks := []block{{"a", "new A\n"}, {"b", "new B\n"}}
+	for _, tt := range []struct {
+		name, doc, want, wantErr string
+	}{
+		{
+			name: "every marked block replaced, the prose kept",
+			doc:  "# T\n\n" + startMarker("a") + "\nold\nlines\n" + endMarker + "\n\ntext\n" + startMarker("b") + "\n" + endMarker + "\nend\n",
+			want: "# T\n\n" + startMarker("a") + "\nnew A\n" + endMarker + "\n\ntext\n" + startMarker("b") + "\nnew B\n" + endMarker + "\nend\n",
+		},
+		{name: "unknown block", doc: startMarker("c") + "\n" + endMarker, wantErr: `marker "c": summarize has no such block`},
+		{name: "no end", doc: startMarker("a") + "\nold\n", wantErr: `marker "a" has no <!-- end -->`},
+		{name: "unclosed marker", doc: markerPrefix + "a\n", wantErr: "is not closed"},
+		{name: "no markers", doc: "# T\n", wantErr: "no <!-- sluice-bench summarize: "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := replaceBlocks(tt.doc, blocks)
+			if wantError(t, err, tt.wantErr) {
+				return
+			}
+			if got != tt.want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
+			}
+			again, err := replaceBlocks(got, blocks)
+			if err != nil || again != got {
+				t.Errorf("a second replacement changed the doc (%v):\n%s", err, again)
+			}
+		})
+	}
+}
+
+// benchRun writes one run of target name with the given throughput,
+// callers, CPU seconds (service, Redis) and Redis command time.
+func benchRun(t *testing.T, dir, name string, tput float64, callers int, server, redis float64, usec int) {
+	t.Helper()
+	files := map[string]string{
+		name + ".1.json": fmt.Sprintf(`{"throughput_rps":%g,"calls_total":10000,"keys":100,"workers":%d,"descriptors":["remote_address={ip}"],"latency_ms":{"p50":1,"p99":%g,"p999":3}}`,
+			tput, callers, 100000/tput),
+		name + ".1.cpu.json": fmt.Sprintf(`{"wall_s":1,"server_cpu_s":%g,"redis_cpu_s":%g,"client_cpu_s":0.1,"others_cpu_s":0.2,"loadavg_before":1.5}`, server, redis),
+	}
+	if usec > 0 {
+		files[name+".1.redis-start.txt"] = "# node a\nused_memory:1000\n"
+		files[name+".1.redis.txt"] = fmt.Sprintf("# node a\ncmdstat_evalsha:calls=10000,usec=%d\nused_memory:%d\ndb0:keys=50,expires=50\n", usec, 1000+usec)
+	}
+	writeFiles(t, dir, files)
+}
+
+// TestSummarizeDoc: one run's directory fills every block of a doc with
+// one command, and the scaling tables put each target in its place.
+func TestSummarizeDoc(t *testing.T) {
+	dir := t.TempDir()
+	benchRun(t, dir, "noop", 40000, 64, 0.2, 0, 0)
+	benchRun(t, dir, "noop-c16", 20000, 16, 0.2, 0, 0)
+	benchRun(t, dir, "redis1", 20000, 64, 0.3, 0.2, 100000)
+	benchRun(t, dir, "redis1-c16", 10000, 16, 0.4, 0.3, 100000)
+	benchRun(t, dir, "inc1", 10000, 64, 0.6, 0.1, 20000)
+	benchRun(t, dir, "redis1cl", 25000, 64, 0.3, 0.3, 100000)
+	benchRun(t, dir, "redis6fw", 10000, 64, 0.4, 0.7, 350000)
+	writeFiles(t, dir, map[string]string{
+		"machine.json": `{"date":"2026-01-02","nproc":2,"cpu_model":"Test CPU","mem_gb":8,"kernel":"6.1","go":"go1.26","redis":"7.0.15","rounds":1,"duration":"10s","warmup":"2s","c":64,"keys":100,"targets":"noop redis1","incumbent":true}`,
+		"elapsed.json": `{"elapsed_s":600}`,
+	})
+	out := summarizeOut(t, dir)
+	for _, want := range []string{
+		"- 2 CPUs (Test CPU), 8 GB RAM, Linux 6.1; go1.26; redis-server 7.0.15. Measured 2026-01-02.",
+		"`INCUMBENT_BIN=/path/to/ratelimit ROUNDS=1 cmd/sluice-bench/measure.sh OUT` (10 minutes)",
+		// concurrency: c=16 and c=64, with the incumbent only at 64.
+		"| 16 | 20,000 | 10,000 | — | 50% | — | 5.00 / 10.00 / — | 70.0 / — |",
+		"| 64 | 40,000 | 20,000 | 10,000 | 50% | 2.00× | 2.50 / 5.00 / 10.00 | 50.0 / 70.0 |",
+		// the cluster against one Redis.
+		"| sluice, Redis Cluster of 3 masters | `redis1cl` | 25,000 | 62% | — | 1.00 / 4.00 / 3.00 | 30.0 / 30.0 / 10.0 | 10.00 | 1.00 | 50 | 1,000 |",
+		"3 masters ÷ one Redis, req/s: sluice 1.25×, incumbent —.",
+		// rules: (6 rules − 1 rule) / 5.
+		"Each further fixed-window rule, per request: +2.0 µs of service CPU, +10.0 µs of Redis CPU, +5.0 µs inside Redis commands.",
+		// goals.
+		"| Redis, 1 rule: ≥ 75% of the no-op ceiling | 50% | missed |",
+		"| Redis, 1 rule: ≥ 1.7× the incumbent | 2.00× | met |",
+		"| Redis time inside commands, 1 fixed window: ≤ 2× the incumbent's | 5.00× | missed |",
+		// where the time goes: 2 cores × 1 s / 10,000 calls = 200 µs.
+		"| `redis1` | 200.0 | 10.0 | 30.0 | 10.0 | 10.0 | 20.0 | 120.0 |",
+		startMarker("three-limits") + "\n" + notMeasured + endMarker,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+
+	doc := filepath.Join(t.TempDir(), "bench.md")
+	writeFiles(t, filepath.Dir(doc), map[string]string{"bench.md": "# B\n\n" + startMarker("goals") + "\nold\n" + endMarker + "\n\nprose\n"})
+	summarizeOut(t, "--doc", doc, dir)
+	got, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The doc holds exactly the block summarize prints, prose kept.
+	if !strings.HasPrefix(string(got), "# B\n\n"+startMarker("goals")+"\n| goal |") || !strings.HasSuffix(string(got), endMarker+"\n\nprose\n") ||
+		!strings.Contains(out, string(got)[len("# B\n\n"):len(got)-len("\n\nprose\n")]) {
+		t.Errorf("doc after --doc:\n%s", got)
+	}
+	if code := run(context.Background(), []string{"summarize", "--doc", filepath.Join(t.TempDir(), "missing.md"), dir}, io.Discard, io.Discard); code != 1 {
+		t.Errorf("--doc of a missing file: exit %d, want 1", code)
+	}
+}

@@ -1,0 +1,456 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// runSet is every run of one measurement, by target name.
+type runSet struct {
+	runs    map[string][]sample
+	order   []string
+	machine *machineInfo
+	// elapsed is the seconds measure.sh took, summed over the directories.
+	elapsed float64
+}
+
+// machineInfo is measure.sh's machine.json.
+type machineInfo struct {
+	Date      string `json:"date"`
+	Nproc     int    `json:"nproc"`
+	CPUModel  string `json:"cpu_model"`
+	MemGB     int    `json:"mem_gb"`
+	Kernel    string `json:"kernel"`
+	Go        string `json:"go"`
+	Redis     string `json:"redis"`
+	Rounds    int    `json:"rounds"`
+	Duration  string `json:"duration"`
+	Warmup    string `json:"warmup"`
+	C         int    `json:"c"`
+	Keys      int    `json:"keys"`
+	Targets   string `json:"targets"`
+	SluiceEnv string `json:"sluice_env"`
+	Incumbent bool   `json:"incumbent"`
+}
+
+// The figures of one run that the tables take medians of.
+func throughput(s sample) float64 { return s.report.Throughput }
+func p99(s sample) float64        { return s.report.Latency.P99 }
+func serverCPU(s sample) float64  { return s.perRequest(s.cpu.Server) }
+func redisCPU(s sample) float64   { return s.perRequest(s.cpu.Redis) }
+func clientCPU(s sample) float64  { return s.perRequest(s.cpu.Client) }
+func bothCPU(s sample) float64    { return s.perRequest(s.cpu.Server + s.cpu.Redis) }
+func redisUsec(s sample) float64  { return s.perDecision(s.redis.Usec) }
+
+// redisUsecPerRequest is the time inside Redis commands per request (every
+// descriptor of it).
+func redisUsecPerRequest(s sample) float64 { return s.perRequest(s.redis.Usec) / 1e6 }
+
+// has reports whether name was measured.
+func (rs *runSet) has(name string) bool { return len(rs.runs[name]) > 0 }
+
+// med is the median of f over name's runs, 0 if it was not measured.
+func (rs *runSet) med(name string, f func(sample) float64) float64 { return median(rs.runs[name], f) }
+
+// onRedis reports whether name's runs sent Redis commands.
+func (rs *runSet) onRedis(name string) bool {
+	return rs.med(name, func(s sample) float64 { return s.redis.Commands }) > 0
+}
+
+// ratio formats a / b as "1.23×", or "—" when either is missing.
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// share formats a / b as a percentage, or "—".
+func share(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f%%", 100*a/b)
+}
+
+// thousands formats v rounded, with a comma every three digits.
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(math.Round(v)), 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}
+
+// row is one line of a scenario table: a label and the target it shows.
+type row struct{ label, name string }
+
+// block is one generated piece of docs/benchmarks.md.
+type block struct{ name, text string }
+
+// notMeasured stands for a table whose targets this run did not measure.
+const notMeasured = "Not measured in this run.\n"
+
+// blocks renders every generated block, in the doc's order.
+func (rs *runSet) blocks() []block {
+	var out []block
+	add := func(name string, render func(w io.Writer) bool) {
+		var b bytes.Buffer
+		if !render(&b) {
+			b.Reset()
+			b.WriteString(notMeasured)
+		}
+		out = append(out, block{name, b.String()})
+	}
+	add("machine", rs.machineBlock)
+	add("summary", rs.summaryTable)
+	add("goals", rs.goalsTable)
+	add("one-limit", func(w io.Writer) bool {
+		return rs.scenarioTable(w, []row{{"no-op gRPC server: answers OK, does nothing (the ceiling)", "noop"},
+			{"sluice, embedded backend (no Redis)", "memory"}, {"sluice on Redis", "redis1"}, {"incumbent on Redis", "inc1"}})
+	})
+	add("three-limits", func(w io.Writer) bool {
+		return rs.scenarioTable(w, []row{{"sluice, 3 rules of 3 algorithms on 1 descriptor", "redis3"},
+			{"sluice, 3 fixed-window rules on 1 descriptor", "redis3fw"},
+			{"sluice on the incumbent's config: 3 descriptors", "redis3d"}, {"incumbent, 3 descriptors", "inc3"}})
+	})
+	add("attack", rs.attackTable)
+	add("concurrency", rs.concurrencyTable)
+	add("cluster", rs.clusterTable)
+	add("rules", rs.rulesTable)
+	add("descriptors", rs.descriptorsTable)
+	add("time", rs.timeTable)
+	add("runs", func(w io.Writer) bool {
+		rs.runsTable(w)
+		return len(rs.order) > 0
+	})
+	return out
+}
+
+// scenarioHeader is the header of every scenario table.
+const scenarioHeader = "| | target | req/s | vs no-op | vs incumbent | p50 / p99 / p999 ms | CPU µs per request: service / Redis / load generator | Redis µs per decision, in commands | Redis commands per decision | Redis keys at the end | Redis bytes per active descriptor |\n" +
+	"|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|\n"
+
+// scenarioTable prints the rows that were measured, and reports whether
+// there were any.
+func (rs *runSet) scenarioTable(w io.Writer, rows []row) bool {
+	any := false
+	for _, r := range rows {
+		if !rs.has(r.name) {
+			continue
+		}
+		if !any {
+			io.WriteString(w, scenarioHeader)
+			any = true
+		}
+		ss := rs.runs[r.name]
+		tput := median(ss, throughput)
+		vsNoop, vsInc := "—", "—"
+		if base(r.name) != "noop" {
+			vsNoop = share(tput, rs.med(noopFor(r.name), throughput))
+		}
+		if inc := incumbentFor(r.name); inc != "" {
+			vsInc = ratio(tput, rs.med(inc, throughput))
+		}
+		cpu := fmt.Sprintf("%.1f / %.1f / %.1f", median(ss, serverCPU), median(ss, redisCPU), median(ss, clientCPU))
+		usec, cmds, keys, bytes := "—", "—", "—", "—"
+		if rs.onRedis(r.name) {
+			usec = fmt.Sprintf("%.2f", median(ss, redisUsec))
+			cmds = fmt.Sprintf("%.2f", median(ss, func(s sample) float64 { return s.perDecision(s.redis.Commands) }))
+			keys = thousands(median(ss, func(s sample) float64 { return s.redis.Keys }))
+			bytes = thousands(median(ss, sample.bytesPerDescriptor))
+		} else {
+			cpu = fmt.Sprintf("%.1f / — / %.1f", median(ss, serverCPU), median(ss, clientCPU))
+		}
+		l := func(f func(s sample) float64) float64 { return median(ss, f) }
+		fmt.Fprintf(w, "| %s | `%s` | %s | %s | %s | %.2f / %.2f / %.2f | %s | %s | %s | %s | %s |\n", r.label, r.name,
+			thousands(tput), vsNoop, vsInc,
+			l(func(s sample) float64 { return s.report.Latency.P50 }), l(p99), l(func(s sample) float64 { return s.report.Latency.P999 }),
+			cpu, usec, cmds, keys, bytes)
+	}
+	return any
+}
+
+// attackTable is the attack mix's scenario table and the share of denials
+// the local cache answered.
+func (rs *runSet) attackTable(w io.Writer) bool {
+	if !rs.scenarioTable(w, []row{{"sluice, 30% of requests on 4 hot keys", "attack"}, {"incumbent, same load", "incattack"}}) {
+		return false
+	}
+	if rs.has("attack") {
+		fmt.Fprintf(w, "\nsluice answered %.1f%% of the attack's denials from its local denial cache, without Redis.\n",
+			100*rs.med("attack", localShare))
+	}
+	return true
+}
+
+// concurrencyTable shows throughput and latency by the number of callers,
+// for the no-op ceiling, sluice on Redis and the incumbent.
+func (rs *runSet) concurrencyTable(w io.Writer) bool {
+	byC := make(map[int]map[string]string) // callers -> base -> target name
+	for _, name := range rs.order {
+		b := base(name)
+		if b != "noop" && b != "redis1" && b != "inc1" {
+			continue
+		}
+		c := int(rs.med(name, func(s sample) float64 { return float64(s.report.Workers) }))
+		if byC[c] == nil {
+			byC[c] = make(map[string]string)
+		}
+		byC[c][b] = name
+	}
+	var cs []int
+	for c, m := range byC {
+		if m["redis1"] != "" || m["inc1"] != "" {
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) < 2 {
+		return false
+	}
+	slices.Sort(cs)
+	fmt.Fprintln(w, "| callers | no-op req/s | sluice req/s | incumbent req/s | sluice vs no-op | sluice ÷ incumbent | p99 ms: no-op / sluice / incumbent | service + Redis CPU µs per request: sluice / incumbent |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---|---|")
+	for _, c := range cs {
+		m := byC[c]
+		tput := func(b string) float64 { return rs.med(m[b], throughput) }
+		num := func(b string, f func(sample) float64, format string) string {
+			if !rs.has(m[b]) {
+				return "—"
+			}
+			return fmt.Sprintf(format, rs.med(m[b], f))
+		}
+		count := func(b string) string {
+			if !rs.has(m[b]) {
+				return "—"
+			}
+			return thousands(tput(b))
+		}
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s |\n", c, count("noop"), count("redis1"), count("inc1"),
+			share(tput("redis1"), tput("noop")), ratio(tput("redis1"), tput("inc1")),
+			num("noop", p99, "%.2f"), num("redis1", p99, "%.2f"), num("inc1", p99, "%.2f"),
+			num("redis1", bothCPU, "%.1f"), num("inc1", bothCPU, "%.1f"))
+	}
+	return true
+}
+
+// clusterTable compares one Redis with a 3-master cluster.
+func (rs *runSet) clusterTable(w io.Writer) bool {
+	if !rs.has("redis1cl") && !rs.has("inc1cl") {
+		return false
+	}
+	rs.scenarioTable(w, []row{{"sluice, one Redis", "redis1"}, {"sluice, Redis Cluster of 3 masters", "redis1cl"},
+		{"incumbent, one Redis", "inc1"}, {"incumbent, Redis Cluster of 3 masters", "inc1cl"}})
+	fmt.Fprintf(w, "\n3 masters ÷ one Redis, req/s: sluice %s, incumbent %s. The Redis CPU column is the sum over the masters.\n",
+		ratio(rs.med("redis1cl", throughput), rs.med("redis1", throughput)), ratio(rs.med("inc1cl", throughput), rs.med("inc1", throughput)))
+	return true
+}
+
+// rulesTable shows the cost of further rules on one descriptor.
+func (rs *runSet) rulesTable(w io.Writer) bool {
+	rows := []row{{"sluice, 1 fixed-window rule", "redis1"}, {"sluice, 3 fixed-window rules", "redis3fw"}, {"sluice, 6 fixed-window rules", "redis6fw"}}
+	if !rs.has("redis6fw") || !rs.scenarioTable(w, rows) {
+		return false
+	}
+	rs.growth(w, "fixed-window rule", "redis1", "redis6fw", 5)
+	return true
+}
+
+// descriptorsTable shows the cost of further descriptors per request, for
+// sluice and the incumbent.
+func (rs *runSet) descriptorsTable(w io.Writer) bool {
+	rows := []row{{"sluice, 1 descriptor", "redis1"}, {"incumbent, 1 descriptor", "inc1"}, {"sluice, 3 descriptors", "redis3d"},
+		{"incumbent, 3 descriptors", "inc3"}, {"sluice, 10 descriptors", "redis10d"}, {"incumbent, 10 descriptors", "inc10"}}
+	if (!rs.has("redis10d") && !rs.has("inc10")) || !rs.scenarioTable(w, rows) {
+		return false
+	}
+	rs.growth(w, "descriptor (sluice)", "redis1", "redis10d", 9)
+	rs.growth(w, "descriptor (incumbent)", "inc1", "inc10", 9)
+	return true
+}
+
+// growth prints what each of n further units (rules, descriptors) costs
+// per request, from target from to target to.
+func (rs *runSet) growth(w io.Writer, unit, from, to string, n float64) {
+	if !rs.has(from) || !rs.has(to) {
+		return
+	}
+	d := func(f func(sample) float64) float64 { return (rs.med(to, f) - rs.med(from, f)) / n }
+	fmt.Fprintf(w, "\nEach further %s, per request: %+.1f µs of service CPU, %+.1f µs of Redis CPU, %+.1f µs inside Redis commands.\n",
+		unit, d(serverCPU), d(redisCPU), d(redisUsecPerRequest))
+}
+
+// timeTable splits the machine's time per request between the processes:
+// where the time goes.
+func (rs *runSet) timeTable(w io.Writer) bool {
+	cores := 2.0
+	if rs.machine != nil && rs.machine.Nproc > 0 {
+		cores = float64(rs.machine.Nproc)
+	}
+	fmt.Fprintf(w, "| target | the machine's µs per request (%.0f cores × wall ÷ requests) | load generator | service | Redis, inside commands | Redis, the rest | other processes | idle |\n", cores)
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	any := false
+	for _, name := range rs.order {
+		if concurrency(name) != 0 || !slices.Contains(targetOrder, base(name)) {
+			continue
+		}
+		any = true
+		ss := rs.runs[name]
+		budget := median(ss, func(s sample) float64 { return s.perRequest(cores * s.cpu.Wall) })
+		inside := median(ss, redisUsecPerRequest)
+		others := median(ss, func(s sample) float64 { return s.perRequest(s.cpu.Others) })
+		used := median(ss, func(s sample) float64 { return s.perRequest(s.cpu.Server + s.cpu.Redis + s.cpu.Client + s.cpu.Others) })
+		fmt.Fprintf(w, "| `%s` | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", name, budget, median(ss, clientCPU), median(ss, serverCPU),
+			inside, max(0, median(ss, redisCPU)-inside), others, max(0, budget-used))
+	}
+	return any
+}
+
+// summaryTable is the side-by-side table of the README.
+func (rs *runSet) summaryTable(w io.Writer) bool {
+	if !rs.has("noop") && !rs.has("redis1") {
+		return false
+	}
+	fmt.Fprintln(w, "| | sluice req/s | envoyproxy/ratelimit req/s | sluice ÷ incumbent | p99 ms: sluice / incumbent | service + Redis CPU µs per request: sluice / incumbent |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---|---|")
+	for _, r := range []row{{"no-op gRPC server (the ceiling: answers OK, does nothing)", "noop"},
+		{"embedded backend (no Redis)", "memory"}, {"Redis, 1 descriptor, 1 limit", "redis1"},
+		{"Redis, 3 limits (sluice: 3 rules of 1 descriptor; incumbent: 3 descriptors)", "redis3"},
+		{"Redis, 10 descriptors per request", "redis10d"}, {"Redis, attack mix (30% of requests on 4 hot keys)", "attack"},
+		{"Redis Cluster, 3 masters, 1 descriptor", "redis1cl"}} {
+		if !rs.has(r.name) {
+			continue
+		}
+		tput := rs.med(r.name, throughput)
+		s := thousands(tput)
+		if n := rs.med("noop", throughput); r.name != "noop" && n > 0 {
+			s += fmt.Sprintf(" (%s of the ceiling)", share(tput, n))
+		}
+		inc := incumbentFor(r.name)
+		incTput, incP99, incCPU := "—", "—", "—"
+		if rs.has(inc) {
+			incTput = thousands(rs.med(inc, throughput))
+			incP99 = fmt.Sprintf("%.2f", rs.med(inc, p99))
+			incCPU = fmt.Sprintf("%.1f", rs.med(inc, bothCPU))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f / %s | %.1f / %s |\n", r.label, s, incTput, ratio(tput, rs.med(inc, throughput)),
+			rs.med(r.name, p99), incP99, rs.med(r.name, bothCPU), incCPU)
+	}
+	return true
+}
+
+// goal is one of the figures sluice aims for: measured is the figure,
+// met whether it reaches the goal; ok false when it was not measured.
+type goal struct {
+	text     string
+	measured func() (figure string, met, ok bool)
+}
+
+// goalsTable lists sluice's performance goals against this run.
+func (rs *runSet) goalsTable(w io.Writer) bool {
+	m := rs.med
+	// at least: a/b ≥ want, both measured.
+	atLeast := func(a, b float64, want float64, pct bool) func() (string, bool, bool) {
+		return func() (string, bool, bool) {
+			if a <= 0 || b <= 0 {
+				return "", false, false
+			}
+			if pct {
+				return share(a, b), a/b >= want, true
+			}
+			return ratio(a, b), a/b >= want, true
+		}
+	}
+	atMost := func(a, b, want float64) func() (string, bool, bool) {
+		return func() (string, bool, bool) {
+			if a <= 0 || b <= 0 {
+				return "", false, false
+			}
+			return ratio(a, b), a/b <= want, true
+		}
+	}
+	goals := []goal{
+		{"Redis, 1 rule: ≥ 75% of the no-op ceiling", atLeast(m("redis1", throughput), m("noop", throughput), 0.75, true)},
+		{"Redis, 1 rule: ≥ 1.7× the incumbent", atLeast(m("redis1", throughput), m("inc1", throughput), 1.7, false)},
+		{"Redis, 3 rules of mixed algorithms: ≥ 60% of the no-op ceiling", atLeast(m("redis3", throughput), m("noop", throughput), 0.60, true)},
+		{"Redis, 3 rules of mixed algorithms: ≥ 2.5× the incumbent with 3 descriptors", atLeast(m("redis3", throughput), m("inc3", throughput), 2.5, false)},
+		{"service + Redis CPU per request, 1 rule: ≤ 0.4× the incumbent's", atMost(m("redis1", bothCPU), m("inc1", bothCPU), 0.4)},
+		{"p99 at the default concurrency: ≤ the no-op's p99 + 1 ms", func() (string, bool, bool) {
+			a, b := m("redis1", p99), m("noop", p99)
+			if a <= 0 || b <= 0 {
+				return "", false, false
+			}
+			return fmt.Sprintf("%+.2f ms", a-b), a <= b+1, true
+		}},
+		{"embedded backend: ≥ 90% of the no-op ceiling", atLeast(m("memory", throughput), m("noop", throughput), 0.90, true)},
+		{"Redis time inside commands, 1 fixed window: ≤ 2× the incumbent's", atMost(m("redis1", redisUsecPerRequest), m("inc1", redisUsecPerRequest), 2)},
+		{"Redis time inside commands, 3 fixed-window rules: ≤ the incumbent's for 3 descriptors", atMost(m("redis3fw", redisUsecPerRequest), m("inc3", redisUsecPerRequest), 1)},
+		{"Redis memory per active descriptor, per-second limit: ≤ 1/50 of the incumbent's", atMost(m("redis1", sample.bytesPerDescriptor), m("inc1", sample.bytesPerDescriptor), 1.0/50)},
+	}
+	fmt.Fprintln(w, "| goal | this run | |")
+	fmt.Fprintln(w, "|---|---:|---|")
+	any := false
+	for _, g := range goals {
+		figure, met, ok := g.measured()
+		if !ok {
+			continue
+		}
+		any = true
+		verdict := "missed"
+		if met {
+			verdict = "met"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", g.text, figure, verdict)
+	}
+	return any
+}
+
+// machineBlock describes the machine, the settings and the command.
+func (rs *runSet) machineBlock(w io.Writer) bool {
+	m := rs.machine
+	if m == nil {
+		return false
+	}
+	fmt.Fprintf(w, "- %d CPUs (%s), %d GB RAM, Linux %s; %s; redis-server %s. Measured %s.\n",
+		m.Nproc, m.CPUModel, m.MemGB, m.Kernel, m.Go, m.Redis, m.Date)
+	fmt.Fprintf(w, "- %d alternated rounds (every target once per round, a fresh server process each time), medians; each run %s after %s of warm-up; %d callers unless a table says otherwise, over %s keys chosen uniformly.\n",
+		m.Rounds, m.Duration, m.Warmup, m.C, thousands(float64(m.Keys)))
+	var others, load []float64
+	for _, ss := range rs.runs {
+		for _, s := range ss {
+			if s.cpu.Wall > 0 {
+				others = append(others, s.cpu.Others/s.cpu.Wall)
+			}
+			load = append(load, s.cpu.Loadavg)
+		}
+	}
+	if len(others) > 0 {
+		slices.Sort(others)
+		slices.Sort(load)
+		fmt.Fprintf(w, "- Other processes on the machine used %.2f cores during the median run (at most %.2f); load average before the median run %.1f.\n",
+			others[len(others)/2], others[len(others)-1], load[len(load)/2])
+	}
+	cmd := "ROUNDS=" + strconv.Itoa(m.Rounds)
+	if m.Incumbent {
+		cmd = "INCUMBENT_BIN=/path/to/ratelimit " + cmd
+	}
+	if m.SluiceEnv != "" {
+		cmd += " SLUICE_ENV='" + m.SluiceEnv + "'"
+	}
+	fmt.Fprintf(w, "- Command: `%s cmd/sluice-bench/measure.sh OUT`", cmd)
+	if rs.elapsed > 0 {
+		fmt.Fprintf(w, " (%.0f minutes)", rs.elapsed/60)
+	}
+	fmt.Fprintf(w, ", then `go run ./cmd/sluice-bench summarize --doc docs/benchmarks.md --doc README.md OUT`. Targets: %s.\n", m.Targets)
+	return true
+}
