@@ -395,7 +395,7 @@ func (rs *runSet) goalsTable(w io.Writer) bool {
 		{"embedded backend: ≥ 90% of the no-op ceiling", atLeast(m("memory", throughput), m("noop", throughput), 0.90, true)},
 		{"Redis time inside commands, 1 fixed window: ≤ 2× the incumbent's", atMost(m("redis1", redisUsecPerRequest), m("inc1", redisUsecPerRequest), 2)},
 		{"Redis time inside commands, 3 fixed-window rules: ≤ the incumbent's for 3 descriptors", atMost(m("redis3fw", redisUsecPerRequest), m("inc3", redisUsecPerRequest), 1)},
-		{"Redis memory per active descriptor, per-second limit: ≤ 1/50 of the incumbent's", atMost(m("redis1", sample.bytesPerDescriptor), m("inc1", sample.bytesPerDescriptor), 1.0/50)},
+		{"Redis memory per active descriptor, per-second limit: ≤ 1/50 of the incumbent's (at the end of a run: the incumbent's keys outlive it, its steady state is higher)", atMost(m("redis1", sample.bytesPerDescriptor), m("inc1", sample.bytesPerDescriptor), 1.0/50)},
 	}
 	fmt.Fprintln(w, "| goal | this run | |")
 	fmt.Fprintln(w, "|---|---:|---|")
