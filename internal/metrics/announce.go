@@ -1,10 +1,6 @@
 package metrics
 
-import (
-	"fmt"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // AnnouncementStats reads the running totals of the announcements that
 // keep the instances' denial caches in step: sent, that could not be sent,
@@ -18,10 +14,7 @@ func (m *Metrics) RegisterAnnouncements(stats AnnouncementStats) error {
 	if m == nil || stats == nil {
 		return nil
 	}
-	if err := m.reg.Register(announceCollector{stats}); err != nil {
-		return fmt.Errorf("metrics: register the denial cache announcements: %w", err)
-	}
-	return nil
+	return m.registerCollector("the denial cache announcements", announceCollector{stats})
 }
 
 var announceDesc = prometheus.NewDesc("sluice_denycache_announcements_total",

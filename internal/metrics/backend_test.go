@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
@@ -64,12 +62,8 @@ func TestInstrumentBackend(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reg := prometheus.NewRegistry()
 			clock := fakeclock.New(t0)
-			m, err := New(reg, Options{Now: clock.Now})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, reg := newRegistered(t, Options{Now: clock.Now})
 			inner := &scripted{errs: []error{tt.err, nil, nil}, clock: clock, took: 3 * time.Millisecond}
 			b := m.InstrumentBackend(inner)
 			res := b.Decide(context.Background(), make([]backend.Check, 5)) // errors at 0 and 3
@@ -107,12 +101,8 @@ func TestInstrumentBackend(t *testing.T) {
 }
 
 func TestConfigMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
 	clock := fakeclock.New(t0)
-	m, err := New(reg, Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reg := newRegistered(t, Options{Now: clock.Now})
 	m.ConfigLoaded(3)
 	clock.Advance(90 * time.Second)
 	m.ConfigLoadFailed()
@@ -128,11 +118,7 @@ func TestConfigMetrics(t *testing.T) {
 }
 
 func TestDenyCache(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := New(reg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reg := newRegistered(t, Options{})
 	var hits uint64 = 7
 	if err := m.RegisterDenyCache(func() (uint64, uint64, uint64) { return hits, 11, 2 }); err != nil {
 		t.Fatal(err)
@@ -150,11 +136,7 @@ func TestDenyCache(t *testing.T) {
 }
 
 func TestObserveBatch(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := New(reg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reg := newRegistered(t, Options{})
 	for _, n := range []int{1, 3, 3, 100, 0, -2} {
 		m.ObserveBatch(n)
 	}
@@ -190,12 +172,8 @@ func (s *scriptedTogether) DecideTogether(ctx context.Context, checks []backend.
 // through the instrumentation, and its together calls are recorded like
 // Decide calls; a backend without it does not gain it.
 func TestInstrumentBackendTogether(t *testing.T) {
-	reg := prometheus.NewRegistry()
 	clock := fakeclock.New(t0)
-	m, err := New(reg, Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reg := newRegistered(t, Options{Now: clock.Now})
 	inner := &scriptedTogether{scripted: scripted{errs: []error{nil, stacktest.ErrRedisDown}, clock: clock, took: time.Millisecond}}
 	td, ok := m.InstrumentBackend(inner).(backend.TogetherDecider)
 	if !ok {
@@ -219,11 +197,7 @@ func TestInstrumentBackendTogether(t *testing.T) {
 }
 
 func TestAnnouncements(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := New(reg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reg := newRegistered(t, Options{})
 	if err := m.RegisterAnnouncements(func() (uint64, uint64, uint64, uint64) { return 5, 1, 2, 7 }); err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
@@ -13,10 +11,16 @@ import (
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
-// hotEvents are the events a busy service reports most: admitted and
-// denied descriptors with named rules, a request, and a detailed_metric
-// descriptor whose label is already known.
-func hotEvents() (ok, over, detailed service.DescriptorEvent, req service.RequestEvent) {
+// hot holds the events a busy service reports most: admitted and denied
+// descriptors with named rules, a detailed_metric descriptor whose label is
+// already known, and a request.
+type hot struct {
+	ok, over, detailed service.DescriptorEvent
+	req                service.RequestEvent
+}
+
+// hotEvents returns the hot events.
+func hotEvents() hot {
 	rules := []limit.Rule{
 		{Name: "burst", Algorithm: limit.TokenBucket, Unit: limit.Second, Limit: 10, Burst: 30},
 		{Name: "hourly", Unit: limit.Hour, Limit: 1000},
@@ -24,20 +28,29 @@ func hotEvents() (ok, over, detailed service.DescriptorEvent, req service.Reques
 	admitted := limit.Decision{Allowed: true, Binding: 0, Outcomes: []limit.Outcome{{Allowed: true, Remaining: 20}, {Allowed: true, Remaining: 900}}}
 	denied := limit.Decision{Allowed: false, Binding: 0, Outcomes: []limit.Outcome{{Allowed: false}, {Allowed: true, Remaining: 900}}}
 	entries := []descriptor.Entry{{Key: "user", Value: "alice"}}
-	ok = service.DescriptorEvent{Domain: "api", Entries: entries, Outcome: service.OutcomeOK, Cost: limit.Cost{N: 1}, Rules: rules, Decision: admitted}
-	over = ok
-	over.Outcome, over.Decision = service.OutcomeOverLimit, denied
-	detailed = ok
-	detailed.Node = &descriptor.Node{Key: "user", Depth: 1, DetailedMetric: true}
-	req = service.RequestEvent{Domain: "api"}
-	return
+	var h hot
+	h.ok = service.DescriptorEvent{Domain: "api", Entries: entries, Outcome: service.OutcomeOK, Cost: limit.Cost{N: 1}, Rules: rules, Decision: admitted}
+	h.over = h.ok
+	h.over.Outcome, h.over.Decision = service.OutcomeOverLimit, denied
+	h.detailed = h.ok
+	h.detailed.Node = &descriptor.Node{Key: "user", Depth: 1, DetailedMetric: true}
+	h.req = service.RequestEvent{Domain: "api"}
+	return h
+}
+
+// benchObserve reports allocations and runs observe in a loop, on fresh
+// Metrics, with the hot events.
+func benchObserve(b *testing.B, observe func(m *Metrics, h *hot)) {
+	m := newBenchMetrics(b)
+	h := hotEvents()
+	b.ReportAllocs()
+	for b.Loop() {
+		observe(m, &h)
+	}
 }
 
 func newBenchMetrics(tb testing.TB) *Metrics {
-	m, err := New(prometheus.NewRegistry(), Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	m, _ := newRegistered(tb, Options{})
 	return m
 }
 
@@ -48,12 +61,12 @@ func TestObserverDoesNotAllocate(t *testing.T) {
 		t.Skip("the race detector's instrumentation allocates")
 	}
 	m := newBenchMetrics(t)
-	ok, over, detailed, req := hotEvents()
+	h := hotEvents()
 	allocs := testing.AllocsPerRun(200, func() {
-		m.Descriptor(ok)
-		m.Descriptor(over)
-		m.Descriptor(detailed)
-		m.Request(req)
+		m.Descriptor(h.ok)
+		m.Descriptor(h.over)
+		m.Descriptor(h.detailed)
+		m.Request(h.req)
 	})
 	if allocs != 0 {
 		t.Errorf("the Observer allocates %v times per run, want 0", allocs)
@@ -62,40 +75,25 @@ func TestObserverDoesNotAllocate(t *testing.T) {
 
 func BenchmarkDescriptorOK(b *testing.B) {
 	m := newBenchMetrics(b)
-	ok, _, _, _ := hotEvents()
+	h := hotEvents()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.Descriptor(ok)
+			m.Descriptor(h.ok)
 		}
 	})
 }
 
 func BenchmarkDescriptorOverLimit(b *testing.B) {
-	m := newBenchMetrics(b)
-	_, over, _, _ := hotEvents()
-	b.ReportAllocs()
-	for b.Loop() {
-		m.Descriptor(over)
-	}
+	benchObserve(b, func(m *Metrics, h *hot) { m.Descriptor(h.over) })
 }
 
 func BenchmarkDescriptorDetailed(b *testing.B) {
-	m := newBenchMetrics(b)
-	_, _, detailed, _ := hotEvents()
-	b.ReportAllocs()
-	for b.Loop() {
-		m.Descriptor(detailed)
-	}
+	benchObserve(b, func(m *Metrics, h *hot) { m.Descriptor(h.detailed) })
 }
 
 func BenchmarkRequest(b *testing.B) {
-	m := newBenchMetrics(b)
-	_, _, _, req := hotEvents()
-	b.ReportAllocs()
-	for b.Loop() {
-		m.Request(req)
-	}
+	benchObserve(b, func(m *Metrics, h *hot) { m.Request(h.req) })
 }
 
 // BenchmarkService measures a whole ShouldRateLimit call on the memory

@@ -1,10 +1,6 @@
 package metrics
 
-import (
-	"fmt"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // DenyCacheStats reads the local denial cache's running totals: lookups
 // answered from the cache, lookups that missed, and entries evicted before
@@ -19,10 +15,7 @@ func (m *Metrics) RegisterDenyCache(stats DenyCacheStats) error {
 	if m == nil || stats == nil {
 		return nil
 	}
-	if err := m.reg.Register(denyCacheCollector{stats}); err != nil {
-		return fmt.Errorf("metrics: register the denial cache: %w", err)
-	}
-	return nil
+	return m.registerCollector("the denial cache", denyCacheCollector{stats})
 }
 
 var (

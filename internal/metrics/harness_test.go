@@ -36,6 +36,18 @@ type harness struct {
 	clock *fakeclock.Clock
 }
 
+// newRegistered returns Metrics made with opts on a fresh registry, and
+// the registry.
+func newRegistered(tb testing.TB, opts Options) (*Metrics, *prometheus.Registry) {
+	tb.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m, reg
+}
+
 // newHarness parses yaml into the config and builds the service.
 // opts.Backend defaults to the memory backend, instrumented.
 func newHarness(t *testing.T, mo Options, so service.Options, yaml string) *harness {

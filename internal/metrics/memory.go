@@ -1,10 +1,6 @@
 package metrics
 
-import (
-	"fmt"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // MemoryStats reads an embedded (memory) backend: the descriptors it holds
 // now, and how many it evicted while their state still counted.
@@ -26,10 +22,7 @@ func (m *Metrics) RegisterMemoryBackend(role string, stats MemoryStats) error {
 			"Descriptors the embedded backend evicted while their state still counted (SLUICE_MEMORY_MAX_DESCRIPTORS reached): each restarts empty.",
 			nil, prometheus.Labels{"role": role}),
 	}
-	if err := m.reg.Register(c); err != nil {
-		return fmt.Errorf("metrics: register the %s memory backend: %w", role, err)
-	}
-	return nil
+	return m.registerCollector("the "+role+" memory backend", c)
 }
 
 // memoryCollector turns MemoryStats into a gauge and a counter.

@@ -237,11 +237,7 @@ func TestUnknownDomainBound(t *testing.T) {
 
 // TestLabelValues checks that label values are valid UTF-8 and bounded.
 func TestLabelValues(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := New(reg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reg := newRegistered(t, Options{})
 	node := &descriptor.Node{Key: "k", Depth: 1, DetailedMetric: true}
 	long := strings.Repeat("é", MaxDescriptorLabelLen) // 2 bytes each
 	rules := []limit.Rule{{Unit: limit.Minute, Limit: 5}}

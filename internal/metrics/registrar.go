@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // registrar creates metric families and registers each one on reg as it is
 // made, so a constructor states a family's name, help and labels once and
@@ -48,4 +52,13 @@ func (f *registrar) histogram(name, help string, buckets []float64) prometheus.H
 // labels.
 func (f *registrar) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
 	return add(f, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels))
+}
+
+// registerCollector registers c, the collector of what an error message
+// names (the denial cache, ...), on m's registry.
+func (m *Metrics) registerCollector(what string, c prometheus.Collector) error {
+	if err := m.reg.Register(c); err != nil {
+		return fmt.Errorf("metrics: register %s: %w", what, err)
+	}
+	return nil
 }

@@ -4,19 +4,13 @@ import (
 	"errors"
 	"slices"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestXDSFamilies follows a stream's life: connected, two ACKed versions
 // (only the newest keeps its version series), a NACK that leaves the
 // version alone, a disconnection.
 func TestXDSFamilies(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := New(reg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reg := newRegistered(t, Options{})
 	x, err := m.RegisterXDS()
 	if err != nil {
 		t.Fatal(err)
