@@ -42,6 +42,27 @@ func nodes(t *testing.T, d *Domain) map[string]*Node {
 	return m
 }
 
+// checkNodes checks that ns holds exactly one node per test, at the path
+// want gives with the rules it gives, and runs more on each node found.
+func checkNodes[T any](t *testing.T, ns map[string]*Node, tests []T, want func(T) (string, []rule), more func(*Node, T)) {
+	t.Helper()
+	if len(ns) != len(tests) {
+		t.Errorf("%d nodes, want %d", len(ns), len(tests))
+	}
+	for _, tt := range tests {
+		path, rules := want(tt)
+		n := ns[path]
+		if n == nil {
+			t.Errorf("no node %q", path)
+			continue
+		}
+		if got := rulesOf(n); !reflect.DeepEqual(got, rules) {
+			t.Errorf("%s rules = %+v, want %+v", path, got, rules)
+		}
+		more(n, tt)
+	}
+}
+
 // rule is limit.Rule with the time zone by name, so rules compare with ==.
 type rule struct {
 	Name       string
@@ -71,14 +92,15 @@ func TestParseDesignExample(t *testing.T) {
 		t.Errorf("domain = %q %v %q", d.Name, d.FailureMode, d.File)
 	}
 	ns := nodes(t, d)
-	tests := []struct {
+	type nodeTest struct {
 		path      string
 		depth     int
 		rules     []rule
 		unlimited bool
 		wildcard  bool
 		line      int
-	}{
+	}
+	tests := []nodeTest{
 		{"remote_address", 1, []rule{{Unit: limit.Second, Limit: 20}}, false, false, 4},
 		{"user", 1, []rule{
 			{Name: "burst", Algorithm: limit.TokenBucket, Unit: limit.Second, Limit: 10, Burst: 30},
@@ -88,23 +110,12 @@ func TestParseDesignExample(t *testing.T) {
 		{"user.path_/api/ocr", 2, []rule{{Unit: limit.Minute, Multiplier: 5, Limit: 3}}, false, false, 12},
 		{"user.path_/public/*", 2, nil, true, true, 16},
 	}
-	if len(ns) != len(tests) {
-		t.Errorf("%d nodes, want %d", len(ns), len(tests))
-	}
-	for _, tt := range tests {
-		n := ns[tt.path]
-		if n == nil {
-			t.Errorf("no node %q", tt.path)
-			continue
-		}
-		if got := rulesOf(n); !reflect.DeepEqual(got, tt.rules) {
-			t.Errorf("%s rules = %+v, want %+v", tt.path, got, tt.rules)
-		}
+	checkNodes(t, ns, tests, func(tt nodeTest) (string, []rule) { return tt.path, tt.rules }, func(n *Node, tt nodeTest) {
 		if n.Depth != tt.depth || n.Unlimited != tt.unlimited || n.Wildcard != tt.wildcard || n.Line != tt.line || n.File != d.File {
 			t.Errorf("%s: depth %d unlimited %v wildcard %v at %s:%d, want %d %v %v line %d",
 				tt.path, n.Depth, n.Unlimited, n.Wildcard, n.File, n.Line, tt.depth, tt.unlimited, tt.wildcard, tt.line)
 		}
-	}
+	})
 	if p := ns["user.path_/api/ocr"].Parent; p != ns["user"] {
 		t.Errorf("parent of user.path_/api/ocr = %v, want the user node", p)
 	}
@@ -114,12 +125,13 @@ func TestParseReferenceFormat(t *testing.T) {
 	d := parseFile(t, "testdata/reference.yaml")
 	ns := nodes(t, d)
 	type flags struct{ shadow, quota, detailed, valueToMetric, share, wildcard, unlimited bool }
-	tests := []struct {
+	type nodeTest struct {
 		path     string
 		rules    []rule
 		flags    flags
 		replaces []string
-	}{
+	}
+	tests := []nodeTest{
 		{"remote_address", []rule{{Unit: limit.Second, Limit: 10}}, flags{}, nil},
 		{"remote_address_50.0.0.5", []rule{{Unit: limit.Second, Limit: 0}}, flags{}, nil},
 		{"source_cluster_proxy", nil, flags{}, nil},
@@ -139,18 +151,7 @@ func TestParseReferenceFormat(t *testing.T) {
 		{"year", []rule{{Unit: limit.Year, Limit: 4294967295}}, flags{}, nil},
 		{"week", []rule{{Unit: limit.Week, Limit: 0}}, flags{}, nil},
 	}
-	if len(ns) != len(tests) {
-		t.Errorf("%d nodes, want %d", len(ns), len(tests))
-	}
-	for _, tt := range tests {
-		n := ns[tt.path]
-		if n == nil {
-			t.Errorf("no node %q", tt.path)
-			continue
-		}
-		if got := rulesOf(n); !reflect.DeepEqual(got, tt.rules) {
-			t.Errorf("%s rules = %+v, want %+v", tt.path, got, tt.rules)
-		}
+	checkNodes(t, ns, tests, func(tt nodeTest) (string, []rule) { return tt.path, tt.rules }, func(n *Node, tt nodeTest) {
 		got := flags{n.ShadowMode, n.QuotaMode, n.DetailedMetric, n.ValueToMetric, n.ShareThreshold, n.Wildcard, n.Unlimited}
 		if got != tt.flags {
 			t.Errorf("%s flags = %+v, want %+v", tt.path, got, tt.flags)
@@ -158,7 +159,7 @@ func TestParseReferenceFormat(t *testing.T) {
 		if !reflect.DeepEqual(n.Replaces, tt.replaces) {
 			t.Errorf("%s replaces = %q, want %q", tt.path, n.Replaces, tt.replaces)
 		}
-	}
+	})
 	wantMeta := map[string]any{
 		"name":    "acme",
 		"tier":    int64(3),

@@ -24,6 +24,17 @@ func newClock() *fakeclock.Clock {
 	return fakeclock.New(time.Date(2030, 5, 1, 12, 0, 0, 250_000_000, time.UTC))
 }
 
+// newUnswept returns a backend of opts on newClock's clock that never
+// sweeps, closed when the test ends.
+func newUnswept(t *testing.T, opts Options) (*Backend, *fakeclock.Clock) {
+	t.Helper()
+	clock := newClock()
+	opts.Now, opts.SweepInterval = clock.Now, -1
+	b := New(opts)
+	t.Cleanup(func() { b.Close() })
+	return b, clock
+}
+
 func decide(t *testing.T, b *Backend, checks ...backend.Check) []backend.Result {
 	t.Helper()
 	res := b.Decide(context.Background(), checks)
@@ -36,9 +47,7 @@ func decide(t *testing.T, b *Backend, checks ...backend.Check) []backend.Result 
 }
 
 func TestSweepDropsExpiredState(t *testing.T) {
-	clock := newClock()
-	b := New(Options{Now: clock.Now, SweepInterval: -1})
-	defer b.Close()
+	b, clock := newUnswept(t, Options{})
 	second := []limit.Rule{{Unit: limit.Second, Limit: 5}}
 	mixed := []limit.Rule{
 		{Unit: limit.Second, Limit: 5},
@@ -69,9 +78,7 @@ func TestSweepDropsExpiredState(t *testing.T) {
 }
 
 func TestNothingStoredWithoutUsage(t *testing.T) {
-	clock := newClock()
-	b := New(Options{Now: clock.Now, SweepInterval: -1})
-	defer b.Close()
+	b, _ := newUnswept(t, Options{})
 	rules := []limit.Rule{
 		{Unit: limit.Minute, Limit: 5},
 		{Algorithm: limit.TokenBucket, Unit: limit.Minute, Limit: 5},
@@ -96,9 +103,7 @@ func TestNothingStoredWithoutUsage(t *testing.T) {
 }
 
 func TestExpiredEntryReadsAsEmpty(t *testing.T) {
-	clock := newClock()
-	b := New(Options{Now: clock.Now, SweepInterval: -1})
-	defer b.Close()
+	b, clock := newUnswept(t, Options{})
 	// A meter that never drains forgets its level one period after the last
 	// admission: the entry expires then, and is read as empty before any
 	// sweep.
@@ -264,9 +269,7 @@ func BenchmarkDecideParallel(b *testing.B) {
 // recently used descriptor to store a new one, counts it, and never holds
 // more than MaxDescriptors; the evicted descriptor restarts empty.
 func TestMaxDescriptorsEvictsLeastRecentlyUsed(t *testing.T) {
-	clock := newClock()
-	b := New(Options{Now: clock.Now, SweepInterval: -1, Shards: 1, MaxDescriptors: 3})
-	defer b.Close()
+	b, _ := newUnswept(t, Options{Shards: 1, MaxDescriptors: 3})
 	hour := []limit.Rule{{Unit: limit.Hour, Limit: 1}}
 	take := func(id string) bool {
 		return decide(t, b, backend.Check{Identity: id, Rules: hour, Cost: limit.Cost{N: 1}})[0].Allowed
@@ -294,9 +297,7 @@ func TestMaxDescriptorsEvictsLeastRecentlyUsed(t *testing.T) {
 // least recently used makes room without counting an eviction, even when a
 // live one was used less recently.
 func TestMaxDescriptorsEvictsExpiredFirst(t *testing.T) {
-	clock := newClock()
-	b := New(Options{Now: clock.Now, SweepInterval: -1, Shards: 1, MaxDescriptors: 2})
-	defer b.Close()
+	b, clock := newUnswept(t, Options{Shards: 1, MaxDescriptors: 2})
 	hour := []limit.Rule{{Unit: limit.Hour, Limit: 1}}
 	second := []limit.Rule{{Unit: limit.Second, Limit: 1}}
 	decide(t, b, backend.Check{Identity: "live", Rules: hour, Cost: limit.Cost{N: 1}})
@@ -338,9 +339,7 @@ func FuzzOtherStatesBounded(f *testing.F) {
 	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
 	f.Add([]byte{7, 255, 7, 254, 0, 1, 6, 200, 5, 100, 4, 50, 3, 25, 2, 12, 1, 6, 7, 3})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		clock := newClock()
-		b := New(Options{Now: clock.Now, SweepInterval: -1, Shards: 1})
-		defer b.Close()
+		b, clock := newUnswept(t, Options{Shards: 1})
 		configured := []limit.Rule{{Unit: limit.Minute, Limit: 1 << 20}}
 		taken := uint64(0)
 		for i := 0; i+1 < len(data) && i < 400; i += 2 {
