@@ -68,7 +68,16 @@ do
     for j = 1, nk do keys[j] = KEYS[k + j] end
     for j = 1, na do argv[j + 1] = ARGV[a + 1 + j] end
     k = k + nk
-    replies[h], args[h], keyss[h] = decide_one(keys, argv), argv, keys
+    local r
+    if together then
+      r = decide_one(keys, argv)
+    else
+      -- A descriptor's failure is its own, also when a command fails
+      -- inside it (a key of the wrong type): the others are decided.
+      local ok, e = pcall(decide_one, keys, argv)
+      r = ok and e or { err = type(e) == 'table' and e.err or tostring(e) }
+    end
+    replies[h], args[h], keyss[h] = r, argv, keys
     denied = denied or (replies[h].err == nil and replies[h][1] == 0)
   end
 end
