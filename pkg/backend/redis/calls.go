@@ -34,11 +34,15 @@ func newDecideCmd(argv []any) decideCmd {
 // call is one script call ready to send: one check, or a batch of checks
 // bound for the same node, its command, and where its results go.
 type call struct {
-	items []item // the checks it decides, in the order of its reply
-	batch bool   // the batch layout (even of one item); else a single call
-	left  bool   // its caller left before the reply came (coalescing only)
-	argv  []any  // "evalsha", sha, numkeys, keys..., ARGV...
-	cmd   decideCmd
+	items    []item // the checks it decides, in the order of its reply
+	batch    bool   // the batch layout (even of one item); else a single call
+	together bool   // a batch decided together ("t"): never merged
+	left     bool   // its caller left before the reply came (coalescing only)
+	argv     []any  // "evalsha", sha, numkeys, keys..., ARGV...
+	cmd      decideCmd
+	// parts are the calls a merged call decides (merge.go), in the order
+	// of its reply; nil for a call built by one Decide.
+	parts []*call
 }
 
 // item is one check of a call.
@@ -280,4 +284,5 @@ func (b *Backend) addBatch(j *job, idx []int, checks []backend.Check, clock scri
 		j.argv = scripts.AppendBatchItem(j.argv, it.nkeys, c.Cost, rules, clock)
 	}
 	j.addCall(a0, i0, true)
+	j.calls[len(j.calls)-1].together = j.together
 }

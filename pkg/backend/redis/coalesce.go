@@ -85,6 +85,10 @@ type coalescer struct {
 	window time.Duration
 	limit  int // commands per pipeline
 	lanes  int // pipelines in flight per node
+	// merge: the calls of a pipeline's requests are merged into batch
+	// script calls (merge.go). Only when every call goes to one node:
+	// a cluster's calls of different requests hash to different slots.
+	merge bool
 	// timeout bounds a Decide's wait, from its submission (Options.Timeout).
 	timeout time.Duration
 
@@ -115,6 +119,7 @@ func newCoalescer(ctx context.Context, o Options, cluster bool, send func(ctx co
 		window:  o.PipelineWindow,
 		limit:   o.PipelineLimit,
 		lanes:   o.pipelineLanes,
+		merge:   !cluster && !o.noMerge,
 		timeout: o.Timeout,
 		ctx:     ctx,
 		nodes:   map[string]*node{},
@@ -374,7 +379,9 @@ func (n *node) takeLocked(now time.Time, batch []*request) []*request {
 }
 
 // send sends the batch's calls in one pipeline, under parent and bounded by
-// the earliest deadline among them, and wakes their callers.
+// the earliest deadline among them, and wakes their callers. With merge,
+// the calls of the batch's requests go in as few script calls as the
+// bounds allow (merge.go), each call then holding its own reply.
 func (n *node) send(parent context.Context, batch []*request, calls []*call) []*call {
 	deadline := batch[0].deadline
 	for _, r := range batch {
@@ -384,7 +391,14 @@ func (n *node) send(parent context.Context, batch []*request, calls []*call) []*
 		}
 	}
 	ctx, cancel := context.WithDeadline(parent, deadline)
-	n.c.send(ctx, calls)
+	if n.c.merge && len(calls) > 1 {
+		m := mergers.Get().(*merger)
+		n.c.send(ctx, m.merge(calls))
+		m.split()
+		m.release()
+	} else {
+		n.c.send(ctx, calls)
+	}
 	cancel()
 	for _, r := range batch {
 		r.finish()

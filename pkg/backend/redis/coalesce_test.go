@@ -66,8 +66,10 @@ func decideRulesAsync(ctx context.Context, b *Backend, id string, rules []limit.
 
 // TestCoalesceFillsPipelines: callers deciding in lock step, with a window
 // that never elapses and a limit of one pipeline per round, share exactly
-// one pipeline per round; Redis still runs exactly one EVALSHA per check,
-// and every caller gets its own decision.
+// one pipeline per round, and the round's checks go in one script call:
+// Redis runs one EVALSHA (one TIME) per round, and still reads and writes
+// each check's counter (one MGET, one SET each), and every caller gets its
+// own decision.
 func TestCoalesceFillsPipelines(t *testing.T) {
 	srv := redistest.Standalone(t)
 	rc := srv.Client()
@@ -105,19 +107,21 @@ func TestCoalesceFillsPipelines(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if p, c := count.pipelines.Load(), count.cmds.Load(); p != rounds || c != callers*rounds {
-		t.Errorf("%d pipelines carrying %d commands, want %d carrying %d", p, c, rounds, callers*rounds)
+	if p, c := count.pipelines.Load(), count.cmds.Load(); p != rounds || c != rounds {
+		t.Errorf("%d pipelines carrying %d commands, want %d carrying one each", p, c, rounds)
 	}
 	stats := commandStats(t, rc)
-	if stats["evalsha"] != callers*rounds || stats["eval"] != 0 {
-		t.Errorf("commandstats %v: want evalsha=%d and no eval", stats, callers*rounds)
+	if stats["evalsha"] != rounds || stats["eval"] != 0 || stats["time"] != rounds ||
+		stats["mget"] != callers*rounds || stats["set"] != callers*rounds {
+		t.Errorf("commandstats %v: want evalsha=time=%d, no eval, mget=set=%d", stats, rounds, callers*rounds)
 	}
 }
 
 // TestCoalesceOpportunistic: with no window, calls go out at once while a
 // pipeline slot is free; calls that arrive while every slot waits on Redis
-// queue and leave together, in pipelines of at most the limit, as soon as
-// a slot comes back. Redis is paused to hold the slots busy.
+// queue and leave together, in pipelines of at most the limit (each one
+// script call), as soon as a slot comes back. Redis is paused to hold the
+// slots busy.
 func TestCoalesceOpportunistic(t *testing.T) {
 	srv := redistest.Standalone(t)
 	rc := srv.Client()
@@ -150,12 +154,13 @@ func TestCoalesceOpportunistic(t *testing.T) {
 			t.Errorf("call %d: %+v", i, r)
 		}
 	}
-	// 2 pipelines of one call, then the 20 queued calls in 8+8+4.
-	if p, c := count.pipelines.Load(), count.cmds.Load(); p != 5 || c != 2+late {
-		t.Errorf("%d pipelines carrying %d commands, want 5 carrying %d", p, c, 2+late)
+	// 2 pipelines of one call, then the 20 queued calls in 8+8+4, each
+	// pipeline's calls merged into one.
+	if p, c := count.pipelines.Load(), count.cmds.Load(); p != 5 || c != 5 {
+		t.Errorf("%d pipelines carrying %d commands, want 5 carrying one each", p, c)
 	}
-	if stats := commandStats(t, rc); stats["evalsha"] != 2+late {
-		t.Errorf("commandstats %v: want evalsha=%d", stats, 2+late)
+	if stats := commandStats(t, rc); stats["evalsha"] != 5 || stats["mget"] != 2+late {
+		t.Errorf("commandstats %v: want evalsha=5, mget=%d", stats, 2+late)
 	}
 }
 
@@ -216,8 +221,9 @@ func TestCoalesceCallerLeaves(t *testing.T) {
 	}
 }
 
-// TestCoalesceErrorPerCall: in one shared pipeline, a call whose key holds
-// the wrong type gets Redis's error, and only that call.
+// TestCoalesceErrorPerCall: in one shared pipeline, merged into one script
+// call, a call whose key holds the wrong type gets Redis's error, and only
+// that call: the others are decided.
 func TestCoalesceErrorPerCall(t *testing.T) {
 	srv := redistest.Standalone(t)
 	rc := srv.Client()
@@ -247,8 +253,8 @@ func TestCoalesceErrorPerCall(t *testing.T) {
 			t.Errorf("call %d beside it: %+v", i, r)
 		}
 	}
-	if p := count.pipelines.Load(); p != 1 {
-		t.Errorf("%d pipelines, want the three calls in one", p)
+	if p, c := count.pipelines.Load(), count.cmds.Load(); p != 1 || c != 1 {
+		t.Errorf("%d pipelines carrying %d commands, want the three calls in one", p, c)
 	}
 }
 

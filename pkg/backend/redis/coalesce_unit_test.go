@@ -16,6 +16,9 @@ import (
 type fakeRedis struct {
 	started chan []*call  // each pipeline's calls, as it starts
 	release chan struct{} // one receive finishes one pipeline
+	// answer, when set, replies to each call; else every call gets the
+	// reply of one admitted rule.
+	answer func(*call)
 }
 
 func newFakeRedis() *fakeRedis {
@@ -31,6 +34,10 @@ func (f *fakeRedis) send(ctx context.Context, calls []*call) {
 	for _, c := range calls {
 		if err := ctx.Err(); err != nil {
 			c.cmd.SetErr(err)
+			continue
+		}
+		if f.answer != nil {
+			f.answer(c)
 			continue
 		}
 		c.cmd.SetVal([]int64{1, 0, 1, 0, 0})

@@ -19,50 +19,68 @@ import (
 // counts the calls that were not answered.
 func (b *Backend) fill(results []backend.Result, c *call, outcomes []limit.Outcome) (answered bool) {
 	err := c.cmd.Err()
-	if err == nil {
-		ints := c.cmd.Val()
+	if err != nil {
+		werr := b.callErr(err)
 		for _, it := range c.items {
-			res := &results[it.result]
-			out := outcomes[it.out : it.out+it.rules]
-			if !c.batch {
-				d, perr := scripts.ParseDecideInts(ints, out)
-				if perr != nil {
-					res.Err = fmt.Errorf("redis backend: %w", perr)
-				} else {
-					res.Decision = d
-				}
-				continue
-			}
-			d, rest, perr := scripts.ParseBatchInts(ints, out)
-			ints = rest
-			switch {
-			case perr == nil:
-				res.Decision = d
-			case errors.Is(perr, scripts.ErrReply):
-				res.Err = fmt.Errorf("redis backend: %w", perr)
-			default:
-				res.Err = fmt.Errorf("redis backend: decide script: %w", perr)
-			}
+			results[it.result].Err = werr
 		}
-		return true
+		return nodeAnswered(err)
 	}
-	if isUnavailable(err) {
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no answer within %v: %w", b.opts.Timeout, err)
-		} else if strings.Contains(err.Error(), "unauthenticated") {
-			// Redis refuses a long command from a client that has not
-			// authenticated with a protocol error, not NOAUTH.
-			err = fmt.Errorf("the server requires a password, none was given (REDIS_AUTH): %w", err)
-		}
-		err = fmt.Errorf("redis backend: %w: %w", backend.ErrUnavailable, err)
-	} else {
-		err = fmt.Errorf("redis backend: decide script: %w", err)
-	}
+	ints := c.cmd.Val()
+	down := 0
 	for _, it := range c.items {
-		results[it.result].Err = err
+		res := &results[it.result]
+		out := outcomes[it.out : it.out+it.rules]
+		if !c.batch {
+			d, perr := scripts.ParseDecideInts(ints, out)
+			if perr != nil {
+				res.Err = fmt.Errorf("redis backend: %w", perr)
+			} else {
+				res.Decision = d
+			}
+			continue
+		}
+		d, rest, perr := scripts.ParseBatchInts(ints, out)
+		ints = rest
+		switch {
+		case perr == nil:
+			res.Decision = d
+		case errors.Is(perr, scripts.ErrReply):
+			res.Err = fmt.Errorf("redis backend: %w", perr)
+		default:
+			// The script failed this descriptor (a command failing inside
+			// it: OOM at its first write, a key of the wrong type): the
+			// error reply its own call would have got, classified alike.
+			ierr := scriptError(perr.Error())
+			res.Err = b.callErr(ierr)
+			if !nodeAnswered(ierr) {
+				down++
+			}
+		}
 	}
-	return !isUnavailable(c.cmd.Err()) || liveRefusal(c.cmd.Err())
+	return down < len(c.items)
 }
+
+// callErr wraps err, the error of a call (or the script's error for one
+// of its descriptors), for its results: with ErrUnavailable when Redis
+// cannot decide now.
+func (b *Backend) callErr(err error) error {
+	if !isUnavailable(err) {
+		return fmt.Errorf("redis backend: decide script: %w", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within %v: %w", b.opts.Timeout, err)
+	} else if strings.Contains(err.Error(), "unauthenticated") {
+		// Redis refuses a long command from a client that has not
+		// authenticated with a protocol error, not NOAUTH.
+		err = fmt.Errorf("the server requires a password, none was given (REDIS_AUTH): %w", err)
+	}
+	return fmt.Errorf("redis backend: %w: %w", backend.ErrUnavailable, err)
+}
+
+// nodeAnswered reports whether err, a call's error, means the node answered
+// for its breaker: an error about the call, or a passing refusal.
+func nodeAnswered(err error) bool { return !isUnavailable(err) || liveRefusal(err) }
 
 // isUnavailable reports whether err means Redis cannot decide now (and a
 // later try may succeed), as opposed to Redis answering that this call is

@@ -1,0 +1,192 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/backendtest"
+	"github.com/sluice-rl/sluice/pkg/backend/memory"
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// Cross-request batching against a real redis-server: the checks of
+// concurrent Decides queued for one pipeline go in one script call, and
+// each is decided exactly as its own call would decide it.
+
+// queueAll submits each request of reqs on its own goroutine, one at a
+// time, each once the one before is queued, on a backend whose window
+// never elapses and whose pipeline limit is len(reqs) calls (one node: a
+// call per request): the last request fills the queue, which goes out in
+// one pipeline, in the order of reqs.
+func queueAll(t *testing.T, b *Backend, reqs [][]backend.Check) []<-chan []backend.Result {
+	t.Helper()
+	var out []<-chan []backend.Result
+	for i, checks := range reqs {
+		ch := make(chan []backend.Result, 1)
+		go func() { ch <- b.Decide(context.Background(), checks) }()
+		out = append(out, ch)
+		if i < len(reqs)-1 {
+			waitUntil(t, 10*time.Second, fmt.Sprintf("request %d queued", i), func() bool {
+				_, queued := queueState(b)
+				return queued == i+1
+			})
+		}
+	}
+	return out
+}
+
+// mergeRuleSets are the rule sets of TestCoalesceMergedMatchesSeparateCalls:
+// every algorithm, small limits so that rounds deny, and a sliding log,
+// whose state is a key of its own.
+var mergeRuleSets = [][]limit.Rule{
+	{{Unit: limit.Second, Limit: 4}},
+	{{Algorithm: limit.SlidingLog, Unit: limit.Second, Limit: 5}},
+	{
+		{Name: "burst", Algorithm: limit.TokenBucket, Unit: limit.Second, Limit: 3, Burst: 6},
+		{Name: "minute", Algorithm: limit.SlidingWindow, Unit: limit.Minute, Limit: 20},
+	},
+	{
+		{Algorithm: limit.GCRA, Unit: limit.Second, Limit: 10, Burst: 2},
+		{Algorithm: limit.LeakyBucket, Unit: limit.Minute, Limit: 30, Burst: 5},
+		{Unit: limit.Hour, Limit: 40},
+	},
+}
+
+// TestCoalesceMergedMatchesSeparateCalls: rounds of concurrent requests
+// (one to three checks each, on a few shared descriptors, costs taken,
+// peeked, refunded and charged) queued behind a held lane go in one
+// pipeline of one script call, and every check is decided exactly as the
+// memory backend decides the same checks one after the other, in queue
+// order, on the same clock.
+func TestCoalesceMergedMatchesSeparateCalls(t *testing.T) {
+	srv := redistest.Standalone(t)
+	rc := srv.Client()
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now } // written only between rounds
+	const rounds, perRound = 8, 12
+	b := newBackend(t, Options{URL: srv.Addr(), KeyPrefix: "comerge:", Timeout: 30 * time.Second,
+		PipelineWindow: time.Hour, PipelineLimit: perRound, FakeRedisClock: clock})
+	mem := memory.New(memory.Options{Now: clock, SweepInterval: -1})
+	defer mem.Close()
+	if err := rc.ConfigResetStat(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	rng := rand.New(rand.NewPCG(15, 53))
+	for round := range rounds {
+		var reqs [][]backend.Check
+		for range perRound {
+			var checks []backend.Check
+			for range 1 + rng.IntN(3) {
+				c := backend.Check{
+					Identity: fmt.Sprintf("comerge|user=%d", rng.IntN(4)),
+					Rules:    mergeRuleSets[rng.IntN(len(mergeRuleSets))],
+					Cost:     limit.Cost{N: uint64(rng.IntN(4))},
+				}
+				switch rng.IntN(8) {
+				case 0:
+					c.Cost.Refund = true
+				case 1:
+					c.Cost.Charge = true
+				}
+				checks = append(checks, c)
+			}
+			reqs = append(reqs, checks)
+		}
+		got := queueAll(t, b, reqs)
+		for i, checks := range reqs {
+			want := mem.Decide(context.Background(), checks)
+			res := <-got[i]
+			for k := range checks {
+				if res[k].Err != nil {
+					t.Fatalf("round %d request %d check %d: %v", round, i, k, res[k].Err)
+				}
+				if !backendtest.SameDecision(res[k].Decision, want[k].Decision) {
+					t.Errorf("round %d request %d check %d (%+v): Redis %+v, separately %+v",
+						round, i, k, checks[k], res[k].Decision, want[k].Decision)
+				}
+			}
+		}
+		now = now.Add(300 * time.Millisecond)
+	}
+	if stats := commandStats(t, rc); stats["evalsha"] != rounds || stats["eval"] != 0 {
+		t.Errorf("commandstats %v: want evalsha=%d (one per round), no eval", stats, rounds)
+	}
+}
+
+// TestCoalesceMergedRefusal: Redis's refusals reach every request of a
+// merged call, classified as a lone request's would be. OOM, which Redis
+// raises at a script's first write, fails each writing descriptor with
+// ErrUnavailable as it fails a lone request; a script cache emptied
+// (NOSCRIPT, the whole call refused) sends the merged call again with
+// EVAL, once, and every request is decided.
+func TestCoalesceMergedRefusal(t *testing.T) {
+	srv := redistest.Standalone(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	b := newBackend(t, Options{URL: srv.Addr(), KeyPrefix: "corefuse:", Timeout: 30 * time.Second,
+		PipelineWindow: time.Hour, PipelineLimit: 3, Breaker: BreakerOptions{Failures: -1}})
+	// The same settings, with no window: a request goes at once, alone.
+	alone := newBackend(t, Options{URL: srv.Addr(), KeyPrefix: "corefuse:", Timeout: 30 * time.Second,
+		Breaker: BreakerOptions{Failures: -1}})
+	one := func(id string) []backend.Check {
+		return []backend.Check{{Identity: id, Rules: oneRule, Cost: limit.Cost{N: 1}}}
+	}
+	reqs := [][]backend.Check{one("corefuse|a"),
+		{{Identity: "corefuse|b", Rules: oneRule, Cost: limit.Cost{N: 1}}, {Identity: "corefuse|c", Rules: threeRules, Cost: limit.Cost{N: 1}}},
+		one("corefuse|d")}
+
+	t.Run("OOM", func(t *testing.T) {
+		if err := rc.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		defer rc.ConfigSet(ctx, "maxmemory", "0")
+		lone := decideOne(alone, "corefuse|lone")
+		if !errors.Is(lone.Err, backend.ErrUnavailable) || !strings.Contains(lone.Err.Error(), "OOM") {
+			t.Fatalf("a lone request: %v, want ErrUnavailable with OOM", lone.Err)
+		}
+		if err := rc.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i, ch := range queueAll(t, b, reqs) {
+			for k, r := range <-ch {
+				// The same classification as the lone request's; the
+				// message may lack Redis's "script: ..." suffix, which
+				// Redis adds to an error no script caught.
+				if !errors.Is(r.Err, backend.ErrUnavailable) || !strings.Contains(r.Err.Error(), "OOM command not allowed") {
+					t.Errorf("request %d check %d: %v, want ErrUnavailable with OOM as the lone request's %v", i, k, r.Err, lone.Err)
+				}
+			}
+		}
+		if stats := commandStats(t, rc); stats["evalsha"] != 1 {
+			t.Errorf("commandstats %v: want evalsha=1 (the merged call)", stats)
+		}
+	})
+
+	t.Run("NOSCRIPT", func(t *testing.T) {
+		if err := rc.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i, ch := range queueAll(t, b, reqs) {
+			for k, r := range <-ch {
+				if r.Err != nil || !r.Allowed {
+					t.Errorf("request %d check %d: %+v, want allowed", i, k, r)
+				}
+			}
+		}
+		// The merged call met NOSCRIPT and was sent again, once, with EVAL.
+		if stats := commandStats(t, rc); stats["evalsha"] != 1 || stats["eval"] != 1 || stats["mget"] != 4 {
+			t.Errorf("commandstats %v: want evalsha=1, eval=1, mget=4", stats)
+		}
+	})
+}

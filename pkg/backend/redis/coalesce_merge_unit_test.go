@@ -1,0 +1,404 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
+)
+
+// Cross-request batching without Redis: calls built by the Backend's own
+// code, merged by the coalescer, answered by a fake Redis that decides
+// each descriptor from its key, so the tests see which reply reaches
+// which caller.
+
+// unitBackend builds calls (keys, arguments) and reads replies; it has
+// no connection.
+func unitBackend() *Backend {
+	return &Backend{opts: Options{KeyPrefix: "u:", Timeout: time.Minute}, evalsha: "evalsha", sha: "sha"}
+}
+
+// unitJob is one Decide: its checks, its job, and its results once filled.
+type unitJob struct {
+	checks  []backend.Check
+	j       *job
+	results []backend.Result
+}
+
+// buildJob builds the job of one Decide of checks, as Backend.decide does
+// for one node: one call, a batch when there are several checks.
+func buildJob(t *testing.T, b *Backend, together bool, clock scripts.Time, checks ...backend.Check) *unitJob {
+	t.Helper()
+	j := getJob(checks)
+	j.together = together
+	u := &unitJob{checks: checks, j: j, results: make([]backend.Result, len(checks))}
+	for i := range checks {
+		j.idx = append(j.idx, i)
+	}
+	if len(checks) > 1 {
+		b.addBatch(j, j.idx, checks, clock, func(i int, err error) { t.Fatalf("check %d: %v", i, err) })
+	} else if err := b.add(j, 0, checks[0], clock); err != nil {
+		t.Fatal(err)
+	}
+	b.group(context.Background(), j)
+	return u
+}
+
+// fill reads the job's replies into its results.
+func (u *unitJob) fill(b *Backend) (answered bool) {
+	answered = true
+	for _, c := range u.j.ptrs {
+		answered = b.fill(u.results, c, u.j.outcomes) && answered
+	}
+	return answered
+}
+
+// uid is a check of one rule on identity id.
+func uid(id string) backend.Check {
+	return backend.Check{Identity: id, Rules: oneRule, Cost: limit.Cost{N: 1}}
+}
+
+// wrongType is Redis's message for a key of the wrong type.
+const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+// fakeAnswer answers a call as Redis would if every descriptor admitted
+// with remaining = the digit its identity ends with, and a descriptor
+// whose identity is "bad" failed with WRONGTYPE.
+func fakeAnswer(c *call) {
+	nk := c.nkeys()
+	key := func(k int) string { return *c.argv[3+k].(*string) }
+	one := func(key string, rules int) []int64 {
+		if strings.Contains(key, "{bad}") {
+			out := []int64{-1, int64(len(wrongType))}
+			for _, ch := range []byte(wrongType) {
+				out = append(out, int64(ch))
+			}
+			return out
+		}
+		out := []int64{1, 0}
+		for range rules {
+			out = append(out, 1, int64(key[len(key)-2]-'0'), 0)
+		}
+		return out
+	}
+	if !c.batch {
+		r := one(key(0), (len(c.argv)-4-nk)/5)
+		if r[0] == -1 {
+			c.cmd.SetErr(scriptError(wrongType))
+			return
+		}
+		c.cmd.SetVal(r)
+		return
+	}
+	var out []int64
+	a, k := 3+nk+2, 0
+	for a < len(c.argv) {
+		ik, na := c.argv[a].(int), c.argv[a+1].(int)
+		out = append(out, one(key(k), (na-2)/5)...)
+		a, k = a+2+na, k+ik
+	}
+	c.cmd.SetVal(out)
+}
+
+// argvText renders a call's arguments, keys dereferenced.
+func argvText(c *call) string {
+	var b strings.Builder
+	for _, a := range c.argv {
+		if p, ok := a.(*string); ok {
+			a = *p
+		}
+		fmt.Fprintf(&b, "%v ", a)
+	}
+	return b.String()
+}
+
+// TestCoalescerMergesQueuedRequests: the calls of the Decides queued
+// behind a busy lane go in one pipeline as one batch script call per run
+// of mergeable calls (a batch decided together goes as it is and cuts the
+// run), built exactly as one Decide of all their checks would build it;
+// each caller gets its own descriptors' replies, and a descriptor the
+// script failed fails only its caller, with the error its own call gets.
+func TestCoalescerMergesQueuedRequests(t *testing.T) {
+	b := unitBackend()
+	c, f := testCoalescer(t, false, 1, 128)
+	f.answer = fakeAnswer
+	clock := scripts.Time{At: 1}
+	first := buildJob(t, b, false, clock, uid("id0"))
+	d0 := decideAsyncJob(context.Background(), c, first.j)
+	if got := f.next(t); len(got) != 1 || got[0] != first.j.ptrs[0] {
+		t.Fatal("the lone request did not go as it is")
+	}
+	jobs := []*unitJob{
+		buildJob(t, b, false, clock, uid("id1")),
+		buildJob(t, b, false, clock, uid("id2"), uid("id3")),
+		buildJob(t, b, false, clock, uid("bad")),
+		buildJob(t, b, true, clock, uid("id4"), uid("id5")),
+		buildJob(t, b, false, clock, uid("id6")),
+		buildJob(t, b, false, clock, uid("id7")),
+	}
+	var dones []<-chan decision
+	for i, u := range jobs {
+		dones = append(dones, decideAsyncJob(context.Background(), c, u.j))
+		waitUntil(t, 10*time.Second, "queued", func() bool { return queued(c.single) == i+1 })
+	}
+	f.release <- struct{}{}
+	wait(t, d0)
+	got := f.next(t)
+	if len(got) != 3 {
+		t.Fatalf("pipeline of %d calls, want 3: the first three Decides merged, the together batch, the last two merged", len(got))
+	}
+	parts := func(us ...*unitJob) []*call {
+		var p []*call
+		for _, u := range us {
+			p = append(p, u.j.ptrs...)
+		}
+		return p
+	}
+	if !slices.Equal(got[0].parts, parts(jobs[0], jobs[1], jobs[2])) || got[1] != jobs[3].j.ptrs[0] ||
+		!slices.Equal(got[2].parts, parts(jobs[4], jobs[5])) {
+		t.Fatal("the pipeline's calls are not the runs of mergeable calls, in order")
+	}
+	one := buildJob(t, b, false, clock, uid("id1"), uid("id2"), uid("id3"), uid("bad"))
+	if g, w := argvText(got[0]), argvText(one.j.ptrs[0]); g != w {
+		t.Errorf("merged call\n%s\nwant the batch one Decide of the same checks sends\n%s", g, w)
+	}
+	f.release <- struct{}{}
+	for i, d := range dones {
+		if r := wait(t, d); r.abandoned || r.why != nil {
+			t.Fatalf("decide %d: %+v", i, r)
+		}
+	}
+	for _, u := range jobs {
+		if !u.fill(b) {
+			t.Errorf("%v: the node did not answer", u.checks)
+		}
+		for k, r := range u.results {
+			id := u.checks[k].Identity
+			if id == "bad" {
+				if r.Err == nil || errors.Is(r.Err, backend.ErrUnavailable) || !strings.Contains(r.Err.Error(), "WRONGTYPE") {
+					t.Errorf("%s: %v, want the script's WRONGTYPE", id, r.Err)
+				}
+				continue
+			}
+			if r.Err != nil || !r.Allowed || r.Outcomes[0].Remaining != uint64(id[2]-'0') {
+				t.Errorf("%s: %+v, want its own reply (remaining %c)", id, r, id[2])
+			}
+		}
+	}
+	f.none(t)
+}
+
+// TestMergedCallErrorReachesEvery: an error of the merged call as a whole
+// (Redis refused it, or never answered) reaches every request in it, with
+// the classification a lone request gets for the same error: the same
+// error text (ErrUnavailable or not), and the same verdict for the
+// node's breaker.
+func TestMergedCallErrorReachesEvery(t *testing.T) {
+	b := unitBackend()
+	clock := scripts.Time{At: 1}
+	for _, err := range []error{
+		scriptError("OOM command not allowed when used memory > 'maxmemory'."),
+		scriptError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."),
+		scriptError("READONLY You can't write against a read only replica."),
+		scriptError("NOSCRIPT No matching script. Please use EVAL."),
+		scriptError("ERR Error running script: something else"),
+		fmt.Errorf("read: %w", context.DeadlineExceeded),
+		io.EOF,
+		errClosed,
+	} {
+		t.Run(err.Error(), func(t *testing.T) {
+			lone := buildJob(t, b, false, clock, uid("id9"))
+			lone.j.ptrs[0].cmd.SetErr(err)
+			loneAnswered := lone.fill(b)
+			jobs := []*unitJob{
+				buildJob(t, b, false, clock, uid("id1")),
+				buildJob(t, b, false, clock, uid("id2"), uid("id3")),
+				buildJob(t, b, false, clock, uid("id4")),
+			}
+			var calls []*call
+			for _, u := range jobs {
+				calls = append(calls, u.j.ptrs...)
+			}
+			m := new(merger)
+			wire := m.merge(calls)
+			if len(wire) != 1 {
+				t.Fatalf("%d calls, want one merged", len(wire))
+			}
+			wire[0].cmd.SetErr(err)
+			m.split()
+			for _, u := range jobs {
+				if a := u.fill(b); a != loneAnswered {
+					t.Errorf("%v: node answered %v, a lone request's %v", u.checks, a, loneAnswered)
+				}
+				for k, r := range u.results {
+					if r.Err == nil || r.Err.Error() != lone.results[0].Err.Error() ||
+						errors.Is(r.Err, backend.ErrUnavailable) != errors.Is(lone.results[0].Err, backend.ErrUnavailable) {
+						t.Errorf("%s: %v, want a lone request's %v", u.checks[k].Identity, r.Err, lone.results[0].Err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestMergeBounds: which calls of a pipeline merge, and into how many.
+func TestMergeBounds(t *testing.T) {
+	b := unitBackend()
+	clock := scripts.Time{At: 1}
+	many := make([]limit.Rule, maxMergeArgs/5)
+	for i := range many {
+		many[i] = limit.Rule{Unit: limit.Second, Limit: uint64(i + 1)}
+	}
+	singles := func(n int) []*unitJob {
+		var us []*unitJob
+		for i := range n {
+			us = append(us, buildJob(t, b, false, clock, uid(fmt.Sprintf("id%d", i%10))))
+		}
+		return us
+	}
+	tests := []struct {
+		name string
+		jobs []*unitJob
+		want []int // descriptors of each call sent; 0: a call sent as it is
+	}{
+		{"one call goes as it is", singles(1), []int{0}},
+		{"descriptors per call bounded", singles(maxMergeItems + 8), []int{maxMergeItems, 8}},
+		{"a batch counts its descriptors", append(singles(maxMergeItems-1),
+			buildJob(t, b, false, clock, uid("id1"), uid("id2")), buildJob(t, b, false, clock, uid("id3"))), []int{maxMergeItems - 1, 3}},
+		{"together goes alone", append(append(singles(2), buildJob(t, b, true, clock, uid("id1"), uid("id2"))), singles(1)...), []int{2, 0, 0}},
+		{"ARGV bounded", append(singles(2), buildJob(t, b, false, clock, backend.Check{Identity: "id9", Rules: many, Cost: limit.Cost{N: 1}})), []int{2, 0}},
+		{"different clocks do not merge", []*unitJob{
+			buildJob(t, b, false, scripts.Time{Fixed: true, At: 1}, uid("id1")),
+			buildJob(t, b, false, scripts.Time{Fixed: true, At: 1}, uid("id2")),
+			buildJob(t, b, false, scripts.Time{Fixed: true, At: 2}, uid("id3")),
+		}, []int{2, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls []*call
+			for _, u := range tt.jobs {
+				calls = append(calls, u.j.ptrs...)
+			}
+			m := new(merger)
+			var got []int
+			sent := 0
+			for _, w := range m.merge(calls) {
+				n := 0
+				for _, p := range w.parts {
+					n += len(p.items)
+				}
+				got = append(got, n)
+				if n > 0 {
+					sent += len(w.parts)
+				} else {
+					sent++
+				}
+			}
+			if !slices.Equal(got, tt.want) || sent != len(calls) {
+				t.Errorf("descriptors per call %v (%d calls in), want %v (%d)", got, sent, tt.want, len(calls))
+			}
+			m.release()
+		})
+	}
+}
+
+// TestMergedMalformedReply: a merged reply that does not hold every
+// descriptor's reply fails the calls it cannot feed with the reply error
+// (a bug, never an outage), as a call's own short reply does.
+func TestMergedMalformedReply(t *testing.T) {
+	b := unitBackend()
+	clock := scripts.Time{At: 1}
+	jobs := []*unitJob{
+		buildJob(t, b, false, clock, uid("id1")),
+		buildJob(t, b, false, clock, uid("id2"), uid("id3")),
+		buildJob(t, b, false, clock, uid("id4")),
+	}
+	var calls []*call
+	for _, u := range jobs {
+		calls = append(calls, u.j.ptrs...)
+	}
+	m := new(merger)
+	wire := m.merge(calls)
+	fakeAnswer(wire[0])
+	wire[0].cmd.SetVal(wire[0].cmd.Val()[:8]) // the first descriptor and part of the second
+	m.split()
+	for i, u := range jobs {
+		if !u.fill(b) {
+			t.Errorf("request %d: the node did not answer", i)
+		}
+		for k, r := range u.results {
+			switch {
+			case i == 0:
+				if r.Err != nil || r.Outcomes[0].Remaining != 1 {
+					t.Errorf("the first request: %+v, want its reply", r)
+				}
+			case !errors.Is(r.Err, scripts.ErrReply) || errors.Is(r.Err, backend.ErrUnavailable):
+				t.Errorf("request %d check %d: %v, want the reply error", i, k, r.Err)
+			}
+		}
+	}
+}
+
+// TestCoalescerMergedCallerLeaves: a caller that leaves while its request
+// is queued is not in the merged call; one that leaves while the merged
+// call is in flight returns at once, abandoned; the others in the call
+// get their own replies all the same.
+func TestCoalescerMergedCallerLeaves(t *testing.T) {
+	b := unitBackend()
+	c, f := testCoalescer(t, false, 1, 128)
+	f.answer = fakeAnswer
+	clock := scripts.Time{At: 1}
+	first := buildJob(t, b, false, clock, uid("id0"))
+	d0 := decideAsyncJob(context.Background(), c, first.j)
+	f.next(t)
+	jobs := []*unitJob{
+		buildJob(t, b, false, clock, uid("id1")),
+		buildJob(t, b, false, clock, uid("id2")), // leaves in flight
+		buildJob(t, b, false, clock, uid("id3")), // leaves queued
+		buildJob(t, b, false, clock, uid("id4")),
+	}
+	ctxs := make([]context.Context, len(jobs))
+	cancels := make([]context.CancelFunc, len(jobs))
+	var dones []<-chan decision
+	for i, u := range jobs {
+		ctxs[i], cancels[i] = context.WithCancel(context.Background())
+		defer cancels[i]()
+		dones = append(dones, decideAsyncJob(ctxs[i], c, u.j))
+		waitUntil(t, 10*time.Second, "queued", func() bool { return queued(c.single) == i+1 })
+	}
+	cancels[2]()
+	if r := wait(t, dones[2]); !r.abandoned {
+		t.Fatalf("the caller leaving its queued request: %+v", r)
+	}
+	f.release <- struct{}{}
+	wait(t, d0)
+	got := f.next(t)
+	if len(got) != 1 || !slices.Equal(got[0].parts, []*call{jobs[0].j.ptrs[0], jobs[1].j.ptrs[0], jobs[3].j.ptrs[0]}) {
+		t.Fatal("the merged call is not the three requests whose callers stayed")
+	}
+	cancels[1]()
+	if r := wait(t, dones[1]); !r.abandoned || !errors.Is(r.why, context.Canceled) {
+		t.Fatalf("the caller leaving the merged call in flight: %+v", r)
+	}
+	f.release <- struct{}{}
+	for _, i := range []int{0, 3} {
+		if r := wait(t, dones[i]); r.abandoned || r.why != nil {
+			t.Fatalf("request %d: %+v", i, r)
+		}
+		u := jobs[i]
+		u.fill(b)
+		if r := u.results[0]; r.Err != nil || r.Outcomes[0].Remaining != uint64(u.checks[0].Identity[2]-'0') {
+			t.Errorf("request %d: %+v, want its own reply", i, r)
+		}
+	}
+	waitUntil(t, 10*time.Second, "the lane to stop", c.single.idle)
+	f.none(t)
+}

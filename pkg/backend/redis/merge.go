@@ -1,0 +1,222 @@
+package redis
+
+import (
+	"sync"
+)
+
+// Cross-request batching: the calls of the requests one coalesced pipeline
+// carries to one node are merged into batch script calls (the decide
+// script's batch layout, pkg/scripts/CONTRACT.md "Batches"), so that many
+// concurrent requests cost Redis one command instead of one each. Every
+// descriptor is decided as its own call would decide it, in the order the
+// pipeline would have run the calls; each call gets back its own part of
+// the merged reply, or the merged call's error
+// (docs/decisions/0053-cross-request-batching.md).
+//
+// Only runs of consecutive calls are merged, so the order of the
+// pipeline's descriptors is kept. A call is merged only when it would have
+// been decided the same way inside a batch: not a batch decided together
+// (its all-or-nothing spans its own descriptors only), and with the same
+// clock argument as the calls it joins (tests pin each call's instant).
+
+// Bounds of one merged call. A script blocks Redis while it runs, so a
+// merged call decides at most maxMergeItems descriptors, and carries at
+// most maxMergeArgs ARGV slots (a descriptor with many rules counts for
+// more). A call that alone exceeds them is sent as it is, never split.
+// Measured in docs/decisions/0053-cross-request-batching.md: Redis's CPU
+// per descriptor stops falling beyond about 16 descriptors per call.
+const (
+	maxMergeItems = 32
+	maxMergeArgs  = 1024
+)
+
+// merger is the working memory of merging one pipeline's calls: the calls
+// to send, the merged calls and their arguments. Mergers are pooled.
+type merger struct {
+	wire  []*call // what the pipeline sends
+	calls []call  // the merged calls, parts of wire
+	argv  []any   // the merged calls' arguments
+}
+
+var mergers = sync.Pool{New: func() any { return new(merger) }}
+
+// mergeable reports whether c may join a merged call.
+func (c *call) mergeable() bool {
+	return !c.together && len(c.items) > 0 && c.parts == nil
+}
+
+// nkeys returns the number of KEYS of c.
+func (c *call) nkeys() int { return c.argv[2].(int) }
+
+// now returns c's clock argument (ARGV[1]).
+func (c *call) now() any { return c.argv[3+c.nkeys()] }
+
+// itemArgs returns the batch layout's slots of c's descriptors: as they
+// are for a batch call; for a single call, its count of KEYS and of
+// slots, then its slots (the merger boxes the counts).
+func (c *call) itemArgs() []any {
+	k := 3 + c.nkeys()
+	if c.batch {
+		return c.argv[k+2:]
+	}
+	return c.argv[k+1:]
+}
+
+// mergedArgs returns how many ARGV slots c's descriptors take in a batch.
+func (c *call) mergedArgs() int {
+	if c.batch {
+		return len(c.itemArgs())
+	}
+	return 2 + len(c.itemArgs())
+}
+
+// merge returns the calls to send for calls, one pipeline's, in order:
+// each run of consecutive mergeable calls with the same clock argument
+// becomes batch calls within the bounds, the other calls go as they are.
+// The result and the merged calls stay valid until m is released.
+func (m *merger) merge(calls []*call) []*call {
+	size := 0
+	for _, c := range calls {
+		size += len(c.argv) + 2
+	}
+	m.wire = grow(m.wire, len(calls))
+	m.calls = grow(m.calls, len(calls)/2+1) // a merged call joins two calls at least
+	m.argv = grow(m.argv, size)             // room for all: boxed pointers never move
+	for i := 0; i < len(calls); {
+		c := calls[i]
+		k := i + 1
+		if c.mergeable() {
+			items, args := len(c.items), c.mergedArgs()
+			now := c.now()
+			for ; k < len(calls); k++ {
+				n := calls[k]
+				if !n.mergeable() || n.now() != now ||
+					items+len(n.items) > maxMergeItems || args+n.mergedArgs() > maxMergeArgs {
+					break
+				}
+				items, args = items+len(n.items), args+n.mergedArgs()
+			}
+		}
+		if k == i+1 {
+			m.wire = append(m.wire, c)
+		} else {
+			m.wire = append(m.wire, m.join(calls[i:k]))
+		}
+		i = k
+	}
+	return m.wire
+}
+
+// join returns one batch call deciding the descriptors of parts, in order.
+func (m *merger) join(parts []*call) *call {
+	a0 := len(m.argv)
+	nk := 0
+	for _, p := range parts {
+		nk += p.nkeys()
+	}
+	first := parts[0]
+	m.argv = append(m.argv, first.argv[0], first.argv[1], nk)
+	for _, p := range parts {
+		m.argv = append(m.argv, p.argv[3:3+p.nkeys()]...)
+	}
+	m.argv = append(m.argv, first.now(), any("b"))
+	for _, p := range parts {
+		if !p.batch {
+			a := p.itemArgs()
+			m.argv = append(m.argv, p.nkeys(), len(a))
+		}
+		m.argv = append(m.argv, p.itemArgs()...)
+	}
+	argv := m.argv[a0:len(m.argv):len(m.argv)]
+	m.calls = append(m.calls, call{batch: true, argv: argv, cmd: newDecideCmd(argv), parts: parts})
+	return &m.calls[len(m.calls)-1]
+}
+
+// split hands each part of every merged call its own reply: the merged
+// call's error (the same for all: Redis refused or never answered the
+// command, which decided none of them), or its descriptors' replies. A
+// descriptor the script failed gets, in a single call, the error reply its
+// own call would have got; a batch call reads it from its reply as before.
+func (m *merger) split() {
+	for _, w := range m.wire {
+		if w.parts == nil {
+			continue
+		}
+		err := w.cmd.Err()
+		ints := w.cmd.Val()
+		for i, p := range w.parts {
+			if err != nil {
+				p.cmd.SetErr(err)
+				continue
+			}
+			start, size, ok := ints, 0, true
+			var itemErr error
+			for _, it := range p.items {
+				n, good, ierr := nextItem(ints[size:], it.rules)
+				if !good {
+					ok = false
+					break
+				}
+				if ierr != nil {
+					itemErr = ierr
+				}
+				size += n
+			}
+			switch {
+			case !ok:
+				// A reply that does not add up: the call reads what is
+				// left and finds it does not have the shape it expects.
+				p.cmd.SetVal(start)
+				ints = nil
+			case !p.batch && itemErr != nil:
+				p.cmd.SetErr(itemErr)
+				ints = ints[size:]
+			case i == len(w.parts)-1:
+				// The last call reads the rest: values beyond its
+				// descriptors' are found as its own call's would be.
+				p.cmd.SetVal(start)
+			default:
+				p.cmd.SetVal(start[:size:size])
+				ints = ints[size:]
+			}
+		}
+	}
+}
+
+// nextItem returns the length of the reply of the next descriptor of a
+// batch reply, of rules rules, at the start of ints, and the script's
+// error when it failed the descriptor; ok is false if ints cannot hold it.
+func nextItem(ints []int64, rules int) (n int, ok bool, err error) {
+	if len(ints) >= 2 && ints[0] == -1 {
+		l := ints[1]
+		if l < 0 || l > int64(len(ints)-2) {
+			return 0, false, nil
+		}
+		b := make([]byte, l)
+		for i := range b {
+			b[i] = byte(ints[2+i])
+		}
+		return 2 + int(l), true, scriptError(b)
+	}
+	n = 2 + 3*rules
+	return n, len(ints) >= n, nil
+}
+
+// release clears m's references and returns it to the pool.
+func (m *merger) release() {
+	clear(m.wire[:cap(m.wire)])
+	clear(m.calls[:cap(m.calls)])
+	clear(m.argv[:cap(m.argv)])
+	mergers.Put(m)
+}
+
+// scriptError is the error reply the script gave a descriptor of a merged
+// call, handed to a call of that one descriptor as a Redis error reply:
+// its caller classifies it (isUnavailable, liveRefusal) exactly as the
+// error reply of its own call.
+type scriptError string
+
+func (e scriptError) Error() string { return string(e) }
+
+// RedisError marks scriptError as a Redis reply (goredis.Error).
+func (scriptError) RedisError() {}
