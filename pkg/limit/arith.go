@@ -111,6 +111,15 @@ func chargeCount(count, n uint64) uint64 {
 	return min(addCost(count, n), MaxCharge)
 }
 
+// applyCount returns a counter of count after cost is applied: a refund
+// takes it off (not below 0), anything else adds it (capped at MaxCharge).
+func applyCount(count uint64, cost Cost) uint64 {
+	if cost.Refund {
+		return subCost(count, cost.N)
+	}
+	return chargeCount(count, cost.N)
+}
+
 // ceilMillis rounds an instant up to a whole millisecond, the grain at
 // which stores keep expiries (a Redis PX, a counter record's e). Lua:
 // math.ceil(x / 1000) * 1000.

@@ -43,10 +43,6 @@ func (r Rule) fwCheck(s *State, now Micros, cost Cost) Outcome {
 
 func (r Rule) fwApply(s *State, now Micros, cost Cost) {
 	start, _, count := r.fwCount(s, now)
-	if cost.Refund {
-		count = subCost(count, cost.N)
-	} else {
-		count = chargeCount(count, cost.N)
-	}
+	count = applyCount(count, cost)
 	s.Window, s.Count = start, count
 }

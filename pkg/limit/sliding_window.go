@@ -105,11 +105,7 @@ func (r Rule) swCheck(s *State, now Micros, cost Cost) Outcome {
 
 func (r Rule) swApply(s *State, now Micros, cost Cost) {
 	start, prev, cur := r.swRoll(s, now)
-	if cost.Refund {
-		cur = subCost(cur, cost.N)
-	} else {
-		cur = chargeCount(cur, cost.N)
-	}
+	cur = applyCount(cur, cost)
 	s.Window, s.Prev, s.Count = start, prev, cur
 }
 
