@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/fuzzdesc"
 )
 
 func TestEncode(t *testing.T) {
@@ -90,31 +92,14 @@ func TestEncodeDistinguishesReferenceCollisions(t *testing.T) {
 	}
 }
 
-// decodeFuzz turns fuzz bytes into a descriptor: a length-prefixed domain,
-// then length-prefixed keys and values, so any bytes can appear anywhere.
+// decodeFuzz turns fuzz bytes into a descriptor, as fuzzdesc.Decode reads
+// them.
 func decodeFuzz(data []byte) (domain string, entries []Entry) {
-	next := func() (string, bool) {
-		if len(data) == 0 {
-			return "", false
-		}
-		n := int(data[0])
-		data = data[1:]
-		if n > len(data) {
-			n = len(data)
-		}
-		s := string(data[:n])
-		data = data[n:]
-		return s, true
+	domain, kvs := fuzzdesc.Decode(data)
+	for _, kv := range kvs {
+		entries = append(entries, Entry{kv[0], kv[1]})
 	}
-	domain, _ = next()
-	for {
-		k, ok := next()
-		if !ok {
-			return domain, entries
-		}
-		v, _ := next()
-		entries = append(entries, Entry{k, v})
-	}
+	return domain, entries
 }
 
 // decodeIdentity inverts an unhashed identity: it proves the encoding is

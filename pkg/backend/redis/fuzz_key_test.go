@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/fuzzdesc"
 	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
 	"github.com/sluice-rl/sluice/pkg/scripts"
@@ -14,29 +15,14 @@ import (
 // time.LoadLocation accepts); "" is none.
 var fuzzZones = []string{"", "UTC", "Asia/Shanghai", "America/Argentina/ComodRivadavia", "Etc/GMT+12"}
 
-// fuzzDescriptor turns fuzz bytes into a domain and entries: length-
-// prefixed strings, so any byte can appear anywhere.
+// fuzzDescriptor turns fuzz bytes into a descriptor, as fuzzdesc.Decode
+// reads them.
 func fuzzDescriptor(data []byte) (domain string, entries []identity.Entry) {
-	next := func() (string, bool) {
-		if len(data) == 0 {
-			return "", false
-		}
-		n := int(data[0])
-		data = data[1:]
-		n = min(n, len(data))
-		s := string(data[:n])
-		data = data[n:]
-		return s, true
+	domain, kvs := fuzzdesc.Decode(data)
+	for _, kv := range kvs {
+		entries = append(entries, identity.Entry{Key: kv[0], Value: kv[1]})
 	}
-	domain, _ = next()
-	for {
-		k, ok := next()
-		if !ok {
-			return domain, entries
-		}
-		v, _ := next()
-		entries = append(entries, identity.Entry{Key: k, Value: v})
-	}
+	return domain, entries
 }
 
 // fuzzRule builds a valid rule from three fuzz numbers.

@@ -1,0 +1,31 @@
+package fuzzdesc
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		name    string
+		data    string
+		domain  string
+		entries [][2]string
+	}{
+		{"empty", "", "", nil},
+		{"domain only", "\x03api", "api", nil},
+		{"one entry", "\x03api\x04user\x05alice", "api", [][2]string{{"user", "alice"}}},
+		{"key without a value", "\x03api\x04user", "api", [][2]string{{"user", ""}}},
+		{"length past the end", "\x03api\x04user\x09ali", "api", [][2]string{{"user", "ali"}}},
+		{"empty strings", "\x00\x00\x00\x01k\x00", "", [][2]string{{"", ""}, {"k", ""}}},
+		{"any byte", "\x01|\x02{=\x01\xff", "|", [][2]string{{"{=", "\xff"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			domain, entries := Decode([]byte(tt.data))
+			if domain != tt.domain || !reflect.DeepEqual(entries, tt.entries) {
+				t.Errorf("Decode(%q) = %q, %q; want %q, %q", tt.data, domain, entries, tt.domain, tt.entries)
+			}
+		})
+	}
+}
