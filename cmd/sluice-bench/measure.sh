@@ -33,7 +33,8 @@
 # INCUMBENT_BIN (an envoyproxy/ratelimit binary, built as
 # docs/benchmarks.md says), PORT_OFFSET (0; added to every port: Redis
 # 16379, cluster 16380-16382 and their bus ports +10000, no-op 19081, the
-# service 19180/19181, the incumbent's debug port 19170).
+# service 19180/19181, the incumbent's debug port 19170), LIST (print the
+# targets in order and stop: nothing is built or started).
 #
 # Each run takes DURATION + WARMUP + about 1.5 s (server start and stop);
 # the cluster takes about 3 s to form, once. `all` is 24 runs a round with
@@ -77,9 +78,15 @@ expand() { # words: targets, groups expanded, first occurrence kept
 		fi
 	done
 }
+known=" noop memory redis1 redis1cl redis3 redis3fw redis6fw redis3d redis10d attack inc1 inc1cl inc3 inc10 incattack "
 targets=()
 for t in $(expand ${TARGETS:-all}); do
 	case " ${targets[*]} " in *" $t "*) continue ;; esac
+	case $known in *" ${t%-c[0-9]*} "*) ;; *)
+		echo "unknown target $t (known: $known; groups: main concurrency cluster rules descriptors all)" >&2
+		exit 2
+		;;
+	esac
 	case $t in inc*)
 		if [ -z "${INCUMBENT_BIN:-}" ]; then
 			echo "skipping $t: no INCUMBENT_BIN" >&2
@@ -89,6 +96,10 @@ for t in $(expand ${TARGETS:-all}); do
 	esac
 	targets+=("$t")
 done
+if [ -n "${LIST:-}" ]; then # print the targets a run would measure, and stop
+	printf '%s\n' "${targets[@]}"
+	exit 0
+fi
 cluster=false
 case " ${targets[*]} " in *cl" "* | *cl-c*) cluster=true ;; esac
 

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMeasureTargets: measure.sh expands scenario groups into targets in
+// order, each once, and skips the incumbent's without INCUMBENT_BIN. LIST
+// stops it before it builds or starts anything.
+func TestMeasureTargets(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	all := "noop memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack " +
+		"noop-c1 redis1-c1 inc1-c1 noop-c16 redis1-c16 inc1-c16 noop-c256 redis1-c256 inc1-c256 " +
+		"redis1cl inc1cl redis6fw redis10d inc10"
+	for _, tt := range []struct {
+		name, targets, incumbent, want string
+	}{
+		{"default: every group", "", "/bin/ratelimit", all},
+		{"all", "all", "/bin/ratelimit", all},
+		{"without the incumbent", "", "", "noop memory redis1 redis3 redis3fw redis3d attack noop-c1 redis1-c1 noop-c16 redis1-c16 noop-c256 redis1-c256 redis1cl redis6fw redis10d"},
+		{"groups share targets", "rules descriptors", "/bin/ratelimit", "redis1 redis3fw redis6fw inc1 redis3d inc3 redis10d inc10"},
+		{"concurrency keeps the default c in its place", "concurrency", "x", "noop-c1 redis1-c1 inc1-c1 noop-c16 redis1-c16 inc1-c16 noop redis1 inc1 noop-c256 redis1-c256 inc1-c256"},
+		{"cluster", "cluster", "x", "redis1 inc1 redis1cl inc1cl"},
+		{"plain targets and a repeat", "redis1 noop-c8 redis1", "", "redis1 noop-c8"},
+		{"an unknown target stops it", "redis1 redis2", "", "exit status 2"},
+		{"a bad concurrency suffix stops it", "redis1-cx", "", "exit status 2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out := t.TempDir()
+			cmd := exec.Command(bash, "measure.sh", filepath.Join(out, "o"))
+			cmd.Env = append(os.Environ(), "LIST=1", "TARGETS="+tt.targets, "INCUMBENT_BIN="+tt.incumbent)
+			got, err := cmd.Output()
+			if err != nil {
+				got = []byte(err.Error())
+			}
+			if g := strings.Join(strings.Fields(string(got)), " "); g != tt.want {
+				t.Errorf("targets\n%s\nwant\n%s", g, tt.want)
+			}
+			if _, err := os.Stat(filepath.Join(out, "o")); !os.IsNotExist(err) {
+				t.Errorf("LIST created the output directory (%v)", err)
+			}
+		})
+	}
+}
