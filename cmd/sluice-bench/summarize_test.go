@@ -168,7 +168,7 @@ func TestSummarizeDoc(t *testing.T) {
 	out := summarizeOut(t, dir)
 	for _, want := range []string{
 		"- 2 CPUs (Test CPU), 8 GB RAM, Linux 6.1; go1.26; redis-server 7.0.15. Measured 2026-01-02.",
-		"`INCUMBENT_BIN=/path/to/ratelimit ROUNDS=1 cmd/sluice-bench/measure.sh OUT` (10 minutes)",
+		"`INCUMBENT_BIN=/path/to/ratelimit ROUNDS=1 KEYS='100' cmd/sluice-bench/measure.sh OUT` (10 minutes)", // KEYS is not the default
 		// concurrency: c=16 and c=64, with the incumbent only at 64.
 		"| 16 | 20,000 | 10,000 | — | 50% | — | 5.00 / 10.00 / — | 70.0 / — |",
 		"| 64 | 40,000 | 20,000 | 10,000 | 50% | 2.00× | 2.50 / 5.00 / 10.00 | 50.0 / 70.0 |",

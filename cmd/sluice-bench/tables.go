@@ -21,21 +21,23 @@ type runSet struct {
 
 // machineInfo is measure.sh's machine.json.
 type machineInfo struct {
-	Date      string `json:"date"`
-	Nproc     int    `json:"nproc"`
-	CPUModel  string `json:"cpu_model"`
-	MemGB     int    `json:"mem_gb"`
-	Kernel    string `json:"kernel"`
-	Go        string `json:"go"`
-	Redis     string `json:"redis"`
-	Rounds    int    `json:"rounds"`
-	Duration  string `json:"duration"`
-	Warmup    string `json:"warmup"`
-	C         int    `json:"c"`
-	Keys      int    `json:"keys"`
-	Targets   string `json:"targets"`
-	SluiceEnv string `json:"sluice_env"`
-	Incumbent bool   `json:"incumbent"`
+	Date     string `json:"date"`
+	Nproc    int    `json:"nproc"`
+	CPUModel string `json:"cpu_model"`
+	MemGB    int    `json:"mem_gb"`
+	Kernel   string `json:"kernel"`
+	Go       string `json:"go"`
+	Redis    string `json:"redis"`
+	Rounds   int    `json:"rounds"`
+	Duration string `json:"duration"`
+	Warmup   string `json:"warmup"`
+	C        int    `json:"c"`
+	Keys     int    `json:"keys"`
+	Targets  string `json:"targets"`
+	// TargetsEnv is TARGETS as given ("" for every group).
+	TargetsEnv string `json:"targets_env"`
+	SluiceEnv  string `json:"sluice_env"`
+	Incumbent  bool   `json:"incumbent"`
 }
 
 // The figures of one run that the tables take medians of.
@@ -423,8 +425,12 @@ func (rs *runSet) machineBlock(w io.Writer) bool {
 	}
 	fmt.Fprintf(w, "- %d CPUs (%s), %d GB RAM, Linux %s; %s; redis-server %s. Measured %s.\n",
 		m.Nproc, m.CPUModel, m.MemGB, m.Kernel, m.Go, m.Redis, m.Date)
-	fmt.Fprintf(w, "- %d alternated rounds (every target once per round, a fresh server process each time), medians; each run %s after %s of warm-up; %d callers unless a table says otherwise, over %s keys chosen uniformly.\n",
-		m.Rounds, m.Duration, m.Warmup, m.C, thousands(float64(m.Keys)))
+	rounds := fmt.Sprintf("%d alternated rounds", m.Rounds)
+	if m.Rounds == 1 {
+		rounds = "1 round"
+	}
+	fmt.Fprintf(w, "- %s (every target once per round, a fresh server process each time), medians; each run %s after %s of warm-up; %d callers unless a table says otherwise, over %s keys chosen uniformly.\n",
+		rounds, m.Duration, m.Warmup, m.C, thousands(float64(m.Keys)))
 	var others, load []float64
 	for _, ss := range rs.runs {
 		for _, s := range ss {
@@ -440,12 +446,18 @@ func (rs *runSet) machineBlock(w io.Writer) bool {
 		fmt.Fprintf(w, "- Other processes on the machine used %.2f cores during the median run (at most %.2f); load average before the median run %.1f.\n",
 			others[len(others)/2], others[len(others)-1], load[len(load)/2])
 	}
+	// The command, with every setting that is not measure.sh's default.
 	cmd := "ROUNDS=" + strconv.Itoa(m.Rounds)
 	if m.Incumbent {
 		cmd = "INCUMBENT_BIN=/path/to/ratelimit " + cmd
 	}
-	if m.SluiceEnv != "" {
-		cmd += " SLUICE_ENV='" + m.SluiceEnv + "'"
+	for _, s := range []struct{ name, value, def string }{
+		{"DURATION", m.Duration, "10s"}, {"WARMUP", m.Warmup, "2s"}, {"C", strconv.Itoa(m.C), "64"},
+		{"KEYS", strconv.Itoa(m.Keys), "10000"}, {"TARGETS", m.TargetsEnv, ""}, {"SLUICE_ENV", m.SluiceEnv, ""},
+	} {
+		if s.value != s.def {
+			cmd += " " + s.name + "='" + s.value + "'"
+		}
 	}
 	fmt.Fprintf(w, "- Command: `%s cmd/sluice-bench/measure.sh OUT`", cmd)
 	if rs.elapsed > 0 {
