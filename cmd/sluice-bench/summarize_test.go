@@ -182,7 +182,8 @@ func TestSummarizeDoc(t *testing.T) {
 		"| Redis, 1 rule: ≥ 1.7× the incumbent | 2.00× | met |",
 		"| Redis time inside commands, 1 fixed window: ≤ 2× the incumbent's | 5.00× | missed |",
 		// where the time goes: 2 cores × 1 s / 10,000 calls = 200 µs.
-		"| `redis1` | 200.0 | 10.0 | 30.0 | 10.0 | 10.0 | 20.0 | 120.0 |",
+		"| `redis1` | 200.0 | 10.0 | 30.0 | 20.0 | 20.0 | 120.0 | 10.0 |",
+		"| `noop` | 200.0 | 10.0 | 20.0 | 0.0 | 20.0 | 150.0 | — |",
 		startMarker("three-limits") + "\n" + notMeasured + endMarker,
 	} {
 		if !strings.Contains(out, want) {

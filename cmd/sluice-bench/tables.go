@@ -299,7 +299,7 @@ func (rs *runSet) timeTable(w io.Writer) bool {
 	if rs.machine != nil && rs.machine.Nproc > 0 {
 		cores = float64(rs.machine.Nproc)
 	}
-	fmt.Fprintf(w, "| target | the machine's µs per request (%.0f cores × wall ÷ requests) | load generator | service | Redis, inside commands | Redis, the rest | other processes | idle |\n", cores)
+	fmt.Fprintf(w, "| target | the machine's µs per request (%.0f cores × wall ÷ requests) | load generator | service | redis-server | other processes | idle | Redis µs inside commands (wall time) |\n", cores)
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	any := false
 	for _, name := range rs.order {
@@ -309,11 +309,14 @@ func (rs *runSet) timeTable(w io.Writer) bool {
 		any = true
 		ss := rs.runs[name]
 		budget := median(ss, func(s sample) float64 { return s.perRequest(cores * s.cpu.Wall) })
-		inside := median(ss, redisUsecPerRequest)
 		others := median(ss, func(s sample) float64 { return s.perRequest(s.cpu.Others) })
 		used := median(ss, func(s sample) float64 { return s.perRequest(s.cpu.Server + s.cpu.Redis + s.cpu.Client + s.cpu.Others) })
-		fmt.Fprintf(w, "| `%s` | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", name, budget, median(ss, clientCPU), median(ss, serverCPU),
-			inside, max(0, median(ss, redisCPU)-inside), others, max(0, budget-used))
+		inside := "—"
+		if rs.onRedis(name) {
+			inside = fmt.Sprintf("%.1f", median(ss, redisUsecPerRequest))
+		}
+		fmt.Fprintf(w, "| `%s` | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s |\n", name, budget, median(ss, clientCPU), median(ss, serverCPU),
+			median(ss, redisCPU), others, max(0, budget-used), inside)
 	}
 	return any
 }
