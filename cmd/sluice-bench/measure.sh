@@ -33,8 +33,11 @@
 # INCUMBENT_BIN (an envoyproxy/ratelimit binary, built as
 # docs/benchmarks.md says), PORT_OFFSET (0; added to every port: Redis
 # 16379, cluster 16380-16382 and their bus ports +10000, no-op 19081, the
-# service 19180/19181, the incumbent's debug port 19170), LIST (print the
-# targets in order and stop: nothing is built or started).
+# service 19180/19181, sluice's admin listener 19172, the incumbent's debug
+# port 19170), LIST (print the
+# targets in order and stop: nothing is built or started), PROFILE (seconds:
+# save a CPU profile of the service, sluice or the incumbent, taken after
+# the warm-up, as NAME.ROUND.pprof; read it with go tool pprof -top).
 #
 # Each run takes DURATION + WARMUP + about 1.5 s (server start and stop);
 # the cluster takes about 3 s to form, once. `all` is 24 runs a round with
@@ -109,8 +112,9 @@ mkdir -p "$out/bin"
 
 o=${PORT_OFFSET:-0}
 redis_port=$((16379 + o)) noop_port=$((19081 + o)) grpc_port=$((19181 + o)) http_port=$((19180 + o)) debug_port=$((19170 + o))
+admin_port=$((19172 + o))
 cluster_ports=($((16380 + o)) $((16381 + o)) $((16382 + o)))
-busy=($redis_port $noop_port $grpc_port $http_port $debug_port)
+busy=($redis_port $noop_port $grpc_port $http_port $debug_port $admin_port)
 if $cluster; then
 	for p in "${cluster_ports[@]}"; do busy+=("$p" $((p + 10000))); done
 fi
@@ -283,7 +287,7 @@ JSON
 run() {
 	local name=$1 round=$2 kind=$3 conf=$4 conc=$5
 	shift 5
-	local pid port url=127.0.0.1:$redis_port rtype=single
+	local pid port url=127.0.0.1:$redis_port rtype=single pprof=
 	rports=($redis_port) rpids=("$redis")
 	case $kind in *-cluster)
 		rports=("${cluster_ports[@]}") rpids=("${cluster_pids[@]}") url=$(IFS=,; echo "${seeds[*]}") rtype=cluster
@@ -298,9 +302,9 @@ run() {
 		;;
 	memory | redis)
 		"${prio[@]}" env GRPC_HOST=127.0.0.1 GRPC_PORT=$grpc_port HOST=127.0.0.1 PORT=$http_port LOG_LEVEL=warn \
-			BACKEND_TYPE=$kind REDIS_TYPE=$rtype REDIS_URL="$url" REDIS_SOCKET_TYPE=tcp ${SLUICE_ENV:-} \
+			SLUICE_ADMIN_ADDR=127.0.0.1:$admin_port BACKEND_TYPE=$kind REDIS_TYPE=$rtype REDIS_URL="$url" REDIS_SOCKET_TYPE=tcp ${SLUICE_ENV:-} \
 			timeout 300 "$out/bin/sluice" serve --config "$out/$conf" >"$out/$name.$round.server.log" 2>&1 &
-		pid=$! port=$grpc_port
+		pid=$! port=$grpc_port pprof=127.0.0.1:$admin_port
 		;;
 	incumbent)
 		# Loopback only; no statsd; the config read once from $out/inc-$conf.
@@ -313,7 +317,7 @@ run() {
 			RUNTIME_ROOT="$out/inc-$conf" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
 			BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_TYPE=$rtype REDIS_URL="$url" REDIS_PIPELINE_WINDOW=$window \
 			timeout 300 "$out/bin/incumbent" >"$out/$name.$round.server.log" 2>&1 &
-		pid=$! port=$grpc_port
+		pid=$! port=$grpc_port pprof=127.0.0.1:$debug_port
 		;;
 	esac
 	pids+=("$pid")
@@ -324,8 +328,17 @@ run() {
 	redis_info >"$out/$name.$round.redis-start.txt"
 	before=$(cpu_ticks "$server") rbefore=$(cpu_ticks "${rpids[@]}") bbefore=$(busy_ticks) t0=$(date +%s.%N)
 	load=$(cut -d' ' -f1 /proc/loadavg)
+	local profiler=
+	if [ -n "${PROFILE:-}" ] && [ -n "$pprof" ]; then
+		# The server's CPU profile, PROFILE seconds from the end of the warm-up.
+		(sleep "$warmup" && exec timeout 120 curl -sf -o "$out/$name.$round.pprof" \
+			"http://$pprof/debug/pprof/profile?seconds=$PROFILE") &
+		profiler=$!
+		pids+=("$profiler")
+	fi
 	"${prio[@]}" timeout 120 "$out/bin/sluice-bench" --addr 127.0.0.1:$port --duration "$duration" --warmup "$warmup" \
 		-c "$conc" --keys "$keys" --quiet "$@" >"$out/$name.$round.json"
+	if [ -n "$profiler" ]; then wait "$profiler" || echo "$name round $round: no CPU profile" >&2; fi
 	after=$(cpu_ticks "$server") rafter=$(cpu_ticks "${rpids[@]}") bafter=$(busy_ticks) t1=$(date +%s.%N)
 	redis_info >"$out/$name.$round.redis.txt"
 	# CPU seconds over the bench process's lifetime (warm-up included): the
