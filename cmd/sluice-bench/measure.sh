@@ -278,7 +278,7 @@ cat >"$out/machine.json" <<JSON
 {"date": "$(date -u +%Y-%m-%d)", "nproc": $(nproc), "cpu_model": "$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)",
  "mem_gb": $(awk '/^MemTotal/{printf "%.0f", $2 / 1048576}' /proc/meminfo), "kernel": "$(uname -r)", "go": "$(go version | awk '{print $3}')",
  "redis": "$(awk '{print $3}' "$out/redis.version" | cut -d= -f2)", "rounds": $rounds, "duration": "$duration", "warmup": "$warmup",
- "c": $c, "keys": $keys, "targets": "${targets[*]}", "targets_env": "${TARGETS:-}", "sluice_env": "${SLUICE_ENV:-}", "incumbent": $([ -n "${INCUMBENT_BIN:-}" ] && echo true || echo false)}
+ "c": $c, "keys": $keys, "targets": "${targets[*]}", "targets_env": "${TARGETS:-}", "profile": "${PROFILE:-}", "sluice_env": "${SLUICE_ENV:-}", "incumbent": $([ -n "${INCUMBENT_BIN:-}" ] && echo true || echo false)}
 JSON
 
 # run NAME ROUND SERVER-KIND CONF CONCURRENCY [bench flags...]

@@ -25,6 +25,9 @@ type sample struct {
 	cpu        cpuFigures
 	redis      redisFigures
 	redisStart redisFigures
+	// stages is the service's CPU by stage (shares summing to 1), from
+	// NAME.ROUND.pprof when measure.sh ran with PROFILE.
+	stages map[string]float64
 }
 
 // cpuFigures is NAME.ROUND.cpu.json: CPU seconds over the load generator's
@@ -221,6 +224,14 @@ func readRuns(dir string) (map[string][]sample, []string, error) {
 			return nil, nil, err
 		}
 		if err := readRedis(filepath.Join(dir, base), &s); err != nil {
+			return nil, nil, err
+		}
+		switch data, err := os.ReadFile(filepath.Join(dir, base+".pprof")); {
+		case err == nil:
+			if s.stages, err = stageShares(data); err != nil {
+				return nil, nil, fmt.Errorf("%s.pprof: %w", base, err)
+			}
+		case !errors.Is(err, os.ErrNotExist):
 			return nil, nil, err
 		}
 		if _, seen := runs[name]; !seen {

@@ -164,6 +164,11 @@ func TestSummarizeDoc(t *testing.T) {
 	writeFiles(t, dir, map[string]string{
 		"machine.json": `{"date":"2026-01-02","nproc":2,"cpu_model":"Test CPU","mem_gb":8,"kernel":"6.1","go":"go1.26","redis":"7.0.15","rounds":1,"duration":"10s","warmup":"2s","c":64,"keys":100,"targets":"noop redis1","incumbent":true}`,
 		"elapsed.json": `{"elapsed_s":600}`,
+		"redis1.1.pprof": string(testProfile([]string{"github.com/redis/go-redis/v9.(*Conn).Write", "google.golang.org/grpc.(*Server).serve"},
+			[][]uint64{{1}, {2}}, []struct {
+				locs []uint64
+				ns   int64
+			}{{[]uint64{1}, 75}, {[]uint64{2}, 25}})),
 	})
 	out := summarizeOut(t, dir)
 	for _, want := range []string{
@@ -185,6 +190,8 @@ func TestSummarizeDoc(t *testing.T) {
 		"| `redis1` | 200.0 | 10.0 | 30.0 | 20.0 | 20.0 | 120.0 | 10.0 |",
 		"| `noop` | 200.0 | 10.0 | 20.0 | 0.0 | 20.0 | 150.0 | — |",
 		startMarker("three-limits") + "\n" + notMeasured + endMarker,
+		// stages: 75% and 25% of the service's 30 µs per request.
+		"| service CPU µs per request, by stage | `redis1` |\n|---|---:|\n| Redis client: go-redis | 22.5 |\n| gRPC and HTTP/2 | 7.5 |\n| all (the service's CPU per request) | 30.0 |\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)

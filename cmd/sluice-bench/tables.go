@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -36,6 +38,8 @@ type machineInfo struct {
 	Targets  string `json:"targets"`
 	// TargetsEnv is TARGETS as given ("" for every group).
 	TargetsEnv string `json:"targets_env"`
+	// Profile is PROFILE: the seconds of each service's CPU profile.
+	Profile string `json:"profile"`
 	SluiceEnv  string `json:"sluice_env"`
 	Incumbent  bool   `json:"incumbent"`
 }
@@ -132,6 +136,7 @@ func (rs *runSet) blocks() []block {
 	add("rules", rs.rulesTable)
 	add("descriptors", rs.descriptorsTable)
 	add("time", rs.timeTable)
+	add("stages", rs.stagesTable)
 	add("runs", func(w io.Writer) bool {
 		rs.runsTable(w)
 		return len(rs.order) > 0
@@ -321,6 +326,88 @@ func (rs *runSet) timeTable(w io.Writer) bool {
 	return any
 }
 
+// stagesTable splits each profiled service's CPU per request by stage
+// (see stageOf), for the targets at the default concurrency.
+func (rs *runSet) stagesTable(w io.Writer) bool {
+	var cols []string
+	for _, name := range []string{"memory", "redis1", "inc1", "redis3", "redis3fw", "inc3", "redis10d", "inc10", "attack", "incattack"} {
+		if slices.ContainsFunc(rs.runs[name], func(s sample) bool { return s.stages != nil }) {
+			cols = append(cols, name)
+		}
+	}
+	if len(cols) == 0 {
+		return false
+	}
+	// peak is each stage's largest figure over the targets: the rows.
+	peak := make(map[string]float64)
+	// µs per request of one stage in one target: the median over the
+	// rounds that have a profile.
+	cell := func(name, stage string) float64 {
+		var ss []sample
+		for _, s := range rs.runs[name] {
+			if s.stages != nil {
+				ss = append(ss, s)
+			}
+		}
+		return median(ss, func(s sample) float64 {
+			if stage != "" {
+				return s.stages[stage] * serverCPU(s)
+			}
+			rest := 0.0 // "": every stage without a row of its own
+			for st, v := range s.stages {
+				if _, listed := peak[st]; !listed {
+					rest += v
+				}
+			}
+			return rest * serverCPU(s)
+		})
+	}
+	for _, name := range cols {
+		for _, s := range rs.runs[name] {
+			for stage := range s.stages {
+				peak[stage] = max(peak[stage], cell(name, stage))
+			}
+		}
+	}
+	// Stages under 1 µs per request in every target share one row.
+	const minor = "other stages, each under 1 µs per request"
+	for stage, v := range peak {
+		if v < 1 {
+			delete(peak, stage)
+			peak[minor] = max(peak[minor], 0)
+		}
+	}
+	rows := slices.Collect(maps.Keys(peak))
+	slices.SortFunc(rows, func(a, b string) int {
+		if c := cmp.Compare(peak[b], peak[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	fmt.Fprintf(w, "| service CPU µs per request, by stage | `%s` |\n", strings.Join(cols, "` | `"))
+	fmt.Fprintf(w, "|---|%s\n", strings.Repeat("---:|", len(cols)))
+	line := func(label string, f func(name string) float64) {
+		fmt.Fprintf(w, "| %s |", label)
+		for _, name := range cols {
+			fmt.Fprintf(w, " %.1f |", f(name))
+		}
+		fmt.Fprintln(w)
+	}
+	for _, stage := range rows {
+		if stage == minor {
+			continue
+		}
+		line(stage, func(name string) float64 { return cell(name, stage) })
+	}
+	if _, ok := peak[minor]; ok {
+		line(minor, func(name string) float64 {
+			return cell(name, "") // the stages not listed: see cell
+		})
+	}
+	line("all (the service's CPU per request)", func(name string) float64 { return rs.med(name, serverCPU) })
+	return true
+}
+
 // summaryTable is the side-by-side table of the README.
 func (rs *runSet) summaryTable(w io.Writer) bool {
 	if !rs.has("noop") && !rs.has("redis1") {
@@ -456,7 +543,7 @@ func (rs *runSet) machineBlock(w io.Writer) bool {
 	}
 	for _, s := range []struct{ name, value, def string }{
 		{"DURATION", m.Duration, "10s"}, {"WARMUP", m.Warmup, "2s"}, {"C", strconv.Itoa(m.C), "64"},
-		{"KEYS", strconv.Itoa(m.Keys), "10000"}, {"TARGETS", m.TargetsEnv, ""}, {"SLUICE_ENV", m.SluiceEnv, ""},
+		{"KEYS", strconv.Itoa(m.Keys), "10000"}, {"TARGETS", m.TargetsEnv, ""}, {"SLUICE_ENV", m.SluiceEnv, ""}, {"PROFILE", m.Profile, ""},
 	} {
 		if s.value != s.def {
 			cmd += " " + s.name + "='" + s.value + "'"
