@@ -3,12 +3,12 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/testhttp"
 )
 
 // adminAddr finds the admin listener's address in serve's JSON log.
@@ -170,17 +170,10 @@ func TestAdminListenerSurface(t *testing.T) {
 	s := startServe(t, []string{"SLUICE_CONFIG=" + dir, "SLUICE_ADMIN_TOKEN_FILE=" + tokenFile})
 	admin := s.admin(t)
 	get := func(path, token string) (int, string) {
-		req, _ := http.NewRequest("GET", "http://"+admin+path, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
+		if token == "" {
+			return testhttp.Get(t, "http://"+admin+path)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return testhttp.Get(t, "http://"+admin+path, "Authorization", "Bearer "+token)
 	}
 	for _, tc := range []struct {
 		path, token string

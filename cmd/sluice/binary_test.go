@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/syncbuf"
 )
 
 // TestBinary builds the real binary and drives it from outside: serve on
@@ -34,7 +36,7 @@ func TestBinary(t *testing.T) {
 	writeConfig(t, dir, "api.yaml", yearly(1))
 	serve := exec.Command(bin, "serve", "--config", dir)
 	serve.Env = slices.Concat(os.Environ(), loopback, []string{"BACKEND_TYPE=memory"})
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	pipe, err := serve.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

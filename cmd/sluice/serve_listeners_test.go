@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/testhttp"
+	"github.com/sluice-rl/sluice/internal/wanterr"
 )
 
 // auxAddr finds the address a "<name> listener serving" JSON log line
@@ -23,17 +25,6 @@ func auxAddr(log, name string) string {
 		}
 	}
 	return ""
-}
-
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 // The reference's metrics listener is where it was: USE_PROMETHEUS serves
@@ -55,7 +46,7 @@ func TestServeReferenceListeners(t *testing.T) {
 	if prom == "" {
 		t.Fatalf("no metrics listener:\n%s", log)
 	}
-	if code, body := httpGet(t, "http://"+prom+"/stats"); code != 200 || !strings.Contains(body, "sluice_decisions_total") {
+	if code, body := testhttp.Get(t, "http://"+prom+"/stats"); code != 200 || !strings.Contains(body, "sluice_decisions_total") {
 		t.Errorf("metrics at PROMETHEUS_ADDR/PROMETHEUS_PATH: %d\n%.300s", code, body)
 	}
 }
@@ -76,14 +67,8 @@ func TestReferenceListenerSettings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := parseServe(nil, tt.env, io.Discard)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want %q", err, tt.wantErr)
-				}
+			if !wanterr.Check(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if s.PrometheusAddr != tt.prom || s.PrometheusPath != tt.pth {
 				t.Errorf("prometheus %q %q, want %q %q", s.PrometheusAddr, s.PrometheusPath, tt.prom, tt.pth)

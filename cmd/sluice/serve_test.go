@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/poll"
+	"github.com/sluice-rl/sluice/internal/syncbuf"
+	"github.com/sluice-rl/sluice/internal/testhttp"
 )
 
 // loopback makes serve listen on free 127.0.0.1 ports and log JSON, so the
@@ -23,14 +26,14 @@ var loopback = []string{"GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "HOST=127.0.0.1", 
 type served struct {
 	cancel     context.CancelFunc
 	exit       chan int
-	stderr     *syncBuffer
+	stderr     *syncbuf.Buffer
 	grpc, http string
 }
 
 func startServe(t *testing.T, env []string, args ...string) *served {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &served{cancel: cancel, exit: make(chan int, 1), stderr: &syncBuffer{}}
+	s := &served{cancel: cancel, exit: make(chan int, 1), stderr: &syncbuf.Buffer{}}
 	go func() {
 		s.exit <- run(ctx, append([]string{"serve"}, args...), slices.Concat(loopback, env), io.Discard, s.stderr)
 	}()
@@ -95,25 +98,13 @@ func (s *served) check(t *testing.T, args ...string) string {
 
 func (s *served) get(t *testing.T, path string) (int, string) {
 	t.Helper()
-	resp, err := http.Get("http://" + s.http + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return testhttp.Get(t, "http://"+s.http+path)
 }
 
 // waitFor polls cond until it holds, failing the test after 20 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 20*time.Second, what, cond)
 }
 
 // yearly limits k=<any> to n per (epoch-aligned, 365-day) year: no window

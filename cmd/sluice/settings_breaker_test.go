@@ -2,10 +2,10 @@ package main
 
 import (
 	"io"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/wanterr"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 )
 
@@ -43,14 +43,8 @@ func TestParseServeBreaker(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := parseServe(tt.args, append([]string{"REDIS_URL=r:1"}, tt.env...), io.Discard)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want one containing %q", err, tt.wantErr)
-				}
+			if !wanterr.Check(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if s.Redis.Breaker != tt.options {
 				t.Errorf("backend options %+v, want %+v", s.Redis.Breaker, tt.options)

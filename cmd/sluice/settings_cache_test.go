@@ -2,8 +2,9 @@ package main
 
 import (
 	"io"
-	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/wanterr"
 )
 
 func TestLocalCacheSettings(t *testing.T) {
@@ -23,14 +24,8 @@ func TestLocalCacheSettings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := parseServe(tc.args, tc.env, io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)
-				}
+			if !wanterr.Check(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if s.LocalCache != tc.on || s.LocalCacheSize != tc.size {
 				t.Fatalf("LocalCache=%v size=%d, want %v %d", s.LocalCache, s.LocalCacheSize, tc.on, tc.size)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/hitters"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testhttp"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 )
@@ -98,22 +97,40 @@ func (f *fixture) traffic(t *testing.T) {
 	}
 }
 
-func get(t *testing.T, url string, header ...string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
+// TestTopQueryChoices: by and window take their documented values (empty
+// is the default) and echo what was chosen; anything else is a 400 that
+// names the parameter and its values.
+func TestTopQueryChoices(t *testing.T) {
+	f := newFixture(t, Options{})
+	tests := []struct {
+		query      string
+		code       int
+		by, window string // echoed in the answer
+		err        string
+	}{
+		{"", 200, "denials", "1m", ""},
+		{"by=hits&window=1h", 200, "hits", "1h", ""},
+		{"by=denials&window=1m", 200, "denials", "1m", ""},
+		{"by=errors", 400, "", "", "by must be denials or hits"},
+		{"window=1d", 400, "", "", "window must be 1m or 1h"},
 	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
+	for _, tt := range tests {
+		code, body := testhttp.Get(t, f.base+"/api/v1/top?"+tt.query)
+		if code != tt.code {
+			t.Errorf("%q: %d %s, want %d", tt.query, code, body, tt.code)
+			continue
+		}
+		if tt.code != 200 {
+			if !strings.Contains(body, tt.err) {
+				t.Errorf("%q: %s, want it to say %q", tt.query, body, tt.err)
+			}
+			continue
+		}
+		var top struct{ By, Window string }
+		if err := json.Unmarshal([]byte(body), &top); err != nil || top.By != tt.by || top.Window != tt.window {
+			t.Errorf("%q: by %q window %q (%v), want %q %q", tt.query, top.By, top.Window, err, tt.by, tt.window)
+		}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 // TestTopAndStatusJSON: the heavy hitters name mallory with her binding
@@ -121,7 +138,7 @@ func get(t *testing.T, url string, header ...string) (int, string) {
 func TestTopAndStatusJSON(t *testing.T) {
 	f := newFixture(t, Options{})
 	f.traffic(t)
-	code, body := get(t, f.base+"/api/v1/top?by=denials&window=1m&domain=api")
+	code, body := testhttp.Get(t, f.base+"/api/v1/top?by=denials&window=1m&domain=api")
 	var top struct {
 		Top []hitters.Entry
 	}
@@ -131,7 +148,7 @@ func TestTopAndStatusJSON(t *testing.T) {
 	if e := top.Top[0]; e.Descriptor != "user=mallory" || e.Rule != "per_user" || e.Count == 0 || !e.ResetAt.After(f.clock.Now().Add(-time.Minute)) {
 		t.Errorf("top denial: %+v, want user=mallory under per_user with a reset", e)
 	}
-	code, body = get(t, f.base+"/api/v1/status")
+	code, body = testhttp.Get(t, f.base+"/api/v1/status")
 	var st Status
 	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
 		t.Fatalf("status: %d %v %s", code, err, body)
@@ -170,19 +187,13 @@ func TestCountersAPI(t *testing.T) {
 		{"domain=api", 400, "at least one entry"},
 	}
 	for _, tc := range tests {
-		code, body := get(t, f.base+"/api/v1/counters?"+tc.query)
+		code, body := testhttp.Get(t, f.base+"/api/v1/counters?"+tc.query)
 		if code != tc.code || !strings.Contains(body, tc.want) {
 			t.Errorf("GET counters?%s: %d %s\nwant %d containing %s", tc.query, code, body, tc.code, tc.want)
 		}
 	}
 	post := func(body string) (int, string) {
-		resp, err := http.Post(f.base+"/api/v1/counters/reset", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return testhttp.Post(t, f.base+"/api/v1/counters/reset", body)
 	}
 	for _, tc := range []struct {
 		body string
@@ -207,13 +218,13 @@ func TestPageShowsReloadError(t *testing.T) {
 		return ReloadState{Successes: 3, Failures: 1, LastSuccess: time.Unix(100, 0), LastFailure: time.Unix(200, 0),
 			LastError: errors.New(`api.yaml:7: unknown unit "fortnight"`)}
 	}})
-	code, body := get(t, f.base+"/")
+	code, body := testhttp.Get(t, f.base+"/")
 	for _, want := range []string{"3 loads, 1 failed", "last reload failed", "api.yaml:7: unknown unit &#34;fortnight&#34;", "the previous config stays in use"} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("page (%d) lacks %q", code, want)
 		}
 	}
-	_, status := get(t, f.base+"/api/v1/status")
+	_, status := testhttp.Get(t, f.base+"/api/v1/status")
 	if !strings.Contains(status, `"last_error": "api.yaml:7: unknown unit \"fortnight\""`) {
 		t.Errorf("status lacks the reload error:\n%s", status)
 	}

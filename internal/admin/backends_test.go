@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testhttp"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
@@ -65,7 +66,7 @@ func TestCountersOnEveryBackend(t *testing.T) {
 				req = stacktest.Request("api", stacktest.Descriptor("ip", "10.1.2.3"))
 			}
 			for range 2 { // a lookup consumes nothing: twice the same answer
-				code, body := get(t, f.base+"/api/v1/counters?domain=api&entry=ip=10.1.2.3")
+				code, body := testhttp.Get(t, f.base+"/api/v1/counters?domain=api&entry=ip=10.1.2.3")
 				if code != 200 || !strings.Contains(body, `"used": 100`) || !strings.Contains(body, `"remaining": 0`) || !strings.Contains(body, `"path": "api.ip"`) {
 					t.Fatalf("lookup: %d %s", code, body)
 				}

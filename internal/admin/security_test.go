@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"net/http"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,21 +17,10 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/sluice-rl/sluice/internal/server"
+	"github.com/sluice-rl/sluice/internal/syncbuf"
+	"github.com/sluice-rl/sluice/internal/testhttp"
 	"github.com/sluice-rl/sluice/internal/testpki"
 )
-
-// syncLog is a logger whose output tests read.
-type syncLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-func (l *syncLog) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
 
 // TestAdminMTLS: with a client CA, a client without a certificate cannot
 // connect, one with a certificate the CA signed can, and the audit log
@@ -41,7 +28,7 @@ func (l *syncLog) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b
 func TestAdminMTLS(t *testing.T) {
 	ca := testpki.NewCA(t, "admin")
 	srv, cli := ca.Server(t, "admin.test"), ca.Client(t, "oncall.example", "")
-	logs := &syncLog{}
+	logs := &syncbuf.Buffer{}
 	log := logrus.New()
 	log.SetOutput(logs)
 	f := newFixture(t, Options{TLS: &server.TLSFiles{CertFile: srv.CertFile, KeyFile: srv.KeyFile, ClientCAFile: ca.CertFile}, Logger: log})
@@ -97,7 +84,7 @@ func TestAdminToken(t *testing.T) {
 		if tc.header != "" {
 			h = []string{"Authorization", tc.header}
 		}
-		if code, _ := get(t, f.base+tc.path, h...); code != tc.code {
+		if code, _ := testhttp.Get(t, f.base+tc.path, h...); code != tc.code {
 			t.Errorf("GET %s %q: %d, want %d", tc.path, tc.header, code, tc.code)
 		}
 	}
@@ -108,10 +95,10 @@ func TestAdminToken(t *testing.T) {
 		t.Errorf("basic auth with the token: %d", code)
 	}
 	os.WriteFile(file, []byte("three-rotated"), 0o600)
-	if code, _ := get(t, f.base+"/", "Authorization", "Bearer three-rotated"); code != 200 {
+	if code, _ := testhttp.Get(t, f.base+"/", "Authorization", "Bearer three-rotated"); code != 200 {
 		t.Errorf("rotated token: %d, want 200", code)
 	}
-	if code, _ := get(t, f.base+"/", "Authorization", "Bearer one"); code != 401 {
+	if code, _ := testhttp.Get(t, f.base+"/", "Authorization", "Bearer one"); code != 401 {
 		t.Errorf("old token after rotation: %d, want 401", code)
 	}
 

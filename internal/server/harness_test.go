@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/internal/testhttp"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
@@ -117,23 +117,10 @@ func (s *stack) conn(t *testing.T) *grpc.ClientConn {
 	return cc
 }
 
-// get fetches an HTTP path and returns status and body.
+// do sends a method request for path with body and returns status and body.
 func (s *stack) do(t *testing.T, method, path, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, "http://"+s.srv.HTTPAddr()+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	return testhttp.Do(t, method, "http://"+s.srv.HTTPAddr()+path, body)
 }
 
 func quietLogger() *logrus.Logger {

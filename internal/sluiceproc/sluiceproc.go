@@ -9,7 +9,6 @@
 package sluiceproc
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,9 +18,10 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/syncbuf"
 )
 
 // DefaultStartTimeout bounds Start and WaitReady when Options.StartTimeout
@@ -65,7 +65,7 @@ type Options struct {
 type Process struct {
 	opts     Options
 	cmd      *exec.Cmd
-	logs     *logBuffer
+	logs     *syncbuf.Buffer
 	exited   chan struct{} // closed when the process has exited
 	exitErr  error         // valid after exited is closed
 	grpcAddr string
@@ -106,7 +106,7 @@ func Launch(opts Options) (*Process, error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = DefaultStartTimeout
 	}
-	p := &Process{opts: opts, logs: &logBuffer{}, exited: make(chan struct{})}
+	p := &Process{opts: opts, logs: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(opts.Binary, append([]string{"serve"}, opts.Args...)...)
 	p.cmd.Env = environ(env)
 	p.cmd.Stdout = p.logs
@@ -272,22 +272,4 @@ func (p *Process) Kill() {
 	}
 	_ = p.cmd.Process.Kill()
 	<-p.exited
-}
-
-// logBuffer is a bytes.Buffer safe for one writer and many readers.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

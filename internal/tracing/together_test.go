@@ -4,25 +4,16 @@ import (
 	"context"
 	"testing"
 
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
 	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
-	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
 // The traced backend forwards DecideTogether to a backend that has it,
 // inside a span, and declines for one that does not.
 func TestBackendForwardsTogether(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tr, err := Setup(context.Background(), Options{Enabled: true, Exporter: exp, Getenv: env{}.get})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Shutdown(context.Background()) })
-	mem := memory.New(memory.Options{SweepInterval: -1})
-	t.Cleanup(func() { mem.Close() })
+	tr, exp := inMemory(t, Options{})
+	mem := newMemory(t)
 	checks := []backend.Check{{Identity: "a", Rules: []limit.Rule{{Unit: limit.Hour, Limit: 1}}, Cost: limit.Cost{N: 1}}}
 
 	td, ok := tr.InstrumentBackend(mem).(backend.TogetherDecider)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/wanterr"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
@@ -74,6 +75,27 @@ func serve(t *testing.T, tr *Tracing, b backend.Backend) *grpc.ClientConn {
 	return conn
 }
 
+// inMemory sets up tracing enabled with opts (and an empty environment)
+// exporting to a new in-memory exporter; it shuts down when t ends.
+func inMemory(t *testing.T, opts Options) (*Tracing, *tracetest.InMemoryExporter) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	opts.Enabled, opts.Exporter, opts.Getenv = true, exp, env{}.get
+	tr, err := Setup(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Shutdown(context.Background()) })
+	return tr, exp
+}
+
+// newMemory is a memory backend without a sweeper, closed when t ends.
+func newMemory(t *testing.T) *memory.Backend {
+	mem := memory.New(memory.Options{SweepInterval: -1})
+	t.Cleanup(func() { mem.Close() })
+	return mem
+}
+
 func request() *rlsv3.RateLimitRequest {
 	return &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{
 		{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}},
@@ -84,14 +106,8 @@ func request() *rlsv3.RateLimitRequest {
 // checks that the server span belongs to that trace, is a child of the
 // caller's span, and has the backend span as its child.
 func TestServerSpanContinuesTrace(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tr, err := Setup(context.Background(), Options{Enabled: true, Exporter: exp, ServiceName: "sluice-test", Getenv: env{}.get})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Shutdown(context.Background()) })
-	mem := memory.New(memory.Options{SweepInterval: -1})
-	t.Cleanup(func() { mem.Close() })
+	tr, exp := inMemory(t, Options{ServiceName: "sluice-test"})
+	mem := newMemory(t)
 	conn := serve(t, tr, mem)
 
 	const (
@@ -149,12 +165,7 @@ func TestServerSpanContinuesTrace(t *testing.T) {
 }
 
 func TestBackendSpanRecordsErrors(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tr, err := Setup(context.Background(), Options{Enabled: true, Exporter: exp, Getenv: env{}.get})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Shutdown(context.Background()) })
+	tr, exp := inMemory(t, Options{})
 	down := fmt.Errorf("redis down: %w", backend.ErrUnavailable)
 	b := tr.InstrumentBackend(stacktest.FailingBackend{Err: down})
 	b.Decide(context.Background(), make([]backend.Check, 3))
@@ -181,8 +192,7 @@ func TestBackendSpanRecordsErrors(t *testing.T) {
 
 // TestDisabled checks that tracing off adds nothing.
 func TestDisabled(t *testing.T) {
-	mem := memory.New(memory.Options{SweepInterval: -1})
-	t.Cleanup(func() { mem.Close() })
+	mem := newMemory(t)
 	for _, tt := range []struct {
 		name string
 		opts Options
@@ -233,14 +243,8 @@ func TestExporterFromEnv(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
 			tt.opts.Enabled, tt.opts.Getenv = true, tt.env.get
 			tr, err := Setup(context.Background(), tt.opts)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want %q", err, tt.wantErr)
-				}
+			if !wanterr.Check(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !tr.Enabled() || len(tr.ServerOptions()) != 1 {
 				t.Fatal("enabled tracing has no server option")
@@ -265,14 +269,8 @@ func TestSamplingRatio(t *testing.T) {
 		}
 	}
 	// Ratio 0 < r < 1 applies to new traces; a sampled parent is followed.
-	exp := tracetest.NewInMemoryExporter()
-	tr, err := Setup(context.Background(), Options{Enabled: true, Exporter: exp, SamplingRatio: 1e-9, Getenv: env{}.get})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Shutdown(context.Background()) })
-	mem := memory.New(memory.Options{SweepInterval: -1})
-	t.Cleanup(func() { mem.Close() })
+	tr, exp := inMemory(t, Options{SamplingRatio: 1e-9})
+	mem := newMemory(t)
 	conn := serve(t, tr, mem)
 	client := rlsv3.NewRateLimitServiceClient(conn)
 	for range 20 {

@@ -12,19 +12,13 @@ import (
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"github.com/sirupsen/logrus"
 
+	"github.com/sluice-rl/sluice/internal/syncbuf"
 	"github.com/sluice-rl/sluice/internal/xds"
 	"github.com/sluice-rl/sluice/internal/xdstest"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
 const node = "envoy-ratelimit"
-
-// conf is a one-domain resource limiting key to n per minute.
-func conf(domain, key string, n uint32) *rlsconfv3.RateLimitConfig {
-	return &rlsconfv3.RateLimitConfig{Name: domain, Domain: domain, Descriptors: []*rlsconfv3.RateLimitDescriptor{{
-		Key: key, RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: n},
-	}}}
-}
 
 // recorder is a client's Apply and Observer: it compiles each response
 // with xds.Compile and keeps what happened.
@@ -135,19 +129,6 @@ func settingsFor(addr string) xds.Settings {
 	return s
 }
 
-// syncBuffer is a log sink safe for the client's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
-
 // TestTypeURL is go-control-plane's name for the resource type.
 func TestTypeURL(t *testing.T) {
 	if xds.TypeURL != resourcev3.RateLimitConfigType {
@@ -161,25 +142,25 @@ func TestTypeURL(t *testing.T) {
 // last good version, and leaves the config in use alone.
 func TestClientACKAndNACK(t *testing.T) {
 	srv := xdstest.Start(t, xdstest.Options{})
-	rec, logs, w := &recorder{}, &syncBuffer{}, newWaits()
+	rec, logs, w := &recorder{}, &syncbuf.Buffer{}, newWaits()
 	s := settingsFor(srv.Addr())
 	s.NodeMetadata = "zone=a,team=rl=x"
 	s.Headers = map[string]string{"authorization": "Bearer t"}
 	startClient(t, s, rec, w, logs)
 
-	srv.Set(t, node, "1", conf("api", "user", 10))
+	srv.Set(t, node, "1", xdstest.PerMinute("api", "user", 10))
 	srv.WaitACK(t, "1")
 	if got := rec.limitOf("api", "user"); got != 10 {
 		t.Fatalf("after v1: limit %d, want 10", got)
 	}
 
-	srv.Set(t, node, "2", conf("api", "user", 20))
+	srv.Set(t, node, "2", xdstest.PerMinute("api", "user", 20))
 	srv.WaitACK(t, "2")
 	if got := rec.limitOf("api", "user"); got != 20 {
 		t.Fatalf("after v2: limit %d, want 20", got)
 	}
 
-	bad := conf("api", "user", 30)
+	bad := xdstest.PerMinute("api", "user", 30)
 	bad.Descriptors[0].RateLimit.Unit = rlsconfv3.RateLimitUnit_UNKNOWN
 	srv.Set(t, node, "3", bad)
 	nack := srv.WaitNACK(t, "3")
@@ -196,7 +177,7 @@ func TestClientACKAndNACK(t *testing.T) {
 		t.Errorf("the NACK's error is not in the log:\n%s", logs)
 	}
 
-	srv.Set(t, node, "4", conf("api", "user", 40))
+	srv.Set(t, node, "4", xdstest.PerMinute("api", "user", 40))
 	srv.WaitACK(t, "4")
 	if got := rec.limitOf("api", "user"); got != 40 {
 		t.Fatalf("after v4: limit %d, want 40", got)
@@ -250,7 +231,7 @@ func TestClientReconnects(t *testing.T) {
 	s.BackoffInitial, s.BackoffMax, s.ConnectRetryInterval = 100*time.Millisecond, 400*time.Millisecond, 50*time.Millisecond
 	startClient(t, s, rec, w, io.Discard)
 
-	srv.Set(t, node, "1", conf("api", "user", 10))
+	srv.Set(t, node, "1", xdstest.PerMinute("api", "user", 10))
 	srv.WaitACK(t, "1")
 
 	srv.Stop()
@@ -262,7 +243,7 @@ func TestClientReconnects(t *testing.T) {
 	// A restarted server starts its versions over, with other content:
 	// the client must take it (it asks for the current state, no version).
 	srv.Restart(t)
-	srv.Set(t, node, "1", conf("api", "user", 77))
+	srv.Set(t, node, "1", xdstest.PerMinute("api", "user", 77))
 	srv.WaitFor(t, "ACK of the restarted server's version 1", func(s *xdstest.Server) bool {
 		return rec.limitOf("api", "user") == 77
 	})
@@ -290,7 +271,7 @@ func TestClientReconnects(t *testing.T) {
 func TestClientTLS(t *testing.T) {
 	certs := xdstest.NewCerts(t, "envoy-gateway", "127.0.0.1")
 	srv := xdstest.Start(t, xdstest.Options{TLS: certs.ServerTLS()})
-	srv.Set(t, node, "1", conf("api", "user", 10))
+	srv.Set(t, node, "1", xdstest.PerMinute("api", "user", 10))
 
 	t.Run("mutual TLS", func(t *testing.T) {
 		rec := &recorder{}
@@ -300,7 +281,7 @@ func TestClientTLS(t *testing.T) {
 		srv.WaitFor(t, "the TLS client's config", func(*xdstest.Server) bool { return rec.limitOf("api", "user") == 10 })
 	})
 	t.Run("wrong SAN", func(t *testing.T) {
-		logs := &syncBuffer{}
+		logs := &syncbuf.Buffer{}
 		s := settingsFor(srv.Addr())
 		s.UseTLS, s.ClientCert, s.ClientKey, s.ServerCACert, s.ServerSAN = true, certs.Cert, certs.Key, certs.CACert, "someone-else"
 		s.ConnectRetryInterval = 50 * time.Millisecond

@@ -270,3 +270,11 @@ func (s *Server) describe() string {
 	}
 	return out
 }
+
+// PerMinute is a resource of one domain limiting key (any value) to n per
+// minute.
+func PerMinute(domain, key string, n uint32) *rlsconfv3.RateLimitConfig {
+	return &rlsconfv3.RateLimitConfig{Name: domain, Domain: domain, Descriptors: []*rlsconfv3.RateLimitDescriptor{{
+		Key: key, RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: n},
+	}}}
+}

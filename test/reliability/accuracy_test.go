@@ -10,6 +10,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluice-rl/sluice/internal/poll"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
@@ -177,7 +178,7 @@ func TestAccuracyUnderLoad(t *testing.T) {
 				return request{key: u, req: rq("acc", desc(a.name, u))}
 			})
 			// About three periods of admissions for every user.
-			waitUntil(t, 60*time.Second, "three periods of admissions", func() bool {
+			poll.Until(t, 60*time.Second, "three periods of admissions", func() bool {
 				return l.admitted.Load() >= int64(len(users))*(3*accLimit+accLimit)
 			})
 			samples := l.finish()

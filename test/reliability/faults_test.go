@@ -16,6 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 
+	"github.com/sluice-rl/sluice/internal/poll"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/reload"
 	"github.com/sluice-rl/sluice/internal/service"
@@ -146,20 +147,20 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 		}
 		return userRequest("faults", "u"+strconv.Itoa(i%4))
 	})
-	waitUntil(t, 20*time.Second, "load running", func() bool { return l.ok.Load() > 4*faultLimit+200 })
+	poll.Until(t, 20*time.Second, "load running", func() bool { return l.ok.Load() > 4*faultLimit+200 })
 
 	killed := time.Now()
 	srv.Kill()
 	// Keep Redis down until the circuit breaker has opened and one of its
 	// probes has found Redis still dead.
-	waitUntil(t, 10*time.Second, "a breaker probe fails", func() bool { return l.failedAfterCircuit.Load() > 0 })
+	poll.Until(t, 10*time.Second, "a breaker probe fails", func() bool { return l.failedAfterCircuit.Load() > 0 })
 	restarted := time.Now()
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	// Every user over its limit again, on the restarted (empty) Redis.
 	over := l.over.Load()
-	waitUntil(t, 30*time.Second, "decisions resume", func() bool { return l.over.Load() > over+400 })
+	poll.Until(t, 30*time.Second, "decisions resume", func() bool { return l.over.Load() > over+400 })
 	samples := l.finish()
 
 	var main, local []sample
@@ -227,7 +228,7 @@ func waitReplicated(t *testing.T, c *goredis.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "replica caught up", func() bool {
+	poll.Until(t, 10*time.Second, "replica caught up", func() bool {
 		_, replicas, err := replOffsets(context.Background(), c)
 		if err != nil || len(replicas) == 0 {
 			return false
@@ -275,7 +276,7 @@ func TestClusterMasterKilled(t *testing.T) {
 	l := startLoad([]rlsv3.RateLimitServiceClient{st.Client}, 9, time.Millisecond, func(w, i int) request {
 		return userRequest("faults", users[(w+i)%len(users)])
 	})
-	waitUntil(t, 30*time.Second, "every user over its limit", func() bool { return l.ok.Load() > int64(len(users))*faultLimit+300 })
+	poll.Until(t, 30*time.Second, "every user over its limit", func() bool { return l.ok.Load() > int64(len(users))*faultLimit+300 })
 	// Every write made so far (each user at its limit) has reached the
 	// replica.
 	waitReplicated(t, c.NodeClient(victimMaster))
@@ -293,13 +294,13 @@ func TestClusterMasterKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	errs := l.errs.Load()
-	waitUntil(t, 10*time.Second, "clients see errors", func() bool { return l.errs.Load() > errs+20 })
+	poll.Until(t, 10*time.Second, "clients see errors", func() bool { return l.errs.Load() > errs+20 })
 	if err := c.WaitHealthy(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	promoted := time.Now()
 	ok := l.ok.Load()
-	waitUntil(t, 30*time.Second, "decisions resume", func() bool { return l.ok.Load() > ok+600 })
+	poll.Until(t, 30*time.Second, "decisions resume", func() bool { return l.ok.Load() > ok+600 })
 	samples := l.finish()
 
 	perUser := map[string][]sample{}
@@ -351,7 +352,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 		if err := rc.ScriptFlush(context.Background()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, 10*time.Second, fmt.Sprintf("decisions after flush %d", i+1), func() bool { return l.ok.Load() > ok+50 })
+		poll.Until(t, 10*time.Second, fmt.Sprintf("decisions after flush %d", i+1), func() bool { return l.ok.Load() > ok+50 })
 	}
 	samples := l.finish()
 	s := summarize(samples)
@@ -388,16 +389,16 @@ func TestRedisPaused(t *testing.T) {
 	l := startLoad([]rlsv3.RateLimitServiceClient{st.Client}, 8, time.Millisecond, func(w, i int) request {
 		return userRequest("faults", "u"+strconv.Itoa(i%4))
 	})
-	waitUntil(t, 10*time.Second, "load running", func() bool { return l.ok.Load() > 200 })
+	poll.Until(t, 10*time.Second, "load running", func() bool { return l.ok.Load() > 200 })
 	const pause = 2 * time.Second
 	paused := time.Now()
 	if err := rc.Do(context.Background(), "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
 	errs := l.errs.Load()
-	waitUntil(t, 10*time.Second, "clients see errors", func() bool { return l.errs.Load() > errs+20 })
+	poll.Until(t, 10*time.Second, "clients see errors", func() bool { return l.errs.Load() > errs+20 })
 	// The pause ends by itself; wait for answers after it.
-	waitUntil(t, 30*time.Second, "decisions resume", func() bool {
+	poll.Until(t, 30*time.Second, "decisions resume", func() bool {
 		return time.Since(paused) > pause && recentOK(l)
 	})
 	samples := l.finish()
@@ -511,7 +512,7 @@ func TestConfigReplacedBrokenThenFixed(t *testing.T) {
 	l := startLoad([]rlsv3.RateLimitServiceClient{st.Client}, 8, time.Millisecond, func(w, i int) request {
 		return userRequest("faults", "u"+strconv.Itoa(i%4))
 	})
-	waitUntil(t, 10*time.Second, "load running", func() bool { return l.ok.Load() > 4*faultLimit+200 })
+	poll.Until(t, 10*time.Second, "load running", func() bool { return l.ok.Load() > 4*faultLimit+200 })
 
 	broken := strings.Replace(faultsYAML, "unit: hour", "unit: fortnight", 1)
 	writeConfigVersion(t, dir, 2, broken)
@@ -521,7 +522,7 @@ func TestConfigReplacedBrokenThenFixed(t *testing.T) {
 	}
 	t.Logf("broken config refused: %v", err)
 	ok := l.ok.Load()
-	waitUntil(t, 10*time.Second, "decisions on the last good config", func() bool { return l.ok.Load() > ok+500 })
+	poll.Until(t, 10*time.Second, "decisions on the last good config", func() bool { return l.ok.Load() > ok+500 })
 	brokenUntil := time.Now()
 
 	const raised = 2 * faultLimit
@@ -532,7 +533,7 @@ func TestConfigReplacedBrokenThenFixed(t *testing.T) {
 	}
 	fixedAt := time.Now()
 	ok = l.ok.Load()
-	waitUntil(t, 10*time.Second, "decisions on the fixed config", func() bool { return l.ok.Load() > ok+4*faultLimit+500 })
+	poll.Until(t, 10*time.Second, "decisions on the fixed config", func() bool { return l.ok.Load() > ok+4*faultLimit+500 })
 	samples := l.finish()
 
 	s := summarize(samples)

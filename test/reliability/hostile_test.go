@@ -3,7 +3,6 @@ package reliability
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/internal/testhttp"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 )
@@ -443,13 +443,7 @@ func TestHostileRedis(t *testing.T) {
 func TestHostileJSON(t *testing.T) {
 	st := startStack(t, hostileOptions(newMemory()), hostileYAML)
 	post := func(body string) (int, string) {
-		resp, err := http.Post("http://"+st.Server.HTTPAddr()+"/json", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return testhttp.Post(t, "http://"+st.Server.HTTPAddr()+"/json", body)
 	}
 	many := `{"domain":"hostile","descriptors":[` + strings.TrimSuffix(strings.Repeat(`{"entries":[{"key":"user","value":"x"}]},`, 10000), ",") + `]}`
 	tests := []struct {

@@ -114,18 +114,6 @@ func settleGoroutines(t testing.TB, baseline, slack int, timeout time.Duration) 
 	}
 }
 
-// waitUntil polls cond until it holds, and fails t after timeout.
-func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 const mib = 1 << 20
 
 // wireCodec sends a request encoded field by field (encodeRequest), as

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/fakeclock"
+	"github.com/sluice-rl/sluice/internal/poll"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -24,16 +25,10 @@ func decideOne(b *Backend, id string) backend.Result {
 	return b.Decide(context.Background(), []backend.Check{{Identity: id, Rules: oneRule, Cost: limit.Cost{N: 1}}})[0]
 }
 
-// waitUntil polls cond until it holds or the deadline passes.
+// waitUntil polls cond until it holds, failing t after timeout.
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, timeout, what, cond)
 }
 
 // load runs goroutines deciding in a loop until stop is closed, and

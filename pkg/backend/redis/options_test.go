@@ -7,6 +7,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/wanterr"
 )
 
 func TestOptionsClient(t *testing.T) {
@@ -135,14 +137,8 @@ func TestOptionsClient(t *testing.T) {
 			if err == nil {
 				c, err = newClient(o)
 			}
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want one containing %q", err, tt.wantErr)
-				}
+			if !wanterr.Check(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			defer c.Close()
 			tt.check(t, c)
