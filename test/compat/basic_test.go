@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/poll"
+	"github.com/sluice-rl/sluice/internal/sluicetest"
 )
 
 // runtimeConfig are the incumbent's integration-test config files.
@@ -44,13 +47,13 @@ func TestBasic(t *testing.T) {
 			expect(t, "unknown domain", answerOf(resp), ans(ok, noLimit))
 
 			// key1: 50 per second, 49 left.
-			resp = s.ask(t, rq("basic", d(key("key1"), unique("foo"))))
+			resp = s.ask(t, rq("basic", d(key("key1"), sluicetest.Unique("foo"))))
 			expect(t, "key1", answerOf(resp), ans(ok, limited(ok, 50, "SECOND", 49)))
 			checkDuration(t, "key1", resp)
 
 			// key2: 20 per minute; 25 calls, the last 5 over the limit.
-			awayFromEdge(t, time.Minute, 5*time.Second)
-			value := unique("key2")
+			sluicetest.AwayFromEdge(t, time.Minute, 0, 5*time.Second)
+			value := sluicetest.Unique("key2")
 			for i := range 25 {
 				resp := s.ask(t, rq("another", d(key("key2"), value)))
 				want := ans(ok, limited(ok, 20, "MINUTE", uint32(20-(i+1))))
@@ -65,9 +68,9 @@ func TestBasic(t *testing.T) {
 			// after 10 and the request is over the limit. With
 			// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT the incumbent then
 			// stops counting key2 as well.
-			awayFromEdge(t, time.Hour, 5*time.Second)
-			awayFromEdge(t, time.Minute, 5*time.Second)
-			value = unique("r2")
+			sluicetest.AwayFromEdge(t, time.Hour, 0, 5*time.Second)
+			sluicetest.AwayFromEdge(t, time.Minute, 0, 5*time.Second)
+			value = sluicetest.Unique("r2")
 			for i := range 15 {
 				resp := s.ask(t, rq("another", d(key("key2"), value), d(key("key3"), value)))
 				counting := limited(ok, 20, "MINUTE", uint32(20-(i+1)))
@@ -98,7 +101,7 @@ func TestBasic(t *testing.T) {
 			}
 
 			// The time to reset counts down between two calls.
-			value = unique("durTest")
+			value = sluicetest.Unique("durTest")
 			first := s.ask(t, rq("another", d(key("key4"), value)))
 			second := s.ask(t, rq("another", d(key("key4"), value)))
 			checkDuration(t, "key4", first)
@@ -120,7 +123,7 @@ func TestShareThreshold(t *testing.T) {
 			t.Parallel()
 			s := start(t, v, nil, runtimeConfig...)
 			const domain = "share-threshold-test"
-			awayFromEdge(t, time.Hour, 5*time.Second)
+			sluicetest.AwayFromEdge(t, time.Hour, 0, 5*time.Second)
 			// The shared counter is one per run of the test in the
 			// incumbent's too (a fresh Redis); make it fresh here by the key
 			// prefix or a fresh backend, and send 10 hits.
@@ -134,7 +137,7 @@ func TestShareThreshold(t *testing.T) {
 			expect(t, "files/b.csv after 10 hits on files/a.pdf", answerOf(resp), ans(over, limited(over, 10, "HOUR", 0)))
 
 			for i := range 10 {
-				resp := s.ask(t, rq(domain, d("files_no_share", unique("files_no_share/x"))))
+				resp := s.ask(t, rq(domain, d("files_no_share", sluicetest.Unique("files_no_share/x"))))
 				expect(t, fmt.Sprintf("files_no_share value %d", i+1), answerOf(resp), ans(ok, limited(ok, 10, "HOUR", 9)))
 			}
 		})
@@ -150,22 +153,22 @@ func TestReload(t *testing.T) {
 			t.Run(v.name+"/RUNTIME_WATCH_ROOT="+watchRoot, func(t *testing.T) {
 				t.Parallel()
 				s := start(t, v, map[string]string{"RUNTIME_WATCH_ROOT": watchRoot}, runtimeConfig...)
-				block := unique("foo")
+				block := sluicetest.Unique("foo")
 				resp := s.ask(t, rq("reload", d("block", block)))
 				expect(t, "reload domain before its file exists", answerOf(resp), ans(ok, noLimit))
 
 				before := reloads(t, s)
 				copyFile(t, filepath.Join("testdata", "reload.yaml"), filepath.Join(s.dir, "reload.yaml"))
-				waitFor(t, 10*time.Second, "the added file to load", func() bool { return reloads(t, s) > before })
+				poll.Until(t, 10*time.Second, "the added file to load", func() bool { return reloads(t, s) > before })
 
-				resp = s.ask(t, rq("reload", d("key1", unique("foo"))))
+				resp = s.ask(t, rq("reload", d("key1", sluicetest.Unique("foo"))))
 				expect(t, "key1 of the added file", answerOf(resp), ans(ok, limited(ok, 50, "SECOND", 49)))
 
 				before = reloads(t, s)
 				if err := os.Remove(filepath.Join(s.dir, "reload.yaml")); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, 10*time.Second, "the removal to reload", func() bool { return reloads(t, s) > before })
+				poll.Until(t, 10*time.Second, "the removal to reload", func() bool { return reloads(t, s) > before })
 				resp = s.ask(t, rq("reload", d("block", block)))
 				expect(t, "reload domain after its file is removed", answerOf(resp), ans(ok, noLimit))
 			})
@@ -192,7 +195,7 @@ func TestHitsAddend(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			s := start(t, v, nil, runtimeConfig...)
-			value := unique("cost")
+			value := sluicetest.Unique("cost")
 			costly := func(n uint32) answer {
 				req := rq("another", d("key4", value))
 				req.HitsAddend = n

@@ -113,7 +113,7 @@ func TestConfigDomains(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			s := start(t, v, map[string]string{"MERGE_DOMAIN_CONFIG": "true"},
 				"fixtures/merge_domain_key1.yaml", "fixtures/merge_domain_key2.yaml")
-			awayFromEdge(t, time.Minute, 5*time.Second)
+			sluicetest.AwayFromEdge(t, time.Minute, 0, 5*time.Second)
 			resp := s.ask(t, rq("test-domain", d("key1", "value1")))
 			expect(t, "key1 of the first file", answerOf(resp), ans(ok, limited(ok, 10, "MINUTE", 9)))
 			resp = s.ask(t, rq("test-domain", d("key2", "value2")))
@@ -141,10 +141,10 @@ func TestConfigTolerated(t *testing.T) {
 // too.
 func TestConfigFiles(t *testing.T) {
 	s := start(t, memory, nil, "runtime/ratelimit/config/basic.yaml=basic", "runtime/ratelimit/config/another.yaml=.another.yaml")
-	resp := s.ask(t, rq("basic", d("key1", unique("foo"))))
+	resp := s.ask(t, rq("basic", d("key1", sluicetest.Unique("foo"))))
 	expect(t, "a config file without .yaml", answerOf(resp), ans(ok, limited(ok, 50, "SECOND", 49)))
-	awayFromEdge(t, time.Minute, 5*time.Second)
-	resp = s.ask(t, rq("another", d("key2", unique("foo"))))
+	sluicetest.AwayFromEdge(t, time.Minute, 0, 5*time.Second)
+	resp = s.ask(t, rq("another", d("key2", sluicetest.Unique("foo"))))
 	expect(t, "a dot-file", answerOf(resp), ans(ok, limited(ok, 20, "MINUTE", 19)),
 		because(devDotfiles, ans(ok, noLimit)))
 }

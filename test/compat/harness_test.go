@@ -3,10 +3,8 @@ package compat
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -74,13 +72,7 @@ func copyFile(t *testing.T, src, dst string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		t.Fatal(err)
-	}
+	sluicetest.WriteFile(t, dst, string(b))
 }
 
 // desc is a request descriptor under construction.
@@ -222,45 +214,5 @@ func checkDuration(t *testing.T, what string, r *rlsv3.RateLimitResponse) {
 		if !known || got <= 0 || got > max {
 			t.Errorf("%s: status %d: duration_until_reset %v, want within (0, %v]", what, i, got, max)
 		}
-	}
-}
-
-// unique returns a descriptor value no other test or run uses.
-func unique(prefix string) string { return fmt.Sprintf("%s-%016x", prefix, rand.Uint64()) }
-
-// keyPrefix is a CACHE_KEY_PREFIX unique to t and this run, for Redis
-// deployments shared between tests.
-func keyPrefix(t *testing.T) string {
-	name := regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "_")
-	return fmt.Sprintf("%s_%08x:", name, rand.Uint32())
-}
-
-// awayFromEdge waits, if needed, until the next epoch-aligned edge of
-// period is at least margin away, so a sequence of calls that counts on one
-// window cannot straddle two. It polls the wall clock, which Redis shares
-// on this machine; it never waits more than margin.
-func awayFromEdge(t *testing.T, period, margin time.Duration) {
-	t.Helper()
-	untilEdge := func() time.Duration {
-		return period - time.Duration(time.Now().UnixNano()%int64(period))
-	}
-	deadline := time.Now().Add(margin + time.Second)
-	for untilEdge() < margin {
-		if time.Now().After(deadline) {
-			t.Fatalf("the %v window edge did not pass", period)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// waitFor polls cond every 20 ms until it holds, failing t after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

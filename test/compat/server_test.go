@@ -14,6 +14,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/internal/poll"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/testpki"
 )
@@ -48,13 +49,13 @@ func TestHealth(t *testing.T) {
 	expect(t, `gRPC health "ratelimit" with Redis up`, check("ratelimit"), "SERVING")
 
 	r.Kill()
-	waitFor(t, 10*time.Second, "/healthcheck to fail with Redis down", func() bool { return httpCode() == http.StatusInternalServerError })
+	poll.Until(t, 10*time.Second, "/healthcheck to fail with Redis down", func() bool { return httpCode() == http.StatusInternalServerError })
 	expect(t, `gRPC health "ratelimit" with Redis down`, check("ratelimit"), "NOT_SERVING")
 
 	if err := r.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "/healthcheck to recover", func() bool { return httpCode() == http.StatusOK })
+	poll.Until(t, 10*time.Second, "/healthcheck to recover", func() bool { return httpCode() == http.StatusOK })
 	expect(t, `gRPC health "ratelimit" with Redis back`, check("ratelimit"), "SERVING")
 }
 
@@ -129,7 +130,7 @@ func TestGRPCServerCertReload(t *testing.T) {
 	if err := os.Rename(next.KeyFile, cur.KeyFile); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the new certificate to be served", func() bool { return trusts(newCA.CertFile) })
+	poll.Until(t, 10*time.Second, "the new certificate to be served", func() bool { return trusts(newCA.CertFile) })
 	expect(t, "the old CA after the swap", trusts(oldCA.CertFile), false)
 }
 

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluice-rl/sluice/internal/poll"
+	"github.com/sluice-rl/sluice/internal/sluicetest"
 )
 
 // The incumbent's service tests (test/service) feed its service a config
@@ -43,17 +46,17 @@ var serviceCases = []struct {
 		{name: "TestService: one over", req: []desc{d("blocked", "a"), d("hello", "world")}, want: ans(over, over0, noLimit)},
 		{name: "TestRuleShadowMode", req: []desc{d("shadow_blocked", "a"), d("hello", "world")}, want: ans(ok, limited(ok, 0, "MINUTE", 0), noLimit)},
 		{name: "TestMixedRuleShadowMode", req: []desc{d("shadow_blocked", "a"), d("blocked", "a")}, want: ans(over, limited(ok, 0, "MINUTE", 0), over0)},
-		{name: "TestUnlimited", req: []desc{d("ten", unique("a")), d("hello", "world"), d("unlimited", "b")},
+		{name: "TestUnlimited", req: []desc{d("ten", sluicetest.Unique("a")), d("hello", "world"), d("unlimited", "b")},
 			want: ans(ok, limited(ok, 10, "MINUTE", 9), noLimit, st{code: ok, remaining: math.MaxUint32})},
-		{name: "TestServicePerDescriptorQuotaMode", req: []desc{d("blocked", "a"), d("quota_five", unique("q"))},
+		{name: "TestServicePerDescriptorQuotaMode", req: []desc{d("blocked", "a"), d("quota_five", sluicetest.Unique("q"))},
 			want: ans(over, over0, limited(ok, 5, "MINUTE", 4))},
-		{name: "TestServiceMixedPerDescriptorModes", req: []desc{d("quota_five", unique("q")), d("blocked", "a")},
+		{name: "TestServiceMixedPerDescriptorModes", req: []desc{d("quota_five", sluicetest.Unique("q")), d("blocked", "a")},
 			want: ans(over, limited(ok, 5, "MINUTE", 4), over0)},
-		{name: "TestServiceMixedPerDescriptorModesUnderLimit", req: []desc{d("quota_five", unique("q")), d("ten", unique("t"))},
+		{name: "TestServiceMixedPerDescriptorModesUnderLimit", req: []desc{d("quota_five", sluicetest.Unique("q")), d("ten", sluicetest.Unique("t"))},
 			want: ans(ok, limited(ok, 5, "MINUTE", 4), limited(ok, 10, "MINUTE", 9))},
 		{name: "TestServiceQuotaModeOnlyAllOverTheLimit", req: []desc{d("quota_blocked", "a"), d("quota_blocked", "b")},
 			want: ans(over, over0, over0)},
-		{name: "TestServiceQuotaModeOnlySomeOverTheLimit", req: []desc{d("quota_blocked", "a"), d("quota_five", unique("q"))},
+		{name: "TestServiceQuotaModeOnlySomeOverTheLimit", req: []desc{d("quota_blocked", "a"), d("quota_five", sluicetest.Unique("q"))},
 			want: ans(ok, over0, limited(ok, 5, "MINUTE", 4))},
 	}},
 	{map[string]string{"SHADOW_MODE": "true"}, []serviceCase{
@@ -63,11 +66,11 @@ var serviceCases = []struct {
 	}},
 	{map[string]string{"QUOTA_MODE": "true", "RESPONSE_DYNAMIC_METADATA": "true"}, []serviceCase{
 		{name: "TestServiceGlobalQuotaMode", req: []desc{d("blocked", "a"), d("regular_blocked", "b")}, want: ans(over, over0, over0)},
-		{name: "TestMetadataReturnedForPassedDescriptors", req: []desc{d("regular", unique("r")), d("regular_blocked", "b")},
+		{name: "TestMetadataReturnedForPassedDescriptors", req: []desc{d("regular", sluicetest.Unique("r")), d("regular_blocked", "b")},
 			want: ans(ok, limited(ok, 10, "MINUTE", 9), over0), metadata: "name=service_1"},
-		{name: "TestMetadataReturnedForAllPassedDescriptors", req: []desc{d("regular", unique("r")), d("other", unique("o"))},
+		{name: "TestMetadataReturnedForAllPassedDescriptors", req: []desc{d("regular", sluicetest.Unique("r")), d("other", sluicetest.Unique("o"))},
 			want: ans(ok, limited(ok, 10, "MINUTE", 9), limited(ok, 5, "MINUTE", 4)), metadata: "name=service_1 some_other_name=service_2"},
-		{name: "TestOverlappingMetadataReturnsTheFirstValue", req: []desc{d("regular", unique("r")), d("same", unique("s"))},
+		{name: "TestOverlappingMetadataReturnsTheFirstValue", req: []desc{d("regular", sluicetest.Unique("r")), d("same", sluicetest.Unique("s"))},
 			want: ans(ok, limited(ok, 10, "MINUTE", 9), limited(ok, 5, "MINUTE", 4)), metadata: "name=service_1"},
 	}},
 }
@@ -80,7 +83,7 @@ func TestServiceCases(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/settings-%d", v.name, gi), func(t *testing.T) {
 				t.Parallel()
 				s := start(t, v, group.env, "service/service.yaml")
-				awayFromEdge(t, time.Minute, 5*time.Second)
+				sluicetest.AwayFromEdge(t, time.Minute, 0, 5*time.Second)
 				for _, c := range group.cases {
 					resp := s.ask(t, rq("service", c.req...))
 					expect(t, c.name, answerOf(resp), c.want, c.alts...)
@@ -127,7 +130,7 @@ func TestServiceKeepsConfigOnLoadError(t *testing.T) {
 	if err := os.WriteFile(broken, []byte("domain: broken\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the reload to fail", func() bool {
+	poll.Until(t, 10*time.Second, "the reload to fail", func() bool {
 		n, _ := metric(t, s, `sluice_config_reloads_total{result="failure"}`)
 		return n > before
 	})
@@ -155,7 +158,7 @@ func TestResponseHeaders(t *testing.T) {
 				limit, remaining string
 			}{
 				{"one over", []desc{d("blocked", "a"), d("hello", "world")}, "0", "0"},
-				{"closest to its limit", []desc{d("ten", unique("t")), d("quota_five", unique("q"))}, "5", "4"},
+				{"closest to its limit", []desc{d("ten", sluicetest.Unique("t")), d("quota_five", sluicetest.Unique("q"))}, "5", "4"},
 			} {
 				resp := s.ask(t, rq("service", c.req...))
 				got := map[string]string{}

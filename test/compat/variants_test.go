@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/sluicetest"
 	"github.com/sluice-rl/sluice/internal/testpki"
 )
 
@@ -43,7 +44,7 @@ var clustered = variant{name: "cluster-auth", redis: true, env: func(t *testing.
 		"REDIS_URL":             strings.Join(c.Addrs(), ","),
 		"REDIS_AUTH":            password,
 		"REDIS_PIPELINE_WINDOW": "150us",
-		"CACHE_KEY_PREFIX":      keyPrefix(t),
+		"CACHE_KEY_PREFIX":      sluicetest.KeyPrefix(t),
 	}
 }}
 

@@ -57,7 +57,7 @@ func TestReferenceScenario(t *testing.T) {
 			}
 
 			// 2. key1: 50/s, remaining 49, resetting within the second.
-			resp = call(t, p, sluicetest.Request("basic", 0, entries("key1", unique("foo"))))
+			resp = call(t, p, sluicetest.Request("basic", 0, entries("key1", sluicetest.Unique("foo"))))
 			if got, want := statusOf(resp.Statuses[0]), (verdict{ok, "", 50, 49}); resp.OverallCode != ok || got != want {
 				t.Errorf("key1: overall %v status %v, want OK %v", resp.OverallCode, got, want)
 			}
@@ -70,8 +70,8 @@ func TestReferenceScenario(t *testing.T) {
 
 			// 3. key2: 20/min; 25 calls: 20 OK counting down, then OVER_LIMIT
 			// with remaining 0.
-			awayFromEdge(t, time.Minute, 0, 5*time.Second)
-			r := unique("key2")
+			sluicetest.AwayFromEdge(t, time.Minute, 0, 5*time.Second)
+			r := sluicetest.Unique("key2")
 			for i := range 25 {
 				resp := call(t, p, sluicetest.Request("another", 0, entries("key2", r)))
 				want := verdict{ok, "", 20, uint32(20 - (i + 1))}
@@ -89,9 +89,9 @@ func TestReferenceScenario(t *testing.T) {
 			// 4. key2 (20/min) and key3 (10/hour) in one request, 15 calls:
 			// key2 keeps counting down; key3 runs out after 10 and turns the
 			// overall code OVER_LIMIT.
-			awayFromEdge(t, time.Hour, 0, 5*time.Second)
-			awayFromEdge(t, time.Minute, 0, 5*time.Second)
-			r2 := unique("r2")
+			sluicetest.AwayFromEdge(t, time.Hour, 0, 5*time.Second)
+			sluicetest.AwayFromEdge(t, time.Minute, 0, 5*time.Second)
+			r2 := sluicetest.Unique("r2")
 			for i := range 15 {
 				resp := call(t, p, sluicetest.Request("another", 0, entries("key2", r2), entries("key3", r2)))
 				want2 := verdict{ok, "", 20, uint32(20 - (i + 1))}
@@ -124,8 +124,8 @@ func TestMultiRuleAllOrNothing(t *testing.T) {
 				Env:       topo.env(t),
 			})
 			// Midnight in Shanghai is 16:00 UTC: stay clear of the daily edge.
-			awayFromEdge(t, 24*time.Hour, 16*time.Hour, 5*time.Second)
-			user := entries("user", unique("alice"))
+			sluicetest.AwayFromEdge(t, 24*time.Hour, 16*time.Hour, 5*time.Second)
+			user := entries("user", sluicetest.Unique("alice"))
 			req := func(cost uint64, refund bool) *rlsv3.RateLimitRequest {
 				return withCost(sluicetest.Request("multi", 0, user), cost, refund)
 			}

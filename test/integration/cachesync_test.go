@@ -9,6 +9,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluice-rl/sluice/internal/poll"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/sluicetest"
 )
@@ -33,9 +34,9 @@ func TestRefundOnOneInstanceEndsTheOthersCachedDenial(t *testing.T) {
 			dir := configDir(t, map[string]string{"sync.yaml": hourlyConfig})
 			a := sluicetest.Start(t, sluicetest.Options{ConfigDir: dir, Env: env})
 			b := sluicetest.Start(t, sluicetest.Options{ConfigDir: dir, Env: merge(env, map[string]string{"SLUICE_LOCAL_CACHE": bCache})})
-			awayFromEdge(t, time.Hour, 0, time.Minute)
+			sluicetest.AwayFromEdge(t, time.Hour, 0, time.Minute)
 
-			d := entries("user", unique("u"))
+			d := entries("user", sluicetest.Unique("u"))
 			for i, want := range []rlsv3.RateLimitResponse_Code{ok, ok, over, over} {
 				if got := call(t, a, sluicetest.Request("sync", 0, d)).OverallCode; got != want {
 					t.Fatalf("call %d on A: %v, want %v", i+1, got, want)
@@ -43,7 +44,7 @@ func TestRefundOnOneInstanceEndsTheOthersCachedDenial(t *testing.T) {
 			}
 			call(t, b, withCost(sluicetest.Request("sync", 0, d), 1, true))
 			start := time.Now()
-			waitUntil(t, 10*time.Second, "A to admit after B's refund", func() bool {
+			poll.Until(t, 10*time.Second, "A to admit after B's refund", func() bool {
 				return call(t, a, sluicetest.Request("sync", 0, d)).OverallCode == ok
 			})
 			t.Logf("A admitted %v after B's refund", time.Since(start).Round(time.Millisecond))
@@ -56,7 +57,7 @@ func TestRefundOnOneInstanceEndsTheOthersCachedDenial(t *testing.T) {
 			} {
 				// B counts its publication once PUBLISH has returned, which
 				// may be just after A heard it.
-				waitUntil(t, 5*time.Second, m.line, func() bool { return strings.Contains(scrapeText(t, m.p), m.line) })
+				poll.Until(t, 5*time.Second, m.line, func() bool { return strings.Contains(scrapeText(t, m.p), m.line) })
 			}
 		})
 	}

@@ -97,7 +97,7 @@ func startMonitor(t *testing.T, addr string) *monitor {
 // returns the counts.
 func (m *monitor) finish(t *testing.T, c *redis.Client) (commands, numkeys map[string]int) {
 	t.Helper()
-	marker := unique("marker")
+	marker := sluicetest.Unique("marker")
 	m.mu.Lock()
 	m.marker = marker
 	m.mu.Unlock()
@@ -199,7 +199,7 @@ func TestOneEvalshaPerDescriptor(t *testing.T) {
 				monitors[i] = startMonitor(t, nd.addr)
 			}
 
-			users := unique("u") // this run's descriptors: the cluster is shared with other tests
+			users := sluicetest.Unique("u") // this run's descriptors: the cluster is shared with other tests
 			for i := range n {
 				var ds [][]sluicetest.Entry
 				for d := range per {

@@ -14,6 +14,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/internal/poll"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/sluicetest"
 )
@@ -51,6 +52,27 @@ func spread(prefix string) func(w, i int) *rlsv3.RateLimitRequest {
 	}
 }
 
+// failedWithinTimeout checks the failed calls among os as checkErrors
+// does, and that none failed later than REDIS_TIMEOUT (plus a margin for a
+// loaded machine); it returns the longest.
+func failedWithinTimeout(t *testing.T, os []outcome) time.Duration {
+	t.Helper()
+	longest := checkErrors(t, os)
+	if longest > faultTimeout+faultMargin {
+		t.Errorf("a call failed only after %v; REDIS_TIMEOUT is %v", longest, faultTimeout)
+	}
+	return longest
+}
+
+// survived checks that the sluice process that was pid before the fault
+// still runs: it neither exited nor was restarted.
+func survived(t *testing.T, p *sluicetest.Process, pid int, fault string) {
+	t.Helper()
+	if !p.Running() || p.PID() != pid {
+		t.Errorf("sluice did not survive %s", fault)
+	}
+}
+
 // TestRedisKilledAndRestarted kills standalone Redis under load: calls fail
 // with Unavailable within REDIS_TIMEOUT, health turns NOT_SERVING; Redis
 // restarts on the same port and decisions resume with the same sluice
@@ -62,12 +84,12 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 		Env:       faultEnv(standaloneEnv(rs)),
 	})
 	pid := p.PID()
-	l := startLoad(t, p, 4, spread(unique("kill")))
-	waitUntil(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
+	l := startLoad(t, p, 4, spread(sluicetest.Unique("kill")))
+	poll.Until(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
 
 	killed := time.Now()
 	rs.Kill()
-	waitUntil(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(killed), failed) >= 20 })
+	poll.Until(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(killed), failed) >= 20 })
 	unhealthy := waitHealth(t, p, healthpb.HealthCheckResponse_NOT_SERVING, 10*time.Second)
 
 	restarted := time.Now()
@@ -75,7 +97,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 		t.Fatalf("restart redis: %v", err)
 	}
 	var resumed time.Time
-	waitUntil(t, 20*time.Second, "decisions to resume", func() bool {
+	poll.Until(t, 20*time.Second, "decisions to resume", func() bool {
 		var ok bool
 		resumed, ok = l.firstOKAfter(restarted)
 		return ok
@@ -84,13 +106,8 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	l.stop()
 
 	down := l.since(killed)
-	longest := checkErrors(t, down)
-	if longest > faultTimeout+faultMargin {
-		t.Errorf("a call failed only after %v; REDIS_TIMEOUT is %v", longest, faultTimeout)
-	}
-	if !p.Running() || p.PID() != pid {
-		t.Error("sluice did not survive the Redis restart")
-	}
+	longest := failedWithinTimeout(t, down)
+	survived(t, p, pid, "the Redis restart")
 	t.Logf("Redis killed: %d calls failed with Unavailable (the longest took %v, REDIS_TIMEOUT %v), health NOT_SERVING within %v; "+
 		"Redis restarted: decisions resumed %v after the restart, health SERVING within %v",
 		count(down, failed), longest.Round(time.Millisecond), faultTimeout, unhealthy.Round(time.Millisecond),
@@ -106,16 +123,16 @@ func TestRedisHung(t *testing.T) {
 		ConfigDir: configDir(t, map[string]string{"api.yaml": openConfig}),
 		Env:       faultEnv(standaloneEnv(rs)),
 	})
-	l := startLoad(t, p, 4, spread(unique("hung")))
-	waitUntil(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
+	l := startLoad(t, p, 4, spread(sluicetest.Unique("hung")))
+	poll.Until(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
 
 	paused := time.Now()
 	rs.Pause()
-	waitUntil(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(paused), failed) >= 20 })
+	poll.Until(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(paused), failed) >= 20 })
 	resumedAt := time.Now()
 	rs.Resume()
 	var resumed time.Time
-	waitUntil(t, 20*time.Second, "decisions to resume", func() bool {
+	poll.Until(t, 20*time.Second, "decisions to resume", func() bool {
 		var ok bool
 		resumed, ok = l.firstOKAfter(resumedAt)
 		return ok
@@ -125,10 +142,7 @@ func TestRedisHung(t *testing.T) {
 	// Calls in flight when Redis froze are cut at REDIS_TIMEOUT; later ones
 	// fail fast once the breaker opens.
 	hung := l.since(paused.Add(-callTimeout))
-	longest := checkErrors(t, hung)
-	if longest > faultTimeout+faultMargin {
-		t.Errorf("a call failed only after %v; REDIS_TIMEOUT is %v", longest, faultTimeout)
-	}
+	longest := failedWithinTimeout(t, hung)
 	if longest < faultTimeout/2 {
 		t.Errorf("the longest failed call took %v: no call waited on the frozen Redis", longest)
 	}
@@ -169,18 +183,18 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 				ConfigDir: configDir(t, map[string]string{"api.yaml": openConfig}),
 				Env:       f.env(t),
 			})
-			l := startLoad(t, p, 4, spread(unique("flush")))
+			l := startLoad(t, p, 4, spread(sluicetest.Unique("flush")))
 			ctx := ctxFor(t, 30*time.Second)
 			const flushes = 5
 			for range flushes {
 				before := l.ok.Load()
-				waitUntil(t, 10*time.Second, "calls between flushes", func() bool { return l.ok.Load() >= before+20 })
+				poll.Until(t, 10*time.Second, "calls between flushes", func() bool { return l.ok.Load() >= before+20 })
 				if err := f.flush(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
 			before := l.ok.Load()
-			waitUntil(t, 10*time.Second, "calls after the last flush", func() bool { return l.ok.Load() >= before+20 })
+			poll.Until(t, 10*time.Second, "calls after the last flush", func() bool { return l.ok.Load() >= before+20 })
 			l.stop()
 			all := l.all()
 			if n := count(all, failed); n > 0 {
@@ -270,7 +284,7 @@ func clusterFailover(t *testing.T, c *redistest.ClusterSet, fullCoverage bool) {
 	l := startLoad(t, p, 3, func(w, i int) *rlsv3.RateLimitRequest {
 		return sluicetest.Request("api", 0, entries("k", others[(w*7+i)%len(others)]))
 	})
-	waitUntil(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
+	poll.Until(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
 
 	if _, err := c.KillMaster(slot); err != nil {
 		t.Fatal(err)
@@ -299,10 +313,7 @@ func clusterFailover(t *testing.T, c *redistest.ClusterSet, fullCoverage bool) {
 	okDuring := l.ok.Load() - okAtKill
 	l.stop()
 
-	longest := checkErrors(t, failures)
-	if longest > faultTimeout+faultMargin {
-		t.Errorf("a call on the failed slot took %v to fail; REDIS_TIMEOUT is %v", longest, faultTimeout)
-	}
+	longest := failedWithinTimeout(t, failures) // the calls on the failed slot
 	during := l.since(killed)
 	otherFailed := count(during, failed)
 	checkErrors(t, during)
@@ -397,7 +408,7 @@ func TestFailureModes(t *testing.T) {
 
 	rs.Kill()
 	waitHealth(t, p, healthpb.HealthCheckResponse_NOT_SERVING, 10*time.Second)
-	v := unique("v")
+	v := sluicetest.Unique("v")
 	decide := func(q *sluicetest.Process, domain string) (rlsv3.RateLimitResponse_Code, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		defer cancel()
@@ -445,11 +456,11 @@ func TestFailureModes(t *testing.T) {
 	}
 	waitHealth(t, p, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	// Back on Redis (which restarted empty): the whole limit of 10 again.
-	waitUntil(t, 10*time.Second, "the error domain to decide again", func() bool {
+	poll.Until(t, 10*time.Second, "the error domain to decide again", func() bool {
 		_, err := decide(p, "error")
 		return err == nil
 	})
-	v = unique("after")
+	v = sluicetest.Unique("after")
 	for i := range 12 {
 		want := ok
 		if i >= 10 {
@@ -473,12 +484,12 @@ func TestSentinelFailover(t *testing.T) {
 		Env:       faultEnv(map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": url}),
 	})
 	pid := p.PID()
-	l := startLoad(t, p, 4, spread(unique("sen")))
-	waitUntil(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
+	l := startLoad(t, p, 4, spread(sluicetest.Unique("sen")))
+	poll.Until(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
 
 	killed := time.Now()
 	s.KillMaster()
-	waitUntil(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(killed), failed) >= 1 })
+	poll.Until(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(killed), failed) >= 1 })
 	// Decisions resume with the first admitted call that started after
 	// the first failure.
 	firstFail := time.Now()
@@ -488,20 +499,15 @@ func TestSentinelFailover(t *testing.T) {
 		}
 	}
 	var resumed time.Time
-	waitUntil(t, 30*time.Second, "decisions to resume", func() bool {
+	poll.Until(t, 30*time.Second, "decisions to resume", func() bool {
 		var ok bool
 		resumed, ok = l.firstOKStartedAfter(firstFail)
 		return ok
 	})
 	l.stop()
 	down := l.since(killed)
-	longest := checkErrors(t, down)
-	if longest > faultTimeout+faultMargin {
-		t.Errorf("a call failed only after %v; REDIS_TIMEOUT is %v", longest, faultTimeout)
-	}
-	if !p.Running() || p.PID() != pid {
-		t.Error("sluice did not survive the failover")
-	}
+	longest := failedWithinTimeout(t, down)
+	survived(t, p, pid, "the failover")
 	t.Logf("sentinel failover (down-after 1s, REDIS_TIMEOUT %v): decisions resumed by %v after the master was killed; %d calls failed meanwhile with Unavailable (the longest took %v)",
 		faultTimeout, resumed.Sub(killed).Round(time.Millisecond), count(down, failed), longest.Round(time.Millisecond))
 }

@@ -3,10 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -56,14 +54,8 @@ func clusterEnv(t *testing.T, c *redistest.ClusterSet) map[string]string {
 	return map[string]string{
 		"REDIS_TYPE":       "cluster",
 		"REDIS_URL":        strings.Join(c.Addrs(), ","),
-		"CACHE_KEY_PREFIX": keyPrefix(t),
+		"CACHE_KEY_PREFIX": sluicetest.KeyPrefix(t),
 	}
-}
-
-// keyPrefix is a CACHE_KEY_PREFIX unique to t and to this run.
-func keyPrefix(t *testing.T) string {
-	name := regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "_")
-	return fmt.Sprintf("%s_%08x:", name, rand.Uint32())
 }
 
 // merge returns the union of the maps; later maps win.
@@ -82,26 +74,10 @@ func configDir(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, text := range files {
-		writeFile(t, dir, name, text)
+		sluicetest.WriteFile(t, filepath.Join(dir, name), text)
 	}
 	return dir
 }
-
-// writeFile replaces dir/name atomically (write, then rename), so a reload
-// never reads half a file.
-func writeFile(t *testing.T, dir, name, text string) {
-	t.Helper()
-	tmp := filepath.Join(dir, "."+name+".tmp")
-	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// unique returns a descriptor value no other test or run uses.
-func unique(prefix string) string { return fmt.Sprintf("%s-%016x", prefix, rand.Uint64()) }
 
 // ctxFor returns a context bounded by d, cancelled when t ends.
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -166,32 +142,4 @@ func entries(kv ...string) []sluicetest.Entry { return sluicetest.D(kv...) }
 // descriptor is a corev3 descriptor, for tests building requests by hand.
 func descriptor(kv ...string) *corev3.RateLimitDescriptor {
 	return sluicetest.Request("", 0, sluicetest.D(kv...)).Descriptors[0]
-}
-
-// waitUntil polls cond every 10 ms until it holds, failing t after timeout.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// awayFromEdge waits, if needed, until the next edge of the windows of
-// period (aligned to the epoch, offset by off) is at least margin away, so
-// a short sequence of calls that counts on one window cannot straddle two.
-// It polls the wall clock, which Redis shares on this machine.
-func awayFromEdge(t *testing.T, period, off, margin time.Duration) {
-	t.Helper()
-	untilEdge := func() time.Duration {
-		now := time.Now().UnixNano() - int64(off)
-		return period - time.Duration(((now%int64(period))+int64(period))%int64(period))
-	}
-	if untilEdge() >= margin {
-		return
-	}
-	waitUntil(t, margin+time.Second, "a window edge to pass", func() bool { return untilEdge() >= margin })
 }

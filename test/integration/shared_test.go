@@ -37,7 +37,7 @@ func TestTwoInstancesShareTheLimit(t *testing.T) {
 		sluicetest.Start(t, sluicetest.Options{ConfigDir: dir, Env: env}),
 	}
 	// The fixed window is an epoch-aligned 365-day year.
-	awayFromEdge(t, 365*24*time.Hour, 0, time.Minute)
+	sluicetest.AwayFromEdge(t, 365*24*time.Hour, 0, time.Minute)
 
 	const (
 		limit          = 100
@@ -46,7 +46,7 @@ func TestTwoInstancesShareTheLimit(t *testing.T) {
 	)
 	for _, key := range []string{"fixed", "bucket", "log"} {
 		t.Run(key, func(t *testing.T) {
-			d := entries(key, unique(key))
+			d := entries(key, sluicetest.Unique(key))
 			ctx := ctxFor(t, 30*time.Second)
 			var next, admitted, denied atomic.Int64
 			var mu sync.Mutex

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/poll"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/sluicetest"
 )
@@ -40,7 +41,7 @@ func TestKeysExpireWhenIdle(t *testing.T) {
 	for _, a := range algs {
 		descs = append(descs, entries(a, "x"))
 	}
-	awayFromEdge(t, ttlPeriod, 0, time.Second)
+	sluicetest.AwayFromEdge(t, ttlPeriod, 0, time.Second)
 	resp := call(t, p, withCost(sluicetest.Request("ttl", 0, descs...), 5, false))
 	if resp.OverallCode != ok {
 		t.Fatalf("first call: %v", resp)
@@ -79,7 +80,7 @@ func TestKeysExpireWhenIdle(t *testing.T) {
 		report = append(report, k+" "+ttl.String())
 	}
 	t.Logf("keys after one call, with their PTTL:\n%s", strings.Join(report, "\n"))
-	waitUntil(t, 10*time.Second, "every key to expire", func() bool {
+	poll.Until(t, 10*time.Second, "every key to expire", func() bool {
 		n, err := rc.DBSize(context.Background()).Result()
 		return err == nil && n == 0
 	})

@@ -26,14 +26,6 @@ import (
 
 const xdsNode = "envoy-ratelimit"
 
-// perMinute is a resource of one domain limiting key (any value) to n per
-// minute.
-func perMinute(domain, key string, n uint32) *rlsconfv3.RateLimitConfig {
-	return &rlsconfv3.RateLimitConfig{Name: domain, Domain: domain, Descriptors: []*rlsconfv3.RateLimitDescriptor{{
-		Key: key, RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: n},
-	}}}
-}
-
 // eventually polls cond (another process's state) until it holds or 20 s
 // pass.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
@@ -135,18 +127,18 @@ func TestXDSLifecycle(t *testing.T) {
 	}
 
 	// A configuration: healthy, decided.
-	srv.Set(t, xdsNode, "1", perMinute("api", "user", 2))
+	srv.Set(t, xdsNode, "1", xdstest.PerMinute("api", "user", 2))
 	srv.WaitACK(t, "1")
 	eventually(t, "/healthcheck 200 after the first config", healthIs(p, http.StatusOK))
 	expectAdmits(t, client, "api", "user", "alice", 2)
 
 	// A change.
-	srv.Set(t, xdsNode, "2", perMinute("api", "user", 5))
+	srv.Set(t, xdsNode, "2", xdstest.PerMinute("api", "user", 5))
 	srv.WaitACK(t, "2")
 	expectAdmits(t, client, "api", "user", "bob", 5)
 
 	// An invalid configuration: NACKed, the last good one decides.
-	bad := perMinute("api", "user", 1)
+	bad := xdstest.PerMinute("api", "user", 1)
 	bad.Descriptors[0].RateLimit.Unit = rlsconfv3.RateLimitUnit_UNKNOWN
 	srv.Set(t, xdsNode, "3", bad)
 	nack := srv.WaitNACK(t, "3")
@@ -170,7 +162,7 @@ func TestXDSLifecycle(t *testing.T) {
 
 	// It comes back with a newer configuration (its versions start over).
 	srv.Restart(t)
-	srv.Set(t, xdsNode, "1", perMinute("api", "user", 1))
+	srv.Set(t, xdsNode, "1", xdstest.PerMinute("api", "user", 1))
 	srv.WaitACK(t, "1")
 	eventually(t, "reconnected", metricLine(p, `sluice_xds_connected 1`))
 	eventually(t, "the restarted server's version in use", metricLine(p, `sluice_xds_config_version_info\{version="1"\} 1`))
