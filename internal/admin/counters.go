@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -366,25 +367,26 @@ func ruleNames(rules []limit.Rule) string {
 	return strings.Join(names, ", ")
 }
 
+// queryChoice returns what the query parameter name selects among choices
+// (the key "" is its default). Any other value is answered with 400 Bad
+// Request saying the parameter must be one of allowed, and ok is false.
+func queryChoice[T any](w http.ResponseWriter, q url.Values, name string, choices map[string]T, allowed string) (v T, ok bool) {
+	v, ok = choices[q.Get(name)]
+	if !ok {
+		httpError(w, http.StatusBadRequest, name+" must be "+allowed)
+	}
+	return v, ok
+}
+
 // handleTop answers GET /api/v1/top?by=denials|hits&window=1m|1h&domain=&rule=&n=.
 func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	kind := hitters.Denials
-	switch q.Get("by") {
-	case "", "denials":
-	case "hits":
-		kind = hitters.Hits
-	default:
-		httpError(w, http.StatusBadRequest, "by must be denials or hits")
+	kind, ok := queryChoice(w, q, "by", map[string]hitters.Kind{"": hitters.Denials, "denials": hitters.Denials, "hits": hitters.Hits}, "denials or hits")
+	if !ok {
 		return
 	}
-	window := hitters.Minute
-	switch q.Get("window") {
-	case "", "1m":
-	case "1h":
-		window = hitters.Hour
-	default:
-		httpError(w, http.StatusBadRequest, "window must be 1m or 1h")
+	window, ok := queryChoice(w, q, "window", map[string]hitters.Window{"": hitters.Minute, "1m": hitters.Minute, "1h": hitters.Hour}, "1m or 1h")
+	if !ok {
 		return
 	}
 	n := 20

@@ -124,34 +124,31 @@ func (s *Settings) Validate() error {
 // Unlike envoyproxy/ratelimit, which drops an entry without '=' without a
 // word, such an entry is an error. Empty text gives an empty map.
 func ParseNodeMetadata(s string) (map[string]string, error) {
-	m := map[string]string{}
-	if s == "" {
-		return m, nil
-	}
-	for _, entry := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(entry, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("node metadata entry %q is not key=value", entry)
-		}
-		m[k] = v
-	}
-	return m, nil
+	return parsePairs(s, "=", "node metadata entry %q is not key=value", func(k string) string { return k })
 }
 
 // ParseHeaders parses "name:value,name2:value2" (envoyproxy/ratelimit's
 // format for CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS) into a map. An
 // entry without ':' is an error, as there.
 func ParseHeaders(s string) (map[string]string, error) {
+	return parsePairs(s, ":", "header %q is not name:value", strings.ToLower)
+}
+
+// parsePairs parses comma-separated entries of a name, sep and a value
+// into a map keyed by key(name); the value is the text after the first
+// sep. An entry without sep or without a name is an error (bad formats it
+// with the entry). Empty text gives an empty map.
+func parsePairs(s, sep, bad string, key func(string) string) (map[string]string, error) {
 	m := map[string]string{}
 	if s == "" {
 		return m, nil
 	}
 	for _, entry := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(entry, ":")
+		k, v, ok := strings.Cut(entry, sep)
 		if !ok || k == "" {
-			return nil, fmt.Errorf("header %q is not name:value", entry)
+			return nil, fmt.Errorf(bad, entry)
 		}
-		m[strings.ToLower(k)] = v
+		m[key(k)] = v
 	}
 	return m, nil
 }
