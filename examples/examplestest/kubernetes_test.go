@@ -47,30 +47,15 @@ func decodeKubernetes(t *testing.T, ms []manifest) kubernetesExample {
 		var err error
 		switch m.kind {
 		case "Namespace":
-			var v namespace
-			err = m.decode(&v)
-			tm = v.typeMeta
-			k.namespaces = append(k.namespaces, v)
+			tm, err = decodeAppend(m, &k.namespaces)
 		case "ConfigMap":
-			var v configMap
-			err = m.decode(&v)
-			tm = v.typeMeta
-			k.configMaps = append(k.configMaps, v)
+			tm, err = decodeAppend(m, &k.configMaps)
 		case "Service":
-			var v service
-			err = m.decode(&v)
-			tm = v.typeMeta
-			k.services = append(k.services, v)
+			tm, err = decodeAppend(m, &k.services)
 		case "Deployment":
-			var v deployment
-			err = m.decode(&v)
-			tm = v.typeMeta
-			k.deployments = append(k.deployments, v)
+			tm, err = decodeAppend(m, &k.deployments)
 		case "PodDisruptionBudget":
-			var v podDisruptionBudget
-			err = m.decode(&v)
-			tm = v.typeMeta
-			k.pdbs = append(k.pdbs, v)
+			tm, err = decodeAppend(m, &k.pdbs)
 		default:
 			t.Errorf("%s: kind %q is not checked by this test", m, m.kind)
 			continue
@@ -84,6 +69,15 @@ func decodeKubernetes(t *testing.T, ms []manifest) kubernetesExample {
 		}
 	}
 	return k
+}
+
+// decodeAppend decodes m strictly into a new T, appends it to list and
+// returns its type metadata.
+func decodeAppend[T interface{ meta() typeMeta }](m manifest, list *[]T) (typeMeta, error) {
+	var v T
+	err := m.decode(&v)
+	*list = append(*list, v)
+	return v.meta(), err
 }
 
 func loadKubernetesExample(t *testing.T) kubernetesExample {

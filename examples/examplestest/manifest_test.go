@@ -32,6 +32,9 @@ type typeMeta struct {
 	Kind       string `yaml:"kind"`
 }
 
+// meta returns the type metadata; every kind that embeds typeMeta has it.
+func (tm typeMeta) meta() typeMeta { return tm }
+
 type namespace struct {
 	typeMeta `yaml:",inline"`
 	Metadata objectMeta `yaml:"metadata"`

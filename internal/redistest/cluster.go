@@ -48,9 +48,7 @@ const clusterTimeout = 30 * time.Second
 func Cluster(t testing.TB, opts ClusterOptions) *ClusterSet {
 	t.Helper()
 	c, err := StartCluster(opts)
-	requireStarted(t, "redis cluster", err)
-	t.Cleanup(c.Close)
-	return c
+	return started(t, "redis cluster", c, err)
 }
 
 // EachCoverage runs fn in two subtests, each on a cluster of its own built

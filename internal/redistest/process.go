@@ -56,6 +56,16 @@ const (
 	startRetries = 5
 )
 
+// started is what the test-facing constructors share: it fails t (see
+// requireStarted) unless what started without err, and closes it when t
+// ends.
+func started[T interface{ Close() }](t testing.TB, what string, s T, err error) T {
+	t.Helper()
+	requireStarted(t, what, err)
+	t.Cleanup(s.Close)
+	return s
+}
+
 // requireStarted fails t on any error from starting what. When the error is
 // ErrNotInstalled it says how to install Redis, or skips t when a run
 // without Redis was asked for.

@@ -37,9 +37,7 @@ const masterName = "sluice-test"
 func Sentinel(t testing.TB, args ...string) *SentinelSet {
 	t.Helper()
 	s, err := StartSentinel(args...)
-	requireStarted(t, "redis sentinel set", err)
-	t.Cleanup(s.Close)
-	return s
+	return started(t, "redis sentinel set", s, err)
 }
 
 // StartSentinel is Sentinel for callers without a testing.TB; the caller

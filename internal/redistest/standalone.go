@@ -29,9 +29,7 @@ type Server struct {
 func Standalone(t testing.TB, args ...string) *Server {
 	t.Helper()
 	s, err := StartStandalone(args...)
-	requireStarted(t, "redis-server", err)
-	t.Cleanup(s.Close)
-	return s
+	return started(t, "redis-server", s, err)
 }
 
 // StartStandalone is Standalone for callers without a testing.TB (a
@@ -71,9 +69,7 @@ type TLS struct {
 func StandaloneTLS(t testing.TB, tlsFiles TLS, args ...string) *Server {
 	t.Helper()
 	s, err := StartStandaloneTLS(tlsFiles, args...)
-	requireStarted(t, "redis-server with TLS", err)
-	t.Cleanup(s.Close)
-	return s
+	return started(t, "redis-server with TLS", s, err)
 }
 
 // StartStandaloneTLS is StandaloneTLS for callers without a testing.TB;

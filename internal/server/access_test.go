@@ -24,16 +24,16 @@ import (
 // pki is a server certificate and a client CA on disk, with client
 // certificates to present.
 type pki struct {
-	files             *TLSFiles
-	serverCA          *testpki.CA
-	envoy, app, rogue []tls.Certificate // SANs envoy.example, app.example; rogue: another CA
+	files                       *TLSFiles
+	serverCA, clientCA, otherCA *testpki.CA       // otherCA: one the server does not trust
+	envoy, app, rogue           []tls.Certificate // SANs envoy.example, app.example; rogue: otherCA's
 }
 
 func newPKI(t *testing.T, clientSAN string) *pki {
 	t.Helper()
 	dir := t.TempDir()
 	serverCA, clientCA, otherCA := testpki.NewCA(t, "server-ca"), testpki.NewCA(t, "client-ca"), testpki.NewCA(t, "other-ca")
-	p := &pki{serverCA: serverCA, files: &TLSFiles{
+	p := &pki{serverCA: serverCA, clientCA: clientCA, otherCA: otherCA, files: &TLSFiles{
 		CertFile:     filepath.Join(dir, "tls.crt"),
 		KeyFile:      filepath.Join(dir, "tls.key"),
 		ClientCAFile: filepath.Join(dir, "client-ca.crt"),
@@ -43,18 +43,22 @@ func newPKI(t *testing.T, clientSAN string) *pki {
 	writeAtomically(t, p.files.CertFile, cert)
 	writeAtomically(t, p.files.KeyFile, key)
 	writeAtomically(t, p.files.ClientCAFile, clientCA.PEM())
-	leaf := func(c *testpki.CA, names ...string) []tls.Certificate {
-		certPEM, keyPEM := issue(t, c, true, names...)
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []tls.Certificate{pair}
-	}
-	p.envoy = leaf(clientCA, "envoy.example")
-	p.app = leaf(clientCA, "envoy.example", "app.example")
-	p.rogue = leaf(otherCA, "envoy.example", "app.example")
+	p.envoy = clientCert(t, clientCA, "envoy.example")
+	p.app = clientCert(t, clientCA, "envoy.example", "app.example")
+	p.rogue = clientCert(t, otherCA, "envoy.example", "app.example")
 	return p
+}
+
+// clientCert is a client certificate c issues for 127.0.0.1 and names,
+// ready to present.
+func clientCert(t *testing.T, c *testpki.CA, names ...string) []tls.Certificate {
+	t.Helper()
+	certPEM, keyPEM := issue(t, c, true, names...)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []tls.Certificate{pair}
 }
 
 // client is an HTTP client trusting the server CA and presenting certs.

@@ -101,41 +101,21 @@ func TestTLSCertificateReload(t *testing.T) {
 }
 
 func TestMutualTLS(t *testing.T) {
-	dir := t.TempDir()
-	serverCA, clientCA, otherCA := testpki.NewCA(t, "server-ca"), testpki.NewCA(t, "client-ca"), testpki.NewCA(t, "other-ca")
-	files := &TLSFiles{
-		CertFile:     filepath.Join(dir, "tls.crt"),
-		KeyFile:      filepath.Join(dir, "tls.key"),
-		ClientCAFile: filepath.Join(dir, "client-ca.crt"),
-		ClientSAN:    "envoy.example",
-	}
-	cert, key := issue(t, serverCA, false)
-	writeAtomically(t, files.CertFile, cert)
-	writeAtomically(t, files.KeyFile, key)
-	writeAtomically(t, files.ClientCAFile, clientCA.PEM())
-	st := newStack(t, testConfig, Options{TLS: files}, nil)
-
-	clientCert := func(c *testpki.CA, names ...string) []tls.Certificate {
-		certPEM, keyPEM := issue(t, c, true, names...)
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []tls.Certificate{pair}
-	}
+	p := newPKI(t, "envoy.example")
+	st := newStack(t, testConfig, Options{TLS: p.files}, nil)
 	tests := []struct {
 		name  string
 		certs []tls.Certificate
 		ok    bool
 	}{
-		{"client certificate with the SAN", clientCert(clientCA, "envoy.example"), true},
+		{"client certificate with the SAN", p.envoy, true},
 		{"no client certificate", nil, false},
-		{"client certificate from another CA", clientCert(otherCA, "envoy.example"), false},
-		{"client certificate without the SAN", clientCert(clientCA, "other.example"), false},
+		{"client certificate from another CA", clientCert(t, p.otherCA, "envoy.example"), false},
+		{"client certificate without the SAN", clientCert(t, p.clientCA, "other.example"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := callTLS(t, st.srv.GRPCAddr(), &tls.Config{RootCAs: pool(serverCA.PEM()), Certificates: tt.certs})
+			err := callTLS(t, st.srv.GRPCAddr(), &tls.Config{RootCAs: pool(p.serverCA.PEM()), Certificates: tt.certs})
 			if (err == nil) != tt.ok {
 				t.Errorf("call: %v, want ok=%v", err, tt.ok)
 			}
