@@ -98,10 +98,7 @@ func TestConfigSourceSettings(t *testing.T) {
 	}
 	for _, tc := range errs {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseServe(nil, tc.env, io.Discard)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want one containing %q", err, tc.want)
-			}
+			parseServeCase(t, nil, tc.env, tc.want)
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
@@ -41,18 +42,7 @@ func TestHealthProbe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var domains []*descriptor.Domain
-			for _, y := range tt.domains {
-				ds, err := descriptor.Parse("test.yaml", []byte(y))
-				if err != nil {
-					t.Fatal(err)
-				}
-				domains = append(domains, ds...)
-			}
-			cfg, err := descriptor.NewConfig(domains...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := stacktest.ParseConfig(t, tt.domains...)
 			mem := memory.New(memory.Options{})
 			if tt.pingFail {
 				mem.Close() // a closed backend fails its Ping

@@ -3,12 +3,10 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/internal/testhttp"
-	"github.com/sluice-rl/sluice/internal/wanterr"
 )
 
 // auxAddr finds the address a "<name> listener serving" JSON log line
@@ -66,8 +64,8 @@ func TestReferenceListenerSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := parseServe(nil, tt.env, io.Discard)
-			if !wanterr.Check(t, err, tt.wantErr) {
+			s := parseServeCase(t, nil, tt.env, tt.wantErr)
+			if s == nil {
 				return
 			}
 			if s.PrometheusAddr != tt.prom || s.PrometheusPath != tt.pth {

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"io"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/wanterr"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 )
 
@@ -42,8 +40,8 @@ func TestParseServeBreaker(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := parseServe(tt.args, append([]string{"REDIS_URL=r:1"}, tt.env...), io.Discard)
-			if !wanterr.Check(t, err, tt.wantErr) {
+			s := parseServeCase(t, tt.args, append([]string{"REDIS_URL=r:1"}, tt.env...), tt.wantErr)
+			if s == nil {
 				return
 			}
 			if s.Redis.Breaker != tt.options {

@@ -3,8 +3,6 @@ package main
 import (
 	"io"
 	"testing"
-
-	"github.com/sluice-rl/sluice/internal/wanterr"
 )
 
 func TestLocalCacheSettings(t *testing.T) {
@@ -23,8 +21,8 @@ func TestLocalCacheSettings(t *testing.T) {
 		{name: "size not a number", env: []string{"SLUICE_LOCAL_CACHE_SIZE=many"}, wantErr: "SLUICE_LOCAL_CACHE_SIZE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := parseServe(tc.args, tc.env, io.Discard)
-			if !wanterr.Check(t, err, tc.wantErr) {
+			s := parseServeCase(t, tc.args, tc.env, tc.wantErr)
+			if s == nil {
 				return
 			}
 			if s.LocalCache != tc.on || s.LocalCacheSize != tc.size {

@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -70,10 +69,7 @@ func TestListenerSettingErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseServe(tt.args, tt.env, io.Discard)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %v, want it to contain %q", err, tt.want)
-			}
+			parseServeCase(t, tt.args, tt.env, tt.want)
 		})
 	}
 }

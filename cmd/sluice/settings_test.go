@@ -179,13 +179,7 @@ func TestParseServeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseServe(tt.args, tt.env, io.Discard)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %q does not contain %q", err, tt.want)
-			}
+			parseServeCase(t, tt.args, tt.env, tt.want)
 		})
 	}
 }
