@@ -90,16 +90,27 @@ func parseEntry(kv string) (*ratelimitv3.RateLimitDescriptor_Entry, error) {
 	return &ratelimitv3.RateLimitDescriptor_Entry{Key: k, Value: val}, nil
 }
 
-// hitsFlag is --descriptor-hits: the last descriptor's hits_addend.
-type hitsFlag struct{ l *descriptorList }
+// lastDescriptorFlag is a flag that sets something on the descriptor the
+// last --descriptor started: name is the flag (for the error when none
+// did), set parses the value into that descriptor.
+type lastDescriptorFlag struct {
+	l    *descriptorList
+	name string
+	set  func(d *ratelimitv3.RateLimitDescriptor, v string) error
+}
 
-func (f hitsFlag) String() string { return "" }
+func (f lastDescriptorFlag) String() string { return "" }
 
-func (f hitsFlag) Set(v string) error {
-	d, err := f.l.last("--descriptor-hits")
+func (f lastDescriptorFlag) Set(v string) error {
+	d, err := f.l.last(f.name)
 	if err != nil {
 		return err
 	}
+	return f.set(d, v)
+}
+
+// setHits is --descriptor-hits: the descriptor's hits_addend.
+func setHits(d *ratelimitv3.RateLimitDescriptor, v string) error {
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
 		return fmt.Errorf("%q is not a whole number", v)
@@ -108,17 +119,9 @@ func (f hitsFlag) Set(v string) error {
 	return nil
 }
 
-// limitFlag is --limit: the last descriptor's limit override.
-type limitFlag struct{ l *descriptorList }
-
-func (f limitFlag) String() string { return "" }
-
-// Set parses REQUESTS/[MULTIPLIER]UNIT: 10/minute, 100/5minute.
-func (f limitFlag) Set(v string) error {
-	d, err := f.l.last("--limit")
-	if err != nil {
-		return err
-	}
+// setLimit is --limit: the descriptor's limit override, parsed from
+// REQUESTS/[MULTIPLIER]UNIT: 10/minute, 100/5minute.
+func setLimit(d *ratelimitv3.RateLimitDescriptor, v string) error {
 	n, per, ok := strings.Cut(v, "/")
 	if !ok {
 		return fmt.Errorf("%q is not REQUESTS/UNIT (e.g. 10/minute or 100/5minute)", v)
@@ -165,8 +168,8 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var descs descriptorList
 	fs.Var(descriptorFlag{&descs}, "descriptor", "start a descriptor with entries key=value,key2=value2 (repeatable)")
 	fs.Var(entryFlag{&descs}, "entry", "add one entry key=value to the last descriptor; the value may hold commas (repeatable)")
-	fs.Var(hitsFlag{&descs}, "descriptor-hits", "hits_addend of the last descriptor (0: a peek, nothing consumed)")
-	fs.Var(limitFlag{&descs}, "limit", "limit override of the last descriptor: REQUESTS/[MULTIPLIER]UNIT, e.g. 10/minute")
+	fs.Var(lastDescriptorFlag{&descs, "--descriptor-hits", setHits}, "descriptor-hits", "hits_addend of the last descriptor (0: a peek, nothing consumed)")
+	fs.Var(lastDescriptorFlag{&descs, "--limit", setLimit}, "limit", "limit override of the last descriptor: REQUESTS/[MULTIPLIER]UNIT, e.g. 10/minute")
 	hits := fs.Uint("hits", 0, "hits_addend of the request (0: the server's default, 1)")
 	asJSON := fs.Bool("json", false, "print the response as proto3 JSON")
 	timeout := fs.Duration("timeout", 5*time.Second, "deadline of the call")
