@@ -58,6 +58,17 @@ func newHarness(t *testing.T, dir string, opts Options) *harness {
 	return h
 }
 
+// loadedHarness is newHarness with default options after a first Load,
+// which must succeed.
+func loadedHarness(t *testing.T, dir string) *harness {
+	t.Helper()
+	h := newHarness(t, dir, Options{})
+	if err := h.w.Load(); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return h
+}
+
 // limitOf returns the limit of k=v in domain d of the configuration in use.
 func (h *harness) limitOf(d string) uint64 {
 	h.t.Helper()
@@ -89,11 +100,7 @@ func TestWatcherReloads(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "api.yaml", config("api", 10))
 	writeFile(t, dir, "web.yaml", config("web", 5))
-	h := newHarness(t, dir, Options{})
-
-	if err := h.w.Load(); err != nil {
-		t.Fatalf("Load: %v", err)
-	}
+	h := loadedHarness(t, dir)
 	if got := h.limitOf("api"); got != 10 {
 		t.Fatalf("api limit %d, want 10", got)
 	}
@@ -176,10 +183,7 @@ func TestWatcherKubernetesSwap(t *testing.T) {
 	dir := t.TempDir()
 	kubeDir(t, dir, "..2026_01_01", map[string]string{"api.yaml": config("api", 10)})
 	symlink(t, "..2026_01_01", filepath.Join(dir, "..data"))
-	h := newHarness(t, dir, Options{})
-	if err := h.w.Load(); err != nil {
-		t.Fatalf("Load: %v", err)
-	}
+	h := loadedHarness(t, dir)
 	if got := h.limitOf("api"); got != 10 {
 		t.Fatalf("api limit %d, want 10", got)
 	}
@@ -194,10 +198,7 @@ func TestWatcherDirectoryVanishes(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "config")
 	writeFile(t, dir, "api.yaml", config("api", 10))
-	h := newHarness(t, dir, Options{})
-	if err := h.w.Load(); err != nil {
-		t.Fatalf("Load: %v", err)
-	}
+	h := loadedHarness(t, dir)
 	if err := os.Rename(dir, dir+".old"); err != nil {
 		t.Fatal(err)
 	}
@@ -350,10 +351,7 @@ func TestWatcherRefusesEmptyReload(t *testing.T) {
 func TestWatcherSurvivesAliasBomb(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "api.yaml", config("api", 10))
-	h := newHarness(t, dir, Options{})
-	if err := h.w.Load(); err != nil {
-		t.Fatal(err)
-	}
+	h := loadedHarness(t, dir)
 	var b strings.Builder
 	b.WriteString("domain: bomb\ndescriptors:\n  - key: a\n    metadata:\n      pad: [x" + strings.Repeat(",x", 199_999) + "]\n")
 	b.WriteString("      l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n")
@@ -375,10 +373,7 @@ func TestWatcherSurvivesAliasBomb(t *testing.T) {
 func TestWatcherLoadPanics(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "api.yaml", config("api", 10))
-	h := newHarness(t, dir, Options{})
-	if err := h.w.Load(); err != nil {
-		t.Fatal(err)
-	}
+	h := loadedHarness(t, dir)
 	h.w.opts.Load = func() (*descriptor.Config, error) { panic("boom") }
 	writeFile(t, dir, "api.yaml", config("api", 20))
 	reloaded, err := h.w.Check()

@@ -171,23 +171,23 @@ func (t *Tracing) ServerOptions() []grpc.ServerOption {
 
 // ForceFlush exports every span ended so far.
 func (t *Tracing) ForceFlush(ctx context.Context) error {
-	if !t.Enabled() {
-		return nil
-	}
-	if err := t.provider.ForceFlush(ctx); err != nil {
-		return fmt.Errorf("tracing: flush: %w", err)
-	}
-	return nil
+	return t.onProvider(ctx, "flush", (*sdktrace.TracerProvider).ForceFlush)
 }
 
 // Shutdown flushes the spans still buffered and stops the exporter. ctx
 // bounds the wait.
 func (t *Tracing) Shutdown(ctx context.Context) error {
+	return t.onProvider(ctx, "shut down", (*sdktrace.TracerProvider).Shutdown)
+}
+
+// onProvider runs op on the tracer provider when tracing is on (and does
+// nothing when it is off), naming what it did in the error.
+func (t *Tracing) onProvider(ctx context.Context, what string, op func(*sdktrace.TracerProvider, context.Context) error) error {
 	if !t.Enabled() {
 		return nil
 	}
-	if err := t.provider.Shutdown(ctx); err != nil {
-		return fmt.Errorf("tracing: shut down: %w", err)
+	if err := op(t.provider, ctx); err != nil {
+		return fmt.Errorf("tracing: %s: %w", what, err)
 	}
 	return nil
 }

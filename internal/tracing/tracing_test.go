@@ -3,7 +3,6 @@ package tracing
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/sirupsen/logrus"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -26,7 +24,6 @@ import (
 	"github.com/sluice-rl/sluice/internal/wanterr"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
-	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
 const cfgYAML = `
@@ -46,18 +43,8 @@ func (e env) get(k string) string { return e[k] }
 // connection.
 func serve(t *testing.T, tr *Tracing, b backend.Backend) *grpc.ClientConn {
 	t.Helper()
-	domains, err := descriptor.Parse("t.yaml", []byte(cfgYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := descriptor.NewConfig(domains...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	svc := service.New(service.Options{Backend: tr.InstrumentBackend(b), Logger: log})
-	svc.SetConfig(cfg)
+	svc := service.New(service.Options{Backend: tr.InstrumentBackend(b), Logger: stacktest.QuietLogger()})
+	svc.SetConfig(stacktest.ParseConfig(t, cfgYAML))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

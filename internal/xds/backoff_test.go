@@ -38,37 +38,27 @@ func TestBackoff(t *testing.T) {
 
 // TestParseNodeMetadataAndHeaders covers the two list formats.
 func TestParseNodeMetadataAndHeaders(t *testing.T) {
-	md := []struct {
+	tests := []struct {
+		fn      string // which parser
 		in      string
 		want    map[string]string
 		wantErr bool
 	}{
-		{"", map[string]string{}, false},
-		{"a=1", map[string]string{"a": "1"}, false},
-		{"a=1,b=x=y,c=", map[string]string{"a": "1", "b": "x=y", "c": ""}, false},
-		{"a=1,b", nil, true},
-		{"=1", nil, true},
+		{"ParseNodeMetadata", "", map[string]string{}, false},
+		{"ParseNodeMetadata", "a=1", map[string]string{"a": "1"}, false},
+		{"ParseNodeMetadata", "a=1,b=x=y,c=", map[string]string{"a": "1", "b": "x=y", "c": ""}, false},
+		{"ParseNodeMetadata", "a=1,b", nil, true},
+		{"ParseNodeMetadata", "=1", nil, true},
+		{"ParseHeaders", "", map[string]string{}, false},
+		{"ParseHeaders", "X-Token:abc", map[string]string{"x-token": "abc"}, false},
+		{"ParseHeaders", "a:1,b:http://x", map[string]string{"a": "1", "b": "http://x"}, false},
+		{"ParseHeaders", "a:1,b", nil, true},
 	}
-	for _, tc := range md {
-		got, err := ParseNodeMetadata(tc.in)
+	parsers := map[string]func(string) (map[string]string, error){"ParseNodeMetadata": ParseNodeMetadata, "ParseHeaders": ParseHeaders}
+	for _, tc := range tests {
+		got, err := parsers[tc.fn](tc.in)
 		if (err != nil) != tc.wantErr || !equal(got, tc.want) {
-			t.Errorf("ParseNodeMetadata(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
-		}
-	}
-	hs := []struct {
-		in      string
-		want    map[string]string
-		wantErr bool
-	}{
-		{"", map[string]string{}, false},
-		{"X-Token:abc", map[string]string{"x-token": "abc"}, false},
-		{"a:1,b:http://x", map[string]string{"a": "1", "b": "http://x"}, false},
-		{"a:1,b", nil, true},
-	}
-	for _, tc := range hs {
-		got, err := ParseHeaders(tc.in)
-		if (err != nil) != tc.wantErr || !equal(got, tc.want) {
-			t.Errorf("ParseHeaders(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
+			t.Errorf("%s(%q) = %v, %v; want %v, error %v", tc.fn, tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }
