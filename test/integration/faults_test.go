@@ -64,6 +64,19 @@ func failedWithinTimeout(t *testing.T, os []outcome) time.Duration {
 	return longest
 }
 
+// waitResumed waits up to timeout until firstOK finds the first admitted
+// call after a fault, and returns when that call ended.
+func waitResumed(t *testing.T, timeout time.Duration, firstOK func() (time.Time, bool)) time.Time {
+	t.Helper()
+	var resumed time.Time
+	poll.Until(t, timeout, "decisions to resume", func() bool {
+		var ok bool
+		resumed, ok = firstOK()
+		return ok
+	})
+	return resumed
+}
+
 // survived checks that the sluice process that was pid before the fault
 // still runs: it neither exited nor was restarted.
 func survived(t *testing.T, p *sluicetest.Process, pid int, fault string) {
@@ -96,12 +109,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	if err := rs.Restart(); err != nil {
 		t.Fatalf("restart redis: %v", err)
 	}
-	var resumed time.Time
-	poll.Until(t, 20*time.Second, "decisions to resume", func() bool {
-		var ok bool
-		resumed, ok = l.firstOKAfter(restarted)
-		return ok
-	})
+	resumed := waitResumed(t, 20*time.Second, func() (time.Time, bool) { return l.firstOKAfter(restarted) })
 	healthy := waitHealth(t, p, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	l.stop()
 
@@ -131,12 +139,7 @@ func TestRedisHung(t *testing.T) {
 	poll.Until(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(paused), failed) >= 20 })
 	resumedAt := time.Now()
 	rs.Resume()
-	var resumed time.Time
-	poll.Until(t, 20*time.Second, "decisions to resume", func() bool {
-		var ok bool
-		resumed, ok = l.firstOKAfter(resumedAt)
-		return ok
-	})
+	resumed := waitResumed(t, 20*time.Second, func() (time.Time, bool) { return l.firstOKAfter(resumedAt) })
 	l.stop()
 
 	// Calls in flight when Redis froze are cut at REDIS_TIMEOUT; later ones
@@ -498,12 +501,7 @@ func TestSentinelFailover(t *testing.T) {
 			firstFail = o.start
 		}
 	}
-	var resumed time.Time
-	poll.Until(t, 30*time.Second, "decisions to resume", func() bool {
-		var ok bool
-		resumed, ok = l.firstOKStartedAfter(firstFail)
-		return ok
-	})
+	resumed := waitResumed(t, 30*time.Second, func() (time.Time, bool) { return l.firstOKStartedAfter(firstFail) })
 	l.stop()
 	down := l.since(killed)
 	longest := failedWithinTimeout(t, down)

@@ -128,6 +128,14 @@ func onlyCodes(t *testing.T, samples []sample, prefix string, allowed ...codes.C
 	}
 }
 
+// faultRedis starts a standalone Redis for one fault test and a backend on
+// it with the fault tests' REDIS_TIMEOUT and the test's own key prefix.
+func faultRedis(t *testing.T, keyPrefix string) (*redistest.Server, *redis.Backend) {
+	t.Helper()
+	srv := redistest.Standalone(t)
+	return srv, newRedis(t, redis.Options{URL: srv.Addr(), Timeout: faultTimeout, KeyPrefix: keyPrefix})
+}
+
 // TestRedisKilledUnderLoad kills the only Redis (SIGKILL) while 8 clients
 // call, and restarts it on the same port. Clients of the default failure
 // mode see Unavailable, clients of a failure_mode local domain see no
@@ -135,8 +143,7 @@ func onlyCodes(t *testing.T, samples []sample, prefix string, allowed ...codes.C
 // admitted more than the limit in a window. A restart without persistence
 // forgets the counts: the limit applies again from zero, per process.
 func TestRedisKilledUnderLoad(t *testing.T) {
-	srv := redistest.Standalone(t)
-	be := newRedis(t, redis.Options{URL: srv.Addr(), Timeout: faultTimeout, KeyPrefix: "kill:"})
+	srv, be := faultRedis(t, "kill:")
 	st := startStack(t, service.Options{Backend: be, Local: newMemory()}, faultsYAML, faultsLocalYAML)
 	warmUp(t, st, userRequest("faults", "warm-up"))
 	m := measureNow()
@@ -338,9 +345,8 @@ func TestClusterMasterKilled(t *testing.T) {
 // clients call: nobody sees an error (NOSCRIPT falls back to EVAL within
 // the same call).
 func TestScriptFlushUnderLoad(t *testing.T) {
-	srv := redistest.Standalone(t)
+	srv, be := faultRedis(t, "flush:")
 	rc := srv.Client()
-	be := newRedis(t, redis.Options{URL: srv.Addr(), Timeout: faultTimeout, KeyPrefix: "flush:"})
 	st := startStack(t, service.Options{Backend: be}, faultsYAML)
 	warmUp(t, st, userRequest("faults", "warm-up"))
 	m := measureNow()
@@ -378,9 +384,8 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 // still run once Redis resumes; the test measures how much quota such
 // calls consumed without being admitted.
 func TestRedisPaused(t *testing.T) {
-	srv := redistest.Standalone(t)
+	srv, be := faultRedis(t, "pause:")
 	rc := srv.Client()
-	be := newRedis(t, redis.Options{URL: srv.Addr(), Timeout: faultTimeout, KeyPrefix: "pause:"})
 	// A limit no test reaches, so that every hit Redis counted is visible.
 	big := strings.Replace(faultsYAML, strconv.Itoa(faultLimit), strconv.Itoa(math.MaxInt32), 1)
 	st := startStack(t, service.Options{Backend: be}, big)
@@ -490,8 +495,7 @@ func writeConfigVersion(t *testing.T, dir string, n int, yaml string) {
 // (nobody sees an error, the limit stays), and the fixed version takes
 // effect.
 func TestConfigReplacedBrokenThenFixed(t *testing.T) {
-	srv := redistest.Standalone(t)
-	be := newRedis(t, redis.Options{URL: srv.Addr(), Timeout: faultTimeout, KeyPrefix: "reload:"})
+	_, be := faultRedis(t, "reload:")
 	st := startStack(t, service.Options{Backend: be})
 	dir := t.TempDir()
 	writeConfigVersion(t, dir, 1, faultsYAML)
