@@ -7,10 +7,8 @@ import (
 
 func TestDecode(t *testing.T) {
 	tests := []struct {
-		name    string
-		data    string
-		domain  string
-		entries [][2]string
+		name, data, domain string
+		entries            [][2]string
 	}{
 		{"empty", "", "", nil},
 		{"domain only", "\x03api", "api", nil},
