@@ -35,16 +35,29 @@ settled() {
   done
 }
 
-for node in $nodes; do
+# answers HOST:PORT reports whether the node answers PING.
+answers() {
+  cli "$1" ping >/dev/null 2>&1
+}
+
+# wait_for WHAT COMMAND...: runs COMMAND once a second until it succeeds;
+# after $wait_seconds tries it gives up, saying WHAT went wrong.
+wait_for() {
+  what=$1
+  shift
   i=0
-  until cli "$node" ping >/dev/null 2>&1; do
+  until "$@"; do
     i=$((i + 1))
     if [ "$i" -ge "$wait_seconds" ]; then
-      echo "redis-cluster-init: $node does not answer PING" >&2
+      echo "redis-cluster-init: $what" >&2
       exit 1
     fi
     sleep 1
   done
+}
+
+for node in $nodes; do
+  wait_for "$node does not answer PING" answers "$node"
 done
 
 # shellcheck disable=SC2086 # nodes is a list
@@ -71,13 +84,5 @@ done
 # shellcheck disable=SC2086 # addrs is a list
 redis-cli --cluster create $addrs --cluster-replicas "$replicas" --cluster-yes
 
-i=0
-until settled; do
-  i=$((i + 1))
-  if [ "$i" -ge "$wait_seconds" ]; then
-    echo "redis-cluster-init: cluster did not settle" >&2
-    exit 1
-  fi
-  sleep 1
-done
+wait_for "cluster did not settle" settled
 echo "redis-cluster-init: cluster formed"

@@ -2,6 +2,7 @@ package examplestest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -131,5 +132,28 @@ func TestRedisClusterInitScript(t *testing.T) {
 	}
 	if out := run(); !strings.Contains(out, "already formed") {
 		t.Errorf("second run did not see the existing cluster:\n%s", out)
+	}
+}
+
+// TestRedisClusterInitScriptGivesUp: a node that never answers PING makes
+// the script give up after REDIS_WAIT_SECONDS tries, naming the node,
+// instead of waiting forever or going on to form a cluster.
+func TestRedisClusterInitScriptGivesUp(t *testing.T) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		redistest.Require(t)
+	}
+	port := freeClusterPorts(t, 1)[0] // nothing listens there
+	node := "127.0.0.1:" + strconv.Itoa(port)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", repoPath(t, "deploy/redis-cluster-init.sh"))
+	cmd.Env = append(cmd.Environ(), "REDIS_NODES="+node, "REDIS_WAIT_SECONDS=2")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("redis-cluster-init.sh: %v, want exit status 1\n%s", err, out)
+	}
+	if want := "redis-cluster-init: " + node + " does not answer PING"; !strings.Contains(string(out), want) {
+		t.Errorf("output %q, want it to say %q", out, want)
 	}
 }
