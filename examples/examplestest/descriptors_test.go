@@ -173,7 +173,14 @@ func TestEnvoyDescriptorEnumeration(t *testing.T) {
 		"default [user=alice, path=/sample?q=1]",
 		"default [route=default]",
 	}
+	wantList(t, "descriptors", got, want)
+}
+
+// wantList reports the difference when the list a check produced (what)
+// is not the one the example must produce, item for item and in order.
+func wantList(t *testing.T, what string, got, want []string) {
+	t.Helper()
 	if !slices.Equal(got, want) {
-		t.Errorf("descriptors\n got %q\nwant %q", got, want)
+		t.Errorf("%s\n got %q\nwant %q", what, got, want)
 	}
 }

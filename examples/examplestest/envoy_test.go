@@ -57,9 +57,7 @@ func TestEnvoyBootstrapValidates(t *testing.T) {
 		"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
 		"envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
 	}
-	if !slices.Equal(unpacked, want) {
-		t.Errorf("unpacked typed_configs\n got %v\nwant %v", unpacked, want)
-	}
+	wantList(t, "unpacked typed_configs", unpacked, want)
 }
 
 // TestEnvoyBootstrapRejectsMistakes shows the checks above have teeth: each

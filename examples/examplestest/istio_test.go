@@ -288,9 +288,7 @@ func TestIstioDescriptorEnumeration(t *testing.T) {
 		"mesh: demo-sluice-ratelimit [service=demo, method=write]",
 		"mesh: demo-sluice-ratelimit [service=demo, user=alice]",
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("descriptors\n got %q\nwant %q", got, want)
-	}
+	wantList(t, "descriptors", got, want)
 }
 
 // TestIstioPatchChecksHaveTeeth shows that mistakes in patch values are

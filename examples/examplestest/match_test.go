@@ -101,9 +101,7 @@ descriptors:
 		"r [allowed=x] matches allowed_x, which has no rules",
 		"d.yaml:7: dead is never reached by the descriptors the proxy sends",
 	}
-	if !slices.Equal(problems, want) {
-		t.Errorf("problems\n got %q\nwant %q", problems, want)
-	}
+	wantList(t, "problems", problems, want)
 	if matched["r [a=1]"] != "a" || len(matched) != 1 {
 		t.Errorf("matched %v, want only r [a=1] -> a", matched)
 	}
