@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -148,6 +149,16 @@ func (s composeService) mount(t *testing.T, service, rel string) volume {
 	return volume{}
 }
 
+// readsMounted checks that the service mounts the repository file rel and
+// that its command's flag names the file where it is mounted.
+func (s composeService) readsMounted(t *testing.T, service, rel, flag string) {
+	t.Helper()
+	v := s.mount(t, service, rel)
+	if got, _ := flagValue(s.Command, flag); got != v.target {
+		t.Errorf("%s reads %s %q, but %s is mounted at %q", service, flag, got, path.Base(rel), v.target)
+	}
+}
+
 // flagValue returns the value of a "--name value" or "name=value" style
 // argument in args.
 func flagValue(args []string, name string) (string, bool) {
@@ -178,10 +189,7 @@ func TestComposeStack(t *testing.T) {
 
 	// Envoy runs examples/envoy/envoy.yaml and publishes its listener.
 	envoy := c.Services["envoy"]
-	ev := envoy.mount(t, "envoy", "examples/envoy/envoy.yaml")
-	if cfg, _ := flagValue(envoy.Command, "-c"); cfg != ev.target {
-		t.Errorf("envoy reads -c %q but envoy.yaml is mounted at %q", cfg, ev.target)
-	}
+	envoy.readsMounted(t, "envoy", "examples/envoy/envoy.yaml", "-c")
 	if !slices.Contains(envoy.Ports, "8888:8888") {
 		t.Errorf("envoy ports %v: want 8888:8888", envoy.Ports)
 	}
@@ -268,10 +276,7 @@ func TestComposeStack(t *testing.T) {
 
 	// Prometheus scrapes sluice's HTTP port.
 	pr := c.Services["prometheus"]
-	pv := pr.mount(t, "prometheus", "deploy/prometheus.yml")
-	if f, _ := flagValue(pr.Command, "--config.file"); f != pv.target {
-		t.Errorf("prometheus reads %q, prometheus.yml is mounted at %q", f, pv.target)
-	}
+	pr.readsMounted(t, "prometheus", "deploy/prometheus.yml", "--config.file")
 	var pc prometheusConfig
 	if err := decodeStrict(repoFile(t, "deploy/prometheus.yml"), &pc); err != nil {
 		t.Fatalf("deploy/prometheus.yml: %v", err)
