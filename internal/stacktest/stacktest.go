@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -155,4 +156,23 @@ func Serve(t testing.TB, svc rlsv3.RateLimitServiceServer) *Stack {
 		}
 	})
 	return &Stack{Server: srv, Conn: conn, Client: rlsv3.NewRateLimitServiceClient(conn)}
+}
+
+// ServeGRPC serves srv, a bare gRPC server with whatever options and
+// services a test gave it, on a free 127.0.0.1 port, and returns a client
+// connection to it. When t ends it closes the connection and stops srv.
+func ServeGRPC(t testing.TB, srv *grpc.Server) *grpc.ClientConn {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial %s: %v", ln.Addr(), err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }

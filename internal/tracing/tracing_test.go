@@ -3,7 +3,6 @@ package tracing
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -45,21 +43,10 @@ func serve(t *testing.T, tr *Tracing, b backend.Backend) *grpc.ClientConn {
 	t.Helper()
 	svc := service.New(service.Options{Backend: tr.InstrumentBackend(b), Logger: stacktest.QuietLogger()})
 	svc.SetConfig(stacktest.ParseConfig(t, cfgYAML))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := grpc.NewServer(tr.ServerOptions()...)
 	rlsv3.RegisterRateLimitServiceServer(srv, svc)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return stacktest.ServeGRPC(t, srv)
 }
 
 // inMemory sets up tracing enabled with opts (and an empty environment)
