@@ -164,12 +164,12 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 // decide is Decide, with the one node's batch decided together when
 // together is set (DecideTogether).
 func (b *Backend) decide(ctx context.Context, checks []backend.Check, together bool) []backend.Result {
-	results := make([]backend.Result, len(checks))
 	clock := scripts.Time{At: limit.MicrosOf(b.opts.Clock())}
 	if b.opts.FakeRedisClock != nil {
 		clock = scripts.Time{Fixed: true, At: limit.MicrosOf(b.opts.FakeRedisClock())}
 	}
 	j := getJob(checks)
+	results := j.results
 	j.idx, j.together = j.idx[:0], together
 	for i, c := range checks {
 		if len(c.Rules) == 0 {
@@ -232,9 +232,15 @@ func (b *Backend) decide(ctx context.Context, checks []backend.Check, together b
 	if b.co != nil {
 		abandoned, why = b.co.decide(ctx, j)
 	} else {
+		for i := range j.calls {
+			j.calls[i].arm()
+		}
 		rctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
 		b.direct(rctx, j)
 		cancel()
+		for i := range j.calls {
+			j.calls[i].took()
+		}
 	}
 	for gi := range j.groups {
 		g := &j.groups[gi]

@@ -39,11 +39,26 @@ type call struct {
 	together bool   // a batch decided together ("t"): never merged
 	left     bool   // its caller left before the reply came (coalescing only)
 	argv     []any  // "evalsha", sha, numkeys, keys..., ARGV...
-	cmd      decideCmd
+	// cmd is the command that sends it, made (arm) only when it is sent
+	// as it is: a call merged into another (merge.go) needs none.
+	cmd decideCmd
+	// reply and err are its outcome, which fill reads: its command's
+	// (took), its part of a merged call's, or why it was not sent.
+	reply []int64
+	err   error
 	// parts are the calls a merged call decides (merge.go), in the order
 	// of its reply; nil for a call built by one Decide.
 	parts []*call
 }
+
+// arm gives c a new command for its arguments, to send.
+func (c *call) arm() { c.cmd = newDecideCmd(c.argv) }
+
+// took records the outcome of c's command, once sent.
+func (c *call) took() { c.reply, c.err = c.cmd.Val(), c.cmd.Err() }
+
+// fail records that c could not be decided, for err.
+func (c *call) fail(err error) { c.reply, c.err = nil, err }
 
 // item is one check of a call.
 type item struct {
@@ -105,14 +120,15 @@ type job struct {
 	argv     []any
 	keys     []string
 	rules    []*scripts.RuleArgs
-	outcomes []limit.Outcome
-	nout     int        // outcomes given to calls so far
-	ptrs     []*call    // calls grouped by node
-	addrs    []string   // node of each call (a cluster)
-	groups   []group    // the calls of each node, parts of ptrs
-	reqs     []*request // one per node (coalescing); reused with the job
-	batch    []*request // scratch for node.lead
-	lcalls   []*call    // scratch for node.lead
+	results  []backend.Result // handed to the caller
+	outcomes []limit.Outcome  // the results' outcomes, handed to the caller
+	nout     int              // outcomes given to calls so far
+	ptrs     []*call          // calls grouped by node
+	addrs    []string         // node of each call (a cluster)
+	groups   []group          // the calls of each node, parts of ptrs
+	reqs     []*request       // one per node (coalescing); reused with the job
+	batch    []*request       // scratch for node.lead
+	lcalls   []*call          // scratch for node.lead
 	timer    *time.Timer
 	together bool // the batch is decided together (DecideTogether)
 }
@@ -157,9 +173,27 @@ func getJob(checks []backend.Check) *job {
 	j.items = grow(j.items[:0], len(checks))
 	j.argv = grow(j.argv[:0], nargs)
 	j.keys = grow(j.keys[:0], len(checks)+nrules)
-	j.outcomes = make([]limit.Outcome, nrules) // handed to the caller: never reused
+	j.results, j.outcomes = newResults(len(checks), nrules) // handed to the caller: never reused
 	j.nout = 0
 	return j
+}
+
+// oneCheck is what a Decide of one check of at most three rules, the
+// common request, hands its caller: its result and the outcomes of its
+// rules, in one allocation instead of two.
+type oneCheck struct {
+	results  [1]backend.Result
+	outcomes [3]limit.Outcome
+}
+
+// newResults returns the results of a Decide of n checks and the outcomes
+// of their nrules rules.
+func newResults(n, nrules int) ([]backend.Result, []limit.Outcome) {
+	if n == 1 && nrules <= len(oneCheck{}.outcomes) {
+		m := new(oneCheck)
+		return m.results[:], m.outcomes[:nrules:nrules]
+	}
+	return make([]backend.Result, n), make([]limit.Outcome, nrules)
 }
 
 // putJob clears j's references and returns it to the pool.
@@ -178,7 +212,7 @@ func putJob(j *job) {
 			r.calls = nil
 		}
 	}
-	j.outcomes = nil
+	j.results, j.outcomes = nil, nil
 	j.together = false
 	jobs.Put(j)
 }
@@ -239,7 +273,7 @@ func (j *job) addCall(a0, i0 int, batch bool) {
 		j.nout += it.rules
 	}
 	argv := j.argv[a0:len(j.argv):len(j.argv)]
-	j.calls = append(j.calls, call{items: j.items[i0:len(j.items):len(j.items)], batch: batch, argv: argv, cmd: newDecideCmd(argv)})
+	j.calls = append(j.calls, call{items: j.items[i0:len(j.items):len(j.items)], batch: batch, argv: argv})
 }
 
 // addBatch builds one call deciding the checks of idx (result indexes),

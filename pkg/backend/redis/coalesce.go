@@ -62,7 +62,7 @@ func newRequest() *request { return &request{done: make(chan struct{}, 1)} }
 // fail completes a request that could not be queued with err.
 func (r *request) fail(err error) {
 	for _, c := range r.calls {
-		c.cmd.SetErr(err)
+		c.fail(err)
 	}
 	r.state.Store(reqDone)
 	r.done <- struct{}{}
@@ -85,10 +85,11 @@ type coalescer struct {
 	window time.Duration
 	limit  int // commands per pipeline
 	lanes  int // pipelines in flight per node
-	// merge: the calls of a pipeline's requests are merged into batch
-	// script calls (merge.go). Only when every call goes to one node:
-	// a cluster's calls of different requests hash to different slots.
-	merge bool
+	// mergeItems bounds the descriptors of a merged script call
+	// (merge.go); below 2, a pipeline's calls are not merged. Only when
+	// every call goes to one node: on a cluster, the calls of different
+	// requests hash to different slots.
+	mergeItems int
 	// timeout bounds a Decide's wait, from its submission (Options.Timeout).
 	timeout time.Duration
 
@@ -115,17 +116,22 @@ const idleNodeTTL = time.Minute
 // backend: the lanes' pipelines run under it.
 func newCoalescer(ctx context.Context, o Options, cluster bool, send func(ctx context.Context, calls []*call)) *coalescer {
 	c := &coalescer{
-		send:    send,
-		window:  o.PipelineWindow,
-		limit:   o.PipelineLimit,
-		lanes:   o.pipelineLanes,
-		merge:   !cluster && !o.noMerge,
-		timeout: o.Timeout,
-		ctx:     ctx,
-		nodes:   map[string]*node{},
+		send:       send,
+		window:     o.PipelineWindow,
+		limit:      o.PipelineLimit,
+		lanes:      o.pipelineLanes,
+		mergeItems: o.mergeItems,
+		timeout:    o.Timeout,
+		ctx:        ctx,
+		nodes:      map[string]*node{},
+	}
+	if c.mergeItems == 0 {
+		c.mergeItems = maxMergeItems
 	}
 	if !cluster {
 		c.single = &node{c: c}
+	} else {
+		c.mergeItems = 1
 	}
 	return c
 }
@@ -364,7 +370,7 @@ func (n *node) takeLocked(now time.Time, batch []*request) []*request {
 		}
 		if !now.Before(r.deadline) {
 			for _, c := range r.calls {
-				c.cmd.SetErr(errQueued)
+				c.fail(errQueued)
 			}
 			r.finish()
 			continue
@@ -391,13 +397,19 @@ func (n *node) send(parent context.Context, batch []*request, calls []*call) []*
 		}
 	}
 	ctx, cancel := context.WithDeadline(parent, deadline)
-	if n.c.merge && len(calls) > 1 {
+	if n.c.mergeItems > 1 && len(calls) > 1 {
 		m := mergers.Get().(*merger)
-		n.c.send(ctx, m.merge(calls))
+		n.c.send(ctx, m.merge(calls, n.c.mergeItems))
 		m.split()
 		m.release()
 	} else {
+		for _, c := range calls {
+			c.arm()
+		}
 		n.c.send(ctx, calls)
+		for _, c := range calls {
+			c.took()
+		}
 	}
 	cancel()
 	for _, r := range batch {
@@ -418,7 +430,7 @@ func (n *node) close() {
 	for _, r := range n.queue {
 		if r.state.CompareAndSwap(reqQueued, reqSent) {
 			for _, c := range r.calls {
-				c.cmd.SetErr(errClosed)
+				c.fail(errClosed)
 			}
 			r.finish()
 		}

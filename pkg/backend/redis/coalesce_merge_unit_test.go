@@ -216,7 +216,7 @@ func TestMergedCallErrorReachesEvery(t *testing.T) {
 	} {
 		t.Run(err.Error(), func(t *testing.T) {
 			lone := buildJob(t, b, false, clock, uid("id9"))
-			lone.j.ptrs[0].cmd.SetErr(err)
+			lone.j.ptrs[0].fail(err)
 			loneAnswered := lone.fill(b)
 			jobs := []*unitJob{
 				buildJob(t, b, false, clock, uid("id1")),
@@ -228,7 +228,7 @@ func TestMergedCallErrorReachesEvery(t *testing.T) {
 				calls = append(calls, u.j.ptrs...)
 			}
 			m := new(merger)
-			wire := m.merge(calls)
+			wire := m.merge(calls, maxMergeItems)
 			if len(wire) != 1 {
 				t.Fatalf("%d calls, want one merged", len(wire))
 			}
@@ -290,7 +290,7 @@ func TestMergeBounds(t *testing.T) {
 			m := new(merger)
 			var got []int
 			sent := 0
-			for _, w := range m.merge(calls) {
+			for _, w := range m.merge(calls, maxMergeItems) {
 				n := 0
 				for _, p := range w.parts {
 					n += len(p.items)
@@ -326,7 +326,7 @@ func TestMergedMalformedReply(t *testing.T) {
 		calls = append(calls, u.j.ptrs...)
 	}
 	m := new(merger)
-	wire := m.merge(calls)
+	wire := m.merge(calls, maxMergeItems)
 	fakeAnswer(wire[0])
 	wire[0].cmd.SetVal(wire[0].cmd.Val()[:8]) // the first descriptor and part of the second
 	m.split()

@@ -88,7 +88,7 @@ func testJob(calls int, addrs ...string) *job {
 	}
 	j := &job{calls: make([]call, calls*len(addrs))}
 	for i := range j.calls {
-		j.calls[i].cmd = newDecideCmd([]any{"evalsha", "sha", 0})
+		j.calls[i].argv = []any{"evalsha", "sha", 0}
 		j.ptrs = append(j.ptrs, &j.calls[i])
 	}
 	for i, a := range addrs {
@@ -146,8 +146,8 @@ func sameCalls(got []*call, jobs ...*job) bool {
 func replied(t *testing.T, j *job) {
 	t.Helper()
 	for i, c := range j.ptrs {
-		if err := c.cmd.Err(); err != nil || len(c.cmd.Val()) != 5 {
-			t.Errorf("call %d: err %v, reply %v; want the reply", i, err, c.cmd.Val())
+		if c.err != nil || len(c.reply) != 5 {
+			t.Errorf("call %d: err %v, reply %v; want the reply", i, c.err, c.reply)
 		}
 	}
 }
@@ -274,14 +274,14 @@ func TestCoalescerCloseFailsQueued(t *testing.T) {
 	c.close()
 	wait(t, d1)
 	for i, cl := range queuedJob.ptrs {
-		if !errors.Is(cl.cmd.Err(), errClosed) {
-			t.Errorf("queued call %d: err %v, want errClosed", i, cl.cmd.Err())
+		if !errors.Is(cl.err, errClosed) {
+			t.Errorf("queued call %d: err %v, want errClosed", i, cl.err)
 		}
 	}
 	after := testJob(1)
 	wait(t, decideAsyncJob(context.Background(), c, after))
-	if !errors.Is(after.ptrs[0].cmd.Err(), errClosed) {
-		t.Errorf("Decide after close: err %v, want errClosed", after.ptrs[0].cmd.Err())
+	if !errors.Is(after.ptrs[0].err, errClosed) {
+		t.Errorf("Decide after close: err %v, want errClosed", after.ptrs[0].err)
 	}
 	f.release <- struct{}{} // the pipeline in flight finishes on its own
 	wait(t, d0)

@@ -18,7 +18,7 @@ import (
 // passing refusal: see liveRefusal) or could not be reached. The breaker
 // counts the calls that were not answered.
 func (b *Backend) fill(results []backend.Result, c *call, outcomes []limit.Outcome) (answered bool) {
-	err := c.cmd.Err()
+	err := c.err
 	if err != nil {
 		werr := b.callErr(err)
 		for _, it := range c.items {
@@ -26,7 +26,7 @@ func (b *Backend) fill(results []backend.Result, c *call, outcomes []limit.Outco
 		}
 		return nodeAnswered(err)
 	}
-	ints := c.cmd.Val()
+	ints := c.reply
 	down := 0
 	for _, it := range c.items {
 		res := &results[it.result]

@@ -26,7 +26,7 @@ import (
 // Measured in docs/decisions/0053-cross-request-batching.md: Redis's CPU
 // per descriptor stops falling beyond about 16 descriptors per call.
 const (
-	maxMergeItems = 32
+	maxMergeItems = 16
 	maxMergeArgs  = 1024
 )
 
@@ -72,9 +72,10 @@ func (c *call) mergedArgs() int {
 
 // merge returns the calls to send for calls, one pipeline's, in order:
 // each run of consecutive mergeable calls with the same clock argument
-// becomes batch calls within the bounds, the other calls go as they are.
+// becomes batch calls of at most maxItems descriptors (and maxMergeArgs
+// ARGV slots), the other calls go as they are.
 // The result and the merged calls stay valid until m is released.
-func (m *merger) merge(calls []*call) []*call {
+func (m *merger) merge(calls []*call, maxItems int) []*call {
 	size := 0
 	for _, c := range calls {
 		size += len(c.argv) + 2
@@ -91,13 +92,14 @@ func (m *merger) merge(calls []*call) []*call {
 			for ; k < len(calls); k++ {
 				n := calls[k]
 				if !n.mergeable() || n.now() != now ||
-					items+len(n.items) > maxMergeItems || args+n.mergedArgs() > maxMergeArgs {
+					items+len(n.items) > maxItems || args+n.mergedArgs() > maxMergeArgs {
 					break
 				}
 				items, args = items+len(n.items), args+n.mergedArgs()
 			}
 		}
 		if k == i+1 {
+			c.arm()
 			m.wire = append(m.wire, c)
 		} else {
 			m.wire = append(m.wire, m.join(calls[i:k]))
@@ -132,7 +134,8 @@ func (m *merger) join(parts []*call) *call {
 	return &m.calls[len(m.calls)-1]
 }
 
-// split hands each part of every merged call its own reply: the merged
+// split records the outcome of every call sent, and hands each part of
+// every merged call its own reply: the merged
 // call's error (the same for all: Redis refused or never answered the
 // command, which decided none of them), or its descriptors' replies. A
 // descriptor the script failed gets, in a single call, the error reply its
@@ -140,13 +143,14 @@ func (m *merger) join(parts []*call) *call {
 func (m *merger) split() {
 	for _, w := range m.wire {
 		if w.parts == nil {
+			w.took()
 			continue
 		}
 		err := w.cmd.Err()
 		ints := w.cmd.Val()
 		for i, p := range w.parts {
 			if err != nil {
-				p.cmd.SetErr(err)
+				p.fail(err)
 				continue
 			}
 			start, size, ok := ints, 0, true
@@ -166,17 +170,17 @@ func (m *merger) split() {
 			case !ok:
 				// A reply that does not add up: the call reads what is
 				// left and finds it does not have the shape it expects.
-				p.cmd.SetVal(start)
+				p.reply, p.err = start, nil
 				ints = nil
 			case !p.batch && itemErr != nil:
-				p.cmd.SetErr(itemErr)
+				p.fail(itemErr)
 				ints = ints[size:]
 			case i == len(w.parts)-1:
 				// The last call reads the rest: values beyond its
 				// descriptors' are found as its own call's would be.
-				p.cmd.SetVal(start)
+				p.reply, p.err = start, nil
 			default:
-				p.cmd.SetVal(start[:size:size])
+				p.reply, p.err = start[:size:size], nil
 				ints = ints[size:]
 			}
 		}

@@ -90,10 +90,10 @@ type Options struct {
 	// pipelineLanes is how many pipelines may be in flight to one node
 	// at a time when coalescing; 0 means defaultPipelineLanes. Tests set it.
 	pipelineLanes int
-	// noMerge keeps one script call per Decide and node in coalesced
-	// pipelines instead of merging the calls of concurrent Decides
-	// (merge.go). Benchmarks set it, to compare.
-	noMerge bool
+	// mergeItems is the most descriptors one merged script call decides
+	// (merge.go); 0 means maxMergeItems, 1 turns merging off. Benchmarks
+	// set it, to compare.
+	mergeItems int
 
 	// KeyPrefix is prepended to every key (CACHE_KEY_PREFIX). It must not
 	// contain '{' or '}', which would break the cluster hash tag.
