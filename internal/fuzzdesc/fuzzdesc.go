@@ -1,7 +1,8 @@
-// Package fuzzdesc turns fuzz inputs into rate-limit descriptors, for the
-// fuzz tests that need any domain, keys and values: length-prefixed
-// strings, so any byte can appear anywhere. It knows nothing of how a
-// descriptor is encoded or stored.
+// Package fuzzdesc holds the inputs the fuzz tests of descriptors share: a
+// decoder of fuzz bytes into any domain, keys and values (length-prefixed
+// strings, so any byte can appear anywhere), and a config with every kind
+// of node to push arbitrary requests through. It knows nothing of how a
+// descriptor is encoded, stored or decided.
 package fuzzdesc
 
 // Decode reads data as strings, each a length byte then that many bytes
@@ -28,3 +29,35 @@ func Decode(data []byte) (domain string, entries [][2]string) {
 		entries = append(entries, [2]string{k, v})
 	}
 }
+
+// EveryNodeYAML is a config (domain d) with every kind of node the service
+// treats differently: several rules of every algorithm, a wildcard with
+// share_threshold and replaces, shadow_mode with quota_mode, unlimited,
+// metadata, a week's limit of 0. The fuzz tests of the service and the
+// server push arbitrary requests through it.
+const EveryNodeYAML = `
+domain: d
+descriptors:
+  - key: a
+    rate_limits:
+      - {name: n1, unit: second, requests_per_unit: 3}
+      - {name: n2, algorithm: token_bucket, unit: minute, requests_per_unit: 10, burst: 5}
+      - {algorithm: sliding_window, unit: hour, requests_per_unit: 50}
+      - {algorithm: sliding_log, unit: second, requests_per_unit: 2}
+      - {algorithm: gcra, unit: day, requests_per_unit: 2, burst: 1}
+    metadata: {x: 1}
+    descriptors:
+      - key: b
+        value: v*
+        share_threshold: true
+        rate_limit: {unit: minute, requests_per_unit: 2, replaces: [{name: n1}]}
+  - key: b
+    shadow_mode: true
+    quota_mode: true
+    rate_limit: {name: n3, algorithm: leaky_bucket, unit: second, requests_per_unit: 1}
+  - key: c
+    rate_limit: {unlimited: true}
+  - key: z
+    value: "0"
+    rate_limit: {unit: week, requests_per_unit: 0}
+`

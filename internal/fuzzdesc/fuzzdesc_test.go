@@ -3,6 +3,9 @@ package fuzzdesc
 import (
 	"reflect"
 	"testing"
+
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
 func TestDecode(t *testing.T) {
@@ -25,5 +28,28 @@ func TestDecode(t *testing.T) {
 				t.Errorf("Decode(%q) = %q, %q; want %q, %q", tt.data, domain, entries, tt.domain, tt.entries)
 			}
 		})
+	}
+}
+
+// TestEveryNodeYAML: the config parses as one domain d and its rules use
+// every algorithm.
+func TestEveryNodeYAML(t *testing.T) {
+	ds, err := descriptor.Parse("every.yaml", []byte(EveryNodeYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].Name != "d" {
+		t.Fatalf("%d domains, want one named d", len(ds))
+	}
+	seen := map[limit.Algorithm]bool{}
+	ds[0].Walk(func(n *descriptor.Node) {
+		for _, r := range n.Rules {
+			seen[r.Algorithm] = true
+		}
+	})
+	for _, a := range []limit.Algorithm{limit.FixedWindow, limit.SlidingLog, limit.SlidingWindow, limit.TokenBucket, limit.LeakyBucket, limit.GCRA} {
+		if !seen[a] {
+			t.Errorf("no rule of %s", a)
+		}
 	}
 }

@@ -12,38 +12,11 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rl/sluice/internal/fuzzdesc"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
-
-// wireFuzzYAML has every kind of node the service treats differently.
-const wireFuzzYAML = `
-domain: d
-descriptors:
-  - key: a
-    rate_limits:
-      - {name: n1, unit: second, requests_per_unit: 3}
-      - {name: n2, algorithm: token_bucket, unit: minute, requests_per_unit: 10, burst: 5}
-      - {algorithm: sliding_window, unit: hour, requests_per_unit: 50}
-      - {algorithm: sliding_log, unit: second, requests_per_unit: 2}
-      - {algorithm: gcra, unit: day, requests_per_unit: 2, burst: 1}
-    metadata: {x: 1}
-    descriptors:
-      - key: b
-        value: v*
-        share_threshold: true
-        rate_limit: {unit: minute, requests_per_unit: 2, replaces: [{name: n1}]}
-  - key: b
-    shadow_mode: true
-    quota_mode: true
-    rate_limit: {name: n3, algorithm: leaky_bucket, unit: second, requests_per_unit: 1}
-  - key: c
-    rate_limit: {unlimited: true}
-  - key: z
-    value: "0"
-    rate_limit: {unit: week, requests_per_unit: 0}
-`
 
 // FuzzServeWire runs arbitrary bytes through the whole request path but
 // the network: the server's codec decodes them, the service decides on the
@@ -60,7 +33,7 @@ func FuzzServeWire(f *testing.F) {
 	} {
 		f.Add(wire)
 	}
-	cfg, err := descriptor.Parse("fuzz.yaml", []byte(wireFuzzYAML))
+	cfg, err := descriptor.Parse("fuzz.yaml", []byte(fuzzdesc.EveryNodeYAML))
 	if err != nil {
 		f.Fatal(err)
 	}

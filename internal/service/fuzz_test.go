@@ -10,35 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-)
 
-// fuzzYAML exercises every kind of node: several rules and algorithms,
-// wildcards, share_threshold, shadow, quota, replaces, unlimited,
-// metadata.
-const fuzzYAML = `
-domain: f
-descriptors:
-  - key: a
-    rate_limits:
-      - {name: n1, unit: second, requests_per_unit: 3}
-      - {name: n2, algorithm: token_bucket, unit: minute, requests_per_unit: 10, burst: 5}
-      - {algorithm: sliding_window, unit: hour, requests_per_unit: 50}
-    metadata: {x: 1}
-    descriptors:
-      - key: b
-        value: v*
-        share_threshold: true
-        rate_limit: {unit: minute, requests_per_unit: 2, replaces: [{name: n1}]}
-  - key: b
-    shadow_mode: true
-    quota_mode: true
-    rate_limit: {name: n3, algorithm: sliding_log, unit: second, requests_per_unit: 1}
-  - key: c
-    rate_limit: {unlimited: true}
-  - key: z
-    value: "0"
-    rate_limit: {unit: week, requests_per_unit: 0}
-`
+	"github.com/sluice-rl/sluice/internal/fuzzdesc"
+)
 
 // fuzzReader hands out fuzz bytes; exhausted, it returns zeros.
 type fuzzReader struct{ b []byte }
@@ -69,11 +43,11 @@ func (r *fuzzReader) request() *rlsv3.RateLimitRequest {
 	req := &rlsv3.RateLimitRequest{HitsAddend: uint32(r.byte()) << (r.byte() % 32)}
 	switch r.byte() % 4 {
 	case 0:
-		req.Domain = "f"
+		req.Domain = "d"
 	case 1:
 		req.Domain = r.str()
 	case 2:
-		req.Domain = "f"
+		req.Domain = "d"
 	}
 	n := int(r.byte() % 6)
 	for range n {
@@ -125,7 +99,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 			Headers:         HeaderOptions{Enabled: true, IETF: true, RetryAfter: true},
 			DynamicMetadata: true,
 			Bounds:          RequestBounds{MaxDescriptors: 4, MaxEntries: 2, MaxEntryLen: 6},
-		}, fuzzYAML)
+		}, fuzzdesc.EveryNodeYAML)
 		r := &fuzzReader{b: data}
 		for range 3 {
 			req := r.request()
