@@ -135,6 +135,7 @@ func (rs *runSet) blocks() []block {
 	add("cluster", rs.clusterTable)
 	add("rules", rs.rulesTable)
 	add("descriptors", rs.descriptorsTable)
+	add("defaults", rs.defaultsTable)
 	add("time", rs.timeTable)
 	add("stages", rs.stagesTable)
 	add("runs", func(w io.Writer) bool {
@@ -295,6 +296,36 @@ func (rs *runSet) growth(w io.Writer, unit, from, to string, n float64) {
 	d := func(f func(sample) float64) float64 { return (rs.med(to, f) - rs.med(from, f)) / n }
 	fmt.Fprintf(w, "\nEach further %s, per request: %+.1f µs of service CPU, %+.1f µs of Redis CPU, %+.1f µs inside Redis commands.\n",
 		unit, d(serverCPU), d(redisCPU), d(redisUsecPerRequest))
+}
+
+// defaultsTable shows what each of sluice's speed defaults is worth: each
+// target measured with the setting on (the default) and off.
+func (rs *runSet) defaultsTable(w io.Writer) bool {
+	any := false
+	for _, d := range []struct {
+		setting, load, on, off string
+		figure                 string
+		f                      func(sample) float64
+		format                 string
+	}{
+		{"request coalescing (`SLUICE_REDIS_COALESCE`)", "Redis, 1 rule", "redis1", "redis1nc", "service + Redis CPU µs per request", bothCPU, "%.1f"},
+		{"gRPC stream workers (`SLUICE_GRPC_STREAM_WORKERS`)", "embedded backend", "memory", "memorynw", "service CPU µs per request", serverCPU, "%.1f"},
+		{"local denial cache (`SLUICE_LOCAL_CACHE`)", "attack mix", "attack", "attacknc", "Redis script calls per request",
+			func(s sample) float64 { return s.perRequest(s.redis.Scripts) / 1e6 }, "%.3f"},
+	} {
+		if !rs.has(d.on) || !rs.has(d.off) {
+			continue
+		}
+		if !any {
+			fmt.Fprintln(w, "| setting | load | req/s off → on | gain | figure | off → on |")
+			fmt.Fprintln(w, "|---|---|---|---:|---|---|")
+			any = true
+		}
+		on, off := rs.med(d.on, throughput), rs.med(d.off, throughput)
+		fmt.Fprintf(w, "| %s | %s (`%s`, `%s`) | %s → %s | %+.0f%% | %s | "+d.format+" → "+d.format+" |\n", d.setting, d.load, d.off, d.on,
+			thousands(off), thousands(on), 100*(on/off-1), d.figure, rs.med(d.off, d.f), rs.med(d.on, d.f))
+	}
+	return any
 }
 
 // timeTable splits the machine's time per request between the processes:
