@@ -164,7 +164,41 @@ func TestLocalShare(t *testing.T) {
 	s.report.Attack = loadgen.Split{Requests: 300, OverLimit: 280}
 	s.redis.Scripts = 2 * (700 + 20 + 28) // 28 of 280 denials reached Redis
 	if got := localShare(s); got < 0.8999 || got > 0.9001 {
-		t.Errorf("local share %v, want 0.9", got)
+		t.Errorf("local share from script calls %v, want 0.9", got)
+	}
+	// sluice's own counters, when the run has them, are exact even when
+	// one script call decides many descriptors.
+	s.metrics = "# HELP sluice_denycache_hits_total x\nsluice_denycache_hits_total 450\n" +
+		`sluice_decisions_total{domain="bench",outcome="ok"} 1400` + "\n" +
+		`sluice_decisions_total{domain="bench",outcome="over_limit"} 500` + "\n" +
+		`sluice_decisions_total{domain="other",outcome="over_limit"} 100` + "\n"
+	if got := localShare(s); got < 0.7499 || got > 0.7501 {
+		t.Errorf("local share from metrics %v, want 0.75", got)
+	}
+}
+
+func TestMetricSum(t *testing.T) {
+	text := "# TYPE a_total counter\na_total{x=\"1\",y=\"2\"} 3\na_total{x=\"1\",y=\"3\"} 4\na_total{x=\"2\"} 5e0\nab_total 100\nb 7 1700000000\n"
+	for _, tt := range []struct {
+		name string
+		want []string
+		sum  float64
+	}{
+		{"a_total", nil, 12},
+		{"a_total", []string{`x="1"`}, 7},
+		{"a_total", []string{`x="1"`, `y="3"`}, 4},
+		{"a_total", []string{`x="3"`}, 0},
+		{"b", nil, 7},
+		{"c", nil, 0},
+	} {
+		if got, err := metricSum(text, tt.name, tt.want...); err != nil || got != tt.sum {
+			t.Errorf("%s %q: %v (%v), want %v", tt.name, tt.want, got, err, tt.sum)
+		}
+	}
+	for _, bad := range []string{"a_total\n", "a_total notanumber\n"} {
+		if _, err := metricSum(bad, "a_total"); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
 	}
 }
 

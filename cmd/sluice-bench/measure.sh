@@ -15,6 +15,9 @@
 #   cluster      redis1 and inc1 on one Redis and on a 3-master Redis Cluster (NAMEcl)
 #   rules        redis1, redis3fw, redis6fw: 1, 3, 6 fixed-window rules on one descriptor
 #   descriptors  redis1 inc1, redis3d inc3, redis10d inc10: 1, 3, 10 descriptors per request
+#   defaults     redis1 memory attack, and each with one speed default off: redis1nc
+#                (SLUICE_REDIS_COALESCE=false), memorynw (SLUICE_GRPC_STREAM_WORKERS=0),
+#                attacknc (SLUICE_LOCAL_CACHE=false)
 #   all          every group above
 # The targets: noop (answers OK, does nothing: the ceiling); memory (sluice,
 # embedded backend); redis1 (sluice on Redis, one descriptor, one per-second
@@ -40,8 +43,8 @@
 # the warm-up, as NAME.ROUND.pprof; read it with go tool pprof -top).
 #
 # Each run takes DURATION + WARMUP + about 1.5 s (server start and stop);
-# the cluster takes about 3 s to form, once. `all` is 24 runs a round with
-# the incumbent (16 without): about 5.5 minutes a round at the defaults.
+# the cluster takes about 3 s to form, once. `all` is 27 runs a round with
+# the incumbent (19 without): about 6 minutes a round at the defaults.
 #
 # Every run records, besides the load generator's report (NAME.ROUND.json),
 # NAME.ROUND.cpu.json (the CPU time of the server, redis-server (every node),
@@ -66,7 +69,8 @@ group() { # name: the targets of a scenario group, or the name itself
 	cluster) echo redis1 inc1 redis1cl inc1cl ;;
 	rules) echo redis1 redis3fw redis6fw ;;
 	descriptors) echo redis1 inc1 redis3d inc3 redis10d inc10 ;;
-	all) echo main concurrency cluster rules descriptors ;;
+	defaults) echo redis1 redis1nc memory memorynw attack attacknc ;;
+	all) echo main concurrency cluster rules descriptors defaults ;;
 	*) echo "$1" ;;
 	esac
 }
@@ -81,12 +85,12 @@ expand() { # words: targets, groups expanded, first occurrence kept
 		fi
 	done
 }
-known=" noop memory redis1 redis1cl redis3 redis3fw redis6fw redis3d redis10d attack inc1 inc1cl inc3 inc10 incattack "
+known=" noop memory memorynw redis1 redis1nc redis1cl redis3 redis3fw redis6fw redis3d redis10d attack attacknc inc1 inc1cl inc3 inc10 incattack "
 targets=()
 for t in $(expand ${TARGETS:-all}); do
 	case " ${targets[*]} " in *" $t "*) continue ;; esac
 	case $known in *" ${t%-c[0-9]*} "*) ;; *)
-		echo "unknown target $t (known: $known; groups: main concurrency cluster rules descriptors all)" >&2
+		echo "unknown target $t (known: $known; groups: main concurrency cluster rules descriptors defaults all)" >&2
 		exit 2
 		;;
 	esac
@@ -303,7 +307,7 @@ run() {
 	memory | redis)
 		"${prio[@]}" env GRPC_HOST=127.0.0.1 GRPC_PORT=$grpc_port HOST=127.0.0.1 PORT=$http_port LOG_LEVEL=warn \
 			SLUICE_ADMIN_ADDR=127.0.0.1:$admin_port BACKEND_TYPE=$kind REDIS_TYPE=$rtype REDIS_URL="$url" REDIS_SOCKET_TYPE=tcp ${SLUICE_ENV:-} \
-			timeout 300 "$out/bin/sluice" serve --config "$out/$conf" >"$out/$name.$round.server.log" 2>&1 &
+			$target_env timeout 300 "$out/bin/sluice" serve --config "$out/$conf" >"$out/$name.$round.server.log" 2>&1 &
 		pid=$! port=$grpc_port pprof=127.0.0.1:$admin_port
 		;;
 	incumbent)
@@ -339,6 +343,10 @@ run() {
 	"${prio[@]}" timeout 120 "$out/bin/sluice-bench" --addr 127.0.0.1:$port --duration "$duration" --warmup "$warmup" \
 		-c "$conc" --keys "$keys" --quiet "$@" >"$out/$name.$round.json"
 	if [ -n "$profiler" ]; then wait "$profiler" || echo "$name round $round: no CPU profile" >&2; fi
+	if [ "$kind" = memory ] || [ "$kind" = redis ]; then # sluice's own counters (the denial cache's hits)
+		timeout 10 curl -sf -o "$out/$name.$round.metrics.txt" "http://127.0.0.1:$http_port/metrics" ||
+			echo "$name round $round: no metrics" >&2
+	fi
 	after=$(cpu_ticks "$server") rafter=$(cpu_ticks "${rpids[@]}") bafter=$(busy_ticks) t1=$(date +%s.%N)
 	redis_info >"$out/$name.$round.redis.txt"
 	# CPU seconds over the bench process's lifetime (warm-up included): the
@@ -362,6 +370,12 @@ for round in $(seq "$rounds"); do
 		one=(--descriptor 'remote_address={ip}')
 		three=(--descriptor 'a={ip}' --descriptor 'b={ip}' --descriptor 'c={ip}')
 		attack=(--attack-keys 4 --attack-share 0.3)
+		target_env= # settings of this target only, after SLUICE_ENV
+		case $base in
+		redis1nc) target_env=SLUICE_REDIS_COALESCE=false base=redis1 ;;
+		memorynw) target_env=SLUICE_GRPC_STREAM_WORKERS=0 base=memory ;;
+		attacknc) target_env=SLUICE_LOCAL_CACHE=false base=attack ;;
+		esac
 		case $base in
 		noop) run "$t" "$round" noop conf1 "$conc" "${one[@]}" ;;
 		memory) run "$t" "$round" memory conf1 "$conc" "${one[@]}" ;;

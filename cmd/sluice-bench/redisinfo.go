@@ -109,3 +109,40 @@ func infoFields(s string) (map[string]float64, error) {
 	}
 	return out, nil
 }
+
+// metricSum sums the samples of one metric in Prometheus's text format
+// whose labels include every label="value" of want (none: every sample).
+func metricSum(text, name string, want ...string) (float64, error) {
+	sum := 0.0
+	for i, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		series, value, ok := strings.Cut(line, " ")
+		if !ok {
+			return 0, fmt.Errorf("metrics line %d: no value", i+1)
+		}
+		metric, labels, _ := strings.Cut(series, "{")
+		if metric != name || !hasLabels(labels, want) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metrics line %d: %w", i+1, err)
+		}
+		sum += v
+	}
+	return sum, nil
+}
+
+// hasLabels reports whether a series' labels (`a="x",b="y"}`) hold every
+// label="value" of want.
+func hasLabels(labels string, want []string) bool {
+	for _, w := range want {
+		if !strings.Contains(","+strings.TrimSuffix(labels, "}")+",", ","+w+",") {
+			return false
+		}
+	}
+	return true
+}

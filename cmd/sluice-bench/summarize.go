@@ -28,6 +28,9 @@ type sample struct {
 	// stages is the service's CPU by stage (shares summing to 1), from
 	// NAME.ROUND.pprof when measure.sh ran with PROFILE.
 	stages map[string]float64
+	// metrics is sluice's /metrics at the end of the run
+	// (NAME.ROUND.metrics.txt), "" when absent.
+	metrics string
 }
 
 // cpuFigures is NAME.ROUND.cpu.json: CPU seconds over the load generator's
@@ -226,6 +229,12 @@ func readRuns(dir string) (map[string][]sample, []string, error) {
 		if err := readRedis(filepath.Join(dir, base), &s); err != nil {
 			return nil, nil, err
 		}
+		switch data, err := os.ReadFile(filepath.Join(dir, base+".metrics.txt")); {
+		case err == nil:
+			s.metrics = string(data)
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, nil, err
+		}
 		switch data, err := os.ReadFile(filepath.Join(dir, base+".pprof")); {
 		case err == nil:
 			if s.stages, err = stageShares(data); err != nil {
@@ -334,12 +343,23 @@ func incumbentFor(name string) string {
 	return inc + name[len(base(name)):]
 }
 
-// localShare estimates the share of attack denials answered without
-// Redis. Every normal call reaches Redis (the normal keys stay under their
-// limit), and so does every admitted attack call; the script calls left
-// over are attack denials Redis decided. The measured phase's split is
-// scaled to every call of the run, since Redis's count covers the warm-up.
+// localShare is the share of denials answered without Redis: sluice's
+// denial cache hits over its over-limit decisions, both counted over the
+// whole run. Runs without sluice's metrics estimate it from Redis's script
+// calls, which is right only when each call decides one descriptor: every
+// normal call reaches Redis (the normal keys stay under their limit), and
+// so does every admitted attack call; the script calls left over are
+// attack denials Redis decided. The measured phase's split is scaled to
+// every call of the run, since Redis's count covers the warm-up.
 func localShare(s sample) float64 {
+	if s.metrics != "" {
+		hits, err1 := metricSum(s.metrics, "sluice_denycache_hits_total")
+		denied, err2 := metricSum(s.metrics, "sluice_decisions_total", `outcome="over_limit"`)
+		if err1 != nil || err2 != nil || denied == 0 {
+			return 0
+		}
+		return min(1, hits/denied)
+	}
 	r := s.report
 	if r.Requests == 0 || r.Attack.OverLimit == 0 {
 		return 0
