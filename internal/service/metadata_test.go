@@ -7,6 +7,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/sluice-rl/sluice/internal/stacktest"
 )
 
 const metadataYAML = `
@@ -34,20 +36,11 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
 `
 
-func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
-	t.Helper()
-	s, err := structpb.NewStruct(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func TestDynamicMetadata(t *testing.T) {
 	h := newHarness(t, Options{DynamicMetadata: true}, metadataYAML)
 	check := func(got *structpb.Struct, want map[string]any) {
 		t.Helper()
-		if w := mustStruct(t, want); !proto.Equal(got, w) {
+		if w := stacktest.Struct(t, want); !proto.Equal(got, w) {
 			gj, _ := protojson.Marshal(got)
 			wj, _ := protojson.Marshal(w)
 			t.Fatalf("dynamic metadata\n got %s\nwant %s", gj, wj)

@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-rl/sluice/internal/server"
@@ -111,6 +112,17 @@ func Descriptor(kv ...string) *rlv3.RateLimitDescriptor {
 func WithAddend(d *rlv3.RateLimitDescriptor, n uint64) *rlv3.RateLimitDescriptor {
 	d.HitsAddend = wrapperspb.UInt64(n)
 	return d
+}
+
+// Struct builds the protobuf Struct of m (a descriptor's metadata, say),
+// failing t on a value a Struct cannot hold.
+func Struct(t testing.TB, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // Stack is a server.Server serving a RateLimitService on 127.0.0.1 ports,

@@ -9,6 +9,7 @@ import (
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/sluice-rl/sluice/internal/stacktest"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
@@ -19,13 +20,10 @@ type (
 	policy = rlsconfv3.RateLimitPolicy
 )
 
+// meta builds descriptor metadata.
 func meta(t *testing.T, m map[string]any) *structpb.Struct {
 	t.Helper()
-	s, err := structpb.NewStruct(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return stacktest.Struct(t, m)
 }
 
 // render writes every node of c with everything that decides requests and
