@@ -166,6 +166,12 @@ func TestLocalShare(t *testing.T) {
 	if got := localShare(s); got < 0.8999 || got > 0.9001 {
 		t.Errorf("local share from script calls %v, want 0.9", got)
 	}
+	// Fewer script calls than admitted descriptors: calls decided several,
+	// and the estimate does not hold.
+	s.redis.Scripts = 2 * 700
+	if got := localShare(s); got != -1 {
+		t.Errorf("local share from too few script calls %v, want -1 (unknown)", got)
+	}
 	// sluice's own counters, when the run has them, are exact even when
 	// one script call decides many descriptors.
 	s.metrics = "# HELP sluice_denycache_hits_total x\nsluice_denycache_hits_total 450\n" +

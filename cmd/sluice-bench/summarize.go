@@ -182,8 +182,8 @@ func (rs *runSet) runsTable(w io.Writer) {
 		}
 		calls := median(ss, func(s sample) float64 { return s.perRequest(s.redis.Scripts) }) / 1e6
 		local := "—"
-		if ss[0].report.AttackKeys > 0 && calls > 0 {
-			local = fmt.Sprintf("%.1f%%", 100*median(ss, localShare))
+		if share := median(ss, localShare); ss[0].report.AttackKeys > 0 && calls > 0 && share >= 0 {
+			local = fmt.Sprintf("%.1f%%", 100*share)
 		}
 		var each []string
 		for _, s := range ss {
@@ -350,7 +350,9 @@ func incumbentFor(name string) string {
 // normal call reaches Redis (the normal keys stay under their limit), and
 // so does every admitted attack call; the script calls left over are
 // attack denials Redis decided. The measured phase's split is scaled to
-// every call of the run, since Redis's count covers the warm-up.
+// every call of the run, since Redis's count covers the warm-up. It is -1
+// when that estimate cannot hold (fewer script calls than admitted
+// descriptors: calls that decided several).
 func localShare(s sample) float64 {
 	if s.metrics != "" {
 		hits, err1 := metricSum(s.metrics, "sluice_denycache_hits_total")
@@ -369,7 +371,10 @@ func localShare(s sample) float64 {
 	admitted := scale * float64(r.Attack.Requests-r.Attack.OverLimit)
 	denied := scale * float64(r.Attack.OverLimit)
 	remote := s.redis.Scripts - normal - admitted
-	return min(1, max(0, 1-remote/denied))
+	if remote < 0 {
+		return -1
+	}
+	return min(1, 1-remote/denied)
 }
 
 func readJSON(path string, v any) error {

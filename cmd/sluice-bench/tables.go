@@ -195,9 +195,8 @@ func (rs *runSet) attackTable(w io.Writer) bool {
 	if !rs.scenarioTable(w, []row{{"sluice, 30% of requests on 4 hot keys", "attack"}, {"incumbent, same load", "incattack"}}) {
 		return false
 	}
-	if rs.has("attack") {
-		fmt.Fprintf(w, "\nsluice answered %.1f%% of the attack's denials from its local denial cache, without Redis.\n",
-			100*rs.med("attack", localShare))
+	if share := rs.med("attack", localShare); rs.has("attack") && share >= 0 {
+		fmt.Fprintf(w, "\nsluice answered %.1f%% of the attack's denials from its local denial cache, without Redis.\n", 100*share)
 	}
 	return true
 }
