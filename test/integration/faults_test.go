@@ -64,6 +64,20 @@ func failedWithinTimeout(t *testing.T, os []outcome) time.Duration {
 	return longest
 }
 
+// openUnderLoad starts sluice on openConfig with the fault settings and
+// env (where Redis is), and four clients calling it over 64 descriptors
+// named after tag; it returns once the load runs.
+func openUnderLoad(t *testing.T, env map[string]string, tag string) (*sluicetest.Process, *load) {
+	t.Helper()
+	p := sluicetest.Start(t, sluicetest.Options{
+		ConfigDir: configDir(t, map[string]string{"api.yaml": openConfig}),
+		Env:       faultEnv(env),
+	})
+	l := startLoad(t, p, 4, spread(sluicetest.Unique(tag)))
+	poll.Until(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
+	return p, l
+}
+
 // waitResumed waits up to timeout until firstOK finds the first admitted
 // call after a fault, and returns when that call ended.
 func waitResumed(t *testing.T, timeout time.Duration, firstOK func() (time.Time, bool)) time.Time {
@@ -92,13 +106,8 @@ func survived(t *testing.T, p *sluicetest.Process, pid int, fault string) {
 // process. The recovery time is logged.
 func TestRedisKilledAndRestarted(t *testing.T) {
 	rs := redistest.Standalone(t)
-	p := sluicetest.Start(t, sluicetest.Options{
-		ConfigDir: configDir(t, map[string]string{"api.yaml": openConfig}),
-		Env:       faultEnv(standaloneEnv(rs)),
-	})
+	p, l := openUnderLoad(t, standaloneEnv(rs), "kill")
 	pid := p.PID()
-	l := startLoad(t, p, 4, spread(sluicetest.Unique("kill")))
-	poll.Until(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
 
 	killed := time.Now()
 	rs.Kill()
@@ -127,12 +136,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 // hanging, and resume when Redis does.
 func TestRedisHung(t *testing.T) {
 	rs := redistest.Standalone(t)
-	p := sluicetest.Start(t, sluicetest.Options{
-		ConfigDir: configDir(t, map[string]string{"api.yaml": openConfig}),
-		Env:       faultEnv(standaloneEnv(rs)),
-	})
-	l := startLoad(t, p, 4, spread(sluicetest.Unique("hung")))
-	poll.Until(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
+	_, l := openUnderLoad(t, standaloneEnv(rs), "hung")
 
 	paused := time.Now()
 	rs.Pause()
@@ -482,13 +486,8 @@ func TestFailureModes(t *testing.T) {
 func TestSentinelFailover(t *testing.T) {
 	s := redistest.Sentinel(t)
 	url := s.MasterName() + "," + strings.Join(s.SentinelAddrs(), ",")
-	p := sluicetest.Start(t, sluicetest.Options{
-		ConfigDir: configDir(t, map[string]string{"api.yaml": openConfig}),
-		Env:       faultEnv(map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": url}),
-	})
+	p, l := openUnderLoad(t, map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": url}, "sen")
 	pid := p.PID()
-	l := startLoad(t, p, 4, spread(sluicetest.Unique("sen")))
-	poll.Until(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
 
 	killed := time.Now()
 	s.KillMaster()
