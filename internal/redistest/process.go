@@ -293,34 +293,35 @@ func (p *process) pid() int {
 	return p.cmd.Process.Pid
 }
 
+// current returns the command last started and the channel closed when
+// it exits (both nil before the first start).
+func (p *process) current() (*exec.Cmd, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd, p.done
+}
+
+// closed reports whether c is closed (never, for a nil c).
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // running reports whether the process is alive.
 func (p *process) running() bool {
-	p.mu.Lock()
-	done := p.done
-	p.mu.Unlock()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
+	_, done := p.current()
+	return done != nil && !closed(done)
 }
 
 // signal sends sig to the process (by PID) if it is running.
 func (p *process) signal(sig syscall.Signal) {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
+	cmd, done := p.current()
+	if cmd == nil || closed(done) {
 		return
-	}
-	select {
-	case <-done:
-		return
-	default:
 	}
 	_ = cmd.Process.Signal(sig)
 }
@@ -342,9 +343,7 @@ func (p *process) stop() {
 
 // wait waits up to d for the process to exit and reports whether it did.
 func (p *process) wait(d time.Duration) bool {
-	p.mu.Lock()
-	done := p.done
-	p.mu.Unlock()
+	_, done := p.current()
 	if done == nil {
 		return true
 	}
