@@ -13,19 +13,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-)
 
-// serve starts srv on a free loopback port and returns its address.
-func serve(t *testing.T, srv *grpc.Server) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
-}
+	"github.com/sluice-rl/sluice/internal/stacktest"
+)
 
 // judge answers by the request's key number (the "n" entry): OVER_LIMIT for
 // attack keys (≥ keys), Unavailable for multiples of 7, ResourceExhausted
@@ -76,7 +66,7 @@ func TestRunCountsAddUp(t *testing.T) {
 	j := &judge{keys: 100}
 	srv := grpc.NewServer()
 	rlsv3.RegisterRateLimitServiceServer(srv, j)
-	addr := serve(t, srv)
+	addr := stacktest.ServeGRPCAddr(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := Run(ctx, Config{
@@ -126,7 +116,7 @@ func TestRunCountsAddUp(t *testing.T) {
 }
 
 func TestRunWarmupAndDuration(t *testing.T) {
-	addr := serve(t, NewNoopServer())
+	addr := stacktest.ServeGRPCAddr(t, NewNoopServer())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := Run(ctx, Config{
@@ -146,7 +136,7 @@ func TestRunWarmupAndDuration(t *testing.T) {
 }
 
 func TestRunCancelled(t *testing.T) {
-	addr := serve(t, NewNoopServer())
+	addr := stacktest.ServeGRPCAddr(t, NewNoopServer())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	r, err := Run(ctx, Config{Target: addr, Descriptors: templates(t, "k=v"), Duration: time.Hour})

@@ -170,10 +170,10 @@ func Serve(t testing.TB, svc rlsv3.RateLimitServiceServer) *Stack {
 	return &Stack{Server: srv, Conn: conn, Client: rlsv3.NewRateLimitServiceClient(conn)}
 }
 
-// ServeGRPC serves srv, a bare gRPC server with whatever options and
-// services a test gave it, on a free 127.0.0.1 port, and returns a client
-// connection to it. When t ends it closes the connection and stops srv.
-func ServeGRPC(t testing.TB, srv *grpc.Server) *grpc.ClientConn {
+// ServeGRPCAddr serves srv, a bare gRPC server with whatever options and
+// services a test gave it, on a free 127.0.0.1 port until t ends, and
+// returns the address.
+func ServeGRPCAddr(t testing.TB, srv *grpc.Server) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -181,9 +181,17 @@ func ServeGRPC(t testing.TB, srv *grpc.Server) *grpc.ClientConn {
 	}
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return ln.Addr().String()
+}
+
+// ServeGRPC serves srv as ServeGRPCAddr does and returns a client
+// connection to it, closed when t ends.
+func ServeGRPC(t testing.TB, srv *grpc.Server) *grpc.ClientConn {
+	t.Helper()
+	addr := ServeGRPCAddr(t, srv)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		t.Fatalf("dial %s: %v", ln.Addr(), err)
+		t.Fatalf("dial %s: %v", addr, err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
