@@ -1,6 +1,7 @@
-// Package redis is the Redis backend: it decides checks with one Lua call
-// (pkg/scripts' decide script) per descriptor against a single Redis, a
-// Sentinel-managed master, or a Redis Cluster, through go-redis.
+// Package redis is the Redis backend: it decides checks with pkg/scripts'
+// decide script (every rule of a descriptor in one Lua call, many
+// descriptors per call) against a single Redis, a Sentinel-managed master,
+// or a Redis Cluster, through go-redis.
 //
 // It is the client side of the script contract that pkg/scripts owns (the
 // Lua, the keys, the arguments, the reply; pkg/scripts/CONTRACT.md): it
@@ -8,16 +9,19 @@
 // client built from them (client.go), script loading and the NOSCRIPT
 // fallback (backend.go), the calls of one Decide (calls.go), routing them
 // to cluster masters (route.go), sending pipelines (exec.go), coalescing
-// concurrent Decides' pipelines (coalesce.go), reading replies and
+// concurrent Decides' pipelines (coalesce.go) and merging their calls
+// into one script call (merge.go), reading replies and
 // classifying Redis's errors (errors.go), and the circuit breakers, one
 // per Redis node (breaker.go). It knows nothing of gRPC, Envoy or
 // configuration files, and nothing of the algorithms beyond handing
 // pkg/scripts the rules.
 //
-// Every check costs one EVALSHA. Concurrent Decide calls bound for the same
-// Redis node share pipelines (coalescing, coalesce.go; it can be turned
-// off, and each Decide then sends its own pipeline); with a cluster, the
-// pipelines are per master and sent concurrently. A check that cannot be
+// On one node (standalone, Sentinel) the checks of a Decide go in one
+// EVALSHA, and concurrent Decide calls share pipelines (coalescing,
+// coalesce.go; it can be turned off, and each Decide then sends its own
+// pipeline) whose calls are merged into one EVALSHA of at most 16
+// descriptors (merge.go). On a cluster every check costs one EVALSHA, and
+// the pipelines are per master and sent concurrently. A check that cannot be
 // decided (Redis down, slow, failing over) gets a Result.Err wrapping
 // backend.ErrUnavailable with the reason; one failed fast by its node's
 // open breaker wraps backend.ErrCircuitOpen too.
@@ -152,8 +156,10 @@ func (b *Backend) retryLoad(ctx context.Context) {
 // them in one call (a batch, each check decided as its own call would)
 // when there is one node, one call per check on a cluster. With coalescing
 // (the default) the calls join the pipelines of concurrent Decide calls
-// bound for the same node; without, they go in one pipeline of their own
-// (one per cluster master). Either way every Decide returns within Timeout.
+// bound for the same node, and on one node the calls of a pipeline are
+// merged into one script call; without, they go in one pipeline of their
+// own (one per cluster master). Either way every Decide returns within
+// Timeout.
 // The checks bound for a node whose circuit breaker is open are not sent:
 // they fail at once with backend.ErrCircuitOpen, and the checks bound for
 // other nodes go on. See backend.Backend.

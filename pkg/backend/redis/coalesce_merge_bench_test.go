@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -39,7 +40,7 @@ func BenchmarkMergeBound(b *testing.B) {
 	for _, rules := range [][]limit.Rule{openRules1, openRules3} {
 		for _, items := range []int{1, 4, 8, 16, 32, 64, 128} {
 			b.Run(fmt.Sprintf("callers=256/rules=%d/merge=%d", len(rules), items), func(b *testing.B) {
-				benchMerge(b, srv, Options{URL: srv.Addr(), mergeItems: items, pipelineLanes: 1, PipelineLimit: 256}, rules, 256)
+				benchMerge(b, srv, Options{URL: srv.Addr(), mergeItems: items, pipelineLanes: 1, PipelineLimit: 256, Timeout: 30 * time.Second}, rules, 256)
 			})
 		}
 	}
