@@ -137,6 +137,24 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("--only with an unknown block: exit %d, want 1", code)
 	}
 
+	// A run cut short (its report half written, no CPU file yet) is left
+	// out, loudly; a broken report of a finished run is an error.
+	writeFiles(t, dir, map[string]string{"memory.4.json": `{"throughput_rps":9`})
+	var partial, warn bytes.Buffer
+	if code := run(context.Background(), []string{"summarize", "--only", "runs", dir}, &partial, &warn); code != 0 ||
+		partial.String() != out || !strings.Contains(warn.String(), "leaving out") || !strings.Contains(warn.String(), "memory.4.json") {
+		t.Errorf("with an unfinished run: exit %d, stderr %q, summary:\n%s", code, warn.String(), partial.String())
+	}
+	writeFiles(t, dir, map[string]string{"memory.4.cpu.json": `{}`})
+	if code := run(context.Background(), []string{"summarize", dir}, io.Discard, io.Discard); code != 1 {
+		t.Errorf("a finished run's broken report: exit %d, want 1", code)
+	}
+	for _, f := range []string{"memory.4.json", "memory.4.cpu.json"} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// The same runs measured as separate rounds, one directory each (as
 	// variants.sh and ab.sh write them), merge into the same table.
 	var dirs []string

@@ -101,7 +101,7 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return errors.New("want one or more directories (measure.sh's OUTDIR)")
 	}
-	rs, err := readRunSet(fs.Args())
+	rs, err := readRunSet(fs.Args(), stderr)
 	if err != nil {
 		return err
 	}
@@ -133,10 +133,10 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 }
 
 // readRunSet reads every directory's runs, merging runs of the same name.
-func readRunSet(dirs []string) (*runSet, error) {
+func readRunSet(dirs []string, warn io.Writer) (*runSet, error) {
 	rs := &runSet{runs: make(map[string][]sample)}
 	for _, dir := range dirs {
-		more, names, err := readRuns(dir)
+		more, names, err := readRuns(dir, warn)
 		if err != nil {
 			return nil, err
 		}
@@ -199,10 +199,12 @@ func (rs *runSet) runsTable(w io.Writer) {
 	}
 }
 
-// readRuns reads NAME.ROUND.json and NAME.ROUND.cpu.json files, returning
-// the samples by name (sorted by round) and the names in first-seen order
-// of their first round.
-func readRuns(dir string) (map[string][]sample, []string, error) {
+// readRuns reads NAME.ROUND.json and the files beside it, returning the
+// samples by name (sorted by round) and the names in target order. A run
+// whose report does not parse and that has no CPU file yet (measure.sh
+// writes it last) was cut short or is still going: it is left out, and
+// said so on warn.
+func readRuns(dir string, warn io.Writer) (map[string][]sample, []string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.*.json"))
 	if err != nil {
 		return nil, nil, err
@@ -213,34 +215,18 @@ func readRuns(dir string) (map[string][]sample, []string, error) {
 		base := strings.TrimSuffix(filepath.Base(f), ".json")
 		name, roundText, ok := strings.Cut(base, ".")
 		if !ok || strings.Contains(roundText, ".") {
-			continue // NAME.ROUND.cpu.json, read below
+			continue // NAME.ROUND.cpu.json, read by readSample
 		}
 		round, err := strconv.Atoi(roundText)
 		if err != nil {
 			continue
 		}
-		s := sample{round: round}
-		if err := readJSON(f, &s.report); err != nil {
-			return nil, nil, err
-		}
-		if err := readJSON(filepath.Join(dir, base+".cpu.json"), &s.cpu); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, nil, err
-		}
-		if err := readRedis(filepath.Join(dir, base), &s); err != nil {
-			return nil, nil, err
-		}
-		switch data, err := os.ReadFile(filepath.Join(dir, base+".metrics.txt")); {
-		case err == nil:
-			s.metrics = string(data)
-		case !errors.Is(err, os.ErrNotExist):
-			return nil, nil, err
-		}
-		switch data, err := os.ReadFile(filepath.Join(dir, base+".pprof")); {
-		case err == nil:
-			if s.stages, err = stageShares(data); err != nil {
-				return nil, nil, fmt.Errorf("%s.pprof: %w", base, err)
+		s, err := readSample(filepath.Join(dir, base), round)
+		if err != nil {
+			if _, cpuErr := os.Stat(filepath.Join(dir, base+".cpu.json")); errors.Is(cpuErr, os.ErrNotExist) {
+				fmt.Fprintf(warn, "sluice-bench summarize: leaving out %s, an unfinished run (%v)\n", f, err)
+				continue
 			}
-		case !errors.Is(err, os.ErrNotExist):
 			return nil, nil, err
 		}
 		if _, seen := runs[name]; !seen {
@@ -256,6 +242,37 @@ func readRuns(dir string) (map[string][]sample, []string, error) {
 		return nil, nil, fmt.Errorf("no NAME.ROUND.json runs in %s", dir)
 	}
 	return runs, order, nil
+}
+
+// readSample reads one run's files, PREFIX being OUTDIR/NAME.ROUND: the
+// report, and when they exist the CPU file, Redis's INFO, sluice's metrics
+// and the service's CPU profile.
+func readSample(prefix string, round int) (sample, error) {
+	s := sample{round: round}
+	if err := readJSON(prefix+".json", &s.report); err != nil {
+		return s, err
+	}
+	if err := readJSON(prefix+".cpu.json", &s.cpu); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return s, err
+	}
+	if err := readRedis(prefix, &s); err != nil {
+		return s, err
+	}
+	switch data, err := os.ReadFile(prefix + ".metrics.txt"); {
+	case err == nil:
+		s.metrics = string(data)
+	case !errors.Is(err, os.ErrNotExist):
+		return s, err
+	}
+	switch data, err := os.ReadFile(prefix + ".pprof"); {
+	case err == nil:
+		if s.stages, err = stageShares(data); err != nil {
+			return s, fmt.Errorf("%s.pprof: %w", prefix, err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return s, err
+	}
+	return s, nil
 }
 
 // readRedis reads PREFIX.redis-start.txt and PREFIX.redis.txt into s, or,
