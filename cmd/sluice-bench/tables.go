@@ -152,14 +152,14 @@ const scenarioHeader = "| | target | req/s | vs no-op | vs incumbent | p50 / p99
 // scenarioTable prints the rows that were measured, and reports whether
 // there were any.
 func (rs *runSet) scenarioTable(w io.Writer, rows []row) bool {
-	any := false
+	wrote := false
 	for _, r := range rows {
 		if !rs.has(r.name) {
 			continue
 		}
-		if !any {
+		if !wrote {
 			io.WriteString(w, scenarioHeader)
-			any = true
+			wrote = true
 		}
 		ss := rs.runs[r.name]
 		tput := median(ss, throughput)
@@ -186,7 +186,7 @@ func (rs *runSet) scenarioTable(w io.Writer, rows []row) bool {
 			l(func(s sample) float64 { return s.report.Latency.P50 }), l(p99), l(func(s sample) float64 { return s.report.Latency.P999 }),
 			cpu, usec, cmds, keys, bytes)
 	}
-	return any
+	return wrote
 }
 
 // attackTable is the attack mix's scenario table and the share of denials
@@ -300,7 +300,7 @@ func (rs *runSet) growth(w io.Writer, unit, from, to string, n float64) {
 // defaultsTable shows what each of sluice's speed defaults is worth: each
 // target measured with the setting on (the default) and off.
 func (rs *runSet) defaultsTable(w io.Writer) bool {
-	any := false
+	wrote := false
 	for _, d := range []struct {
 		setting, load, on, off string
 		figure                 string
@@ -314,16 +314,16 @@ func (rs *runSet) defaultsTable(w io.Writer) bool {
 		if !rs.has(d.on) || !rs.has(d.off) {
 			continue
 		}
-		if !any {
+		if !wrote {
 			fmt.Fprintln(w, "| setting | load | req/s off → on | gain | figure | off → on |")
 			fmt.Fprintln(w, "|---|---|---|---:|---|---|")
-			any = true
+			wrote = true
 		}
 		on, off := rs.med(d.on, throughput), rs.med(d.off, throughput)
 		fmt.Fprintf(w, "| %s | %s (`%s`, `%s`) | %s → %s | %+.0f%% | %s | "+d.format+" → "+d.format+" |\n", d.setting, d.load, d.off, d.on,
 			thousands(off), thousands(on), 100*(on/off-1), d.figure, rs.med(d.off, d.f), rs.med(d.on, d.f))
 	}
-	return any
+	return wrote
 }
 
 // timeTable splits the machine's time per request between the processes:
@@ -335,12 +335,12 @@ func (rs *runSet) timeTable(w io.Writer) bool {
 	}
 	fmt.Fprintf(w, "| target | the machine's µs per request (%.0f cores × wall ÷ requests) | load generator | service | redis-server | other processes | idle | Redis µs inside commands (wall time) |\n", cores)
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
-	any := false
+	wrote := false
 	for _, name := range rs.order {
 		if concurrency(name) != 0 || !slices.Contains(targetOrder, base(name)) {
 			continue
 		}
-		any = true
+		wrote = true
 		ss := rs.runs[name]
 		budget := median(ss, func(s sample) float64 { return s.perRequest(cores * s.cpu.Wall) })
 		others := median(ss, func(s sample) float64 { return s.perRequest(s.cpu.Others) })
@@ -352,7 +352,7 @@ func (rs *runSet) timeTable(w io.Writer) bool {
 		fmt.Fprintf(w, "| `%s` | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s |\n", name, budget, median(ss, clientCPU), median(ss, serverCPU),
 			median(ss, redisCPU), others, max(0, budget-used), inside)
 	}
-	return any
+	return wrote
 }
 
 // stagesTable splits each profiled service's CPU per request by stage
@@ -520,20 +520,20 @@ func (rs *runSet) goalsTable(w io.Writer) bool {
 	}
 	fmt.Fprintln(w, "| goal | this run | |")
 	fmt.Fprintln(w, "|---|---:|---|")
-	any := false
+	wrote := false
 	for _, g := range goals {
 		figure, met, ok := g.measured()
 		if !ok {
 			continue
 		}
-		any = true
+		wrote = true
 		verdict := "missed"
 		if met {
 			verdict = "met"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s |\n", g.text, figure, verdict)
 	}
-	return any
+	return wrote
 }
 
 // machineBlock describes the machine, the settings and the command.
