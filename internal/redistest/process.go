@@ -108,27 +108,25 @@ func (l *clientList) closeAll() {
 }
 
 // serverBinary returns the path of redis-server, or ErrNotInstalled.
-func serverBinary() (string, error) {
-	if p, err := exec.LookPath("redis-server"); err == nil {
-		return p, nil
-	}
-	const fallback = "/usr/bin/redis-server"
-	if _, err := os.Stat(fallback); err == nil {
-		return fallback, nil
-	}
-	return "", ErrNotInstalled
+func serverBinary() (string, error) { return binary("redis-server", ErrNotInstalled) }
+
+// cliBinary returns the path of redis-cli, or an error wrapping
+// ErrNotInstalled that names it.
+func cliBinary() (string, error) {
+	return binary("redis-cli", fmt.Errorf("redis-cli: %w", ErrNotInstalled))
 }
 
-// cliBinary returns the path of redis-cli, or ErrNotInstalled.
-func cliBinary() (string, error) {
-	if p, err := exec.LookPath("redis-cli"); err == nil {
+// binary finds the program name on PATH or in /usr/bin (where the Debian
+// packages put it, for a PATH without it), or returns missing.
+func binary(name string, missing error) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	const fallback = "/usr/bin/redis-cli"
+	fallback := "/usr/bin/" + name
 	if _, err := os.Stat(fallback); err == nil {
 		return fallback, nil
 	}
-	return "", fmt.Errorf("redis-cli: %w", ErrNotInstalled)
+	return "", missing
 }
 
 // freePort asks the kernel for a free loopback port. Another process may
