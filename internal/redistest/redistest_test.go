@@ -13,14 +13,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// setK writes k=v through c, failing t on an error (via says how the
+// command travelled).
+func setK(ctx context.Context, t *testing.T, c redis.Cmdable, via string) {
+	t.Helper()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET%s: %v", via, err)
+	}
+}
+
 func TestStandaloneLifecycle(t *testing.T) {
 	s := Standalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := s.Client()
-	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Fatalf("SET: %v", err)
-	}
+	setK(ctx, t, c, "")
 	pid := s.PID()
 	if pid == 0 {
 		t.Fatal("PID is 0 for a running server")
@@ -182,10 +189,7 @@ func TestSentinel(t *testing.T) {
 	s := Sentinel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c := s.Client()
-	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Fatalf("SET through sentinel: %v", err)
-	}
+	setK(ctx, t, s.Client(), " through sentinel")
 	if s.MasterName() == "" || len(s.SentinelAddrs()) == 0 {
 		t.Fatal("empty master name or sentinel list")
 	}
@@ -197,9 +201,7 @@ func TestSentinelAuth(t *testing.T) {
 	s := Sentinel(t, "--requirepass", "secret")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.Client().Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Fatalf("SET through sentinel with the password: %v", err)
-	}
+	setK(ctx, t, s.Client(), " through sentinel with the password")
 	anon := adminClient(s.MasterAddr(), "")
 	defer anon.Close()
 	if err := anon.Ping(ctx).Err(); err == nil {
