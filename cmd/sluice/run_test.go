@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/testfile"
 )
 
 // runCmd runs the program in-process and returns its exit code and output.
@@ -22,16 +23,7 @@ func runCmd(t *testing.T, env []string, args ...string) (int, string, string) {
 func writeConfig(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// Write and rename, so a polling reader never sees half a file.
-	if err := os.WriteFile(p+".tmp", []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(p+".tmp", p); err != nil {
-		t.Fatal(err)
-	}
+	testfile.Replace(t, p, content)
 	return p
 }
 

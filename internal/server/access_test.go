@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluice-rl/sluice/internal/testfile"
 	"github.com/sluice-rl/sluice/internal/testpki"
 )
 
@@ -40,9 +41,9 @@ func newPKI(t *testing.T, clientSAN string) *pki {
 		ClientSAN:    clientSAN,
 	}}
 	cert, key := issue(t, serverCA, false)
-	writeAtomically(t, p.files.CertFile, cert)
-	writeAtomically(t, p.files.KeyFile, key)
-	writeAtomically(t, p.files.ClientCAFile, clientCA.PEM())
+	testfile.Replace(t, p.files.CertFile, string(cert))
+	testfile.Replace(t, p.files.KeyFile, string(key))
+	testfile.Replace(t, p.files.ClientCAFile, string(clientCA.PEM()))
 	p.envoy = clientCert(t, clientCA, "envoy.example")
 	p.app = clientCert(t, clientCA, "envoy.example", "app.example")
 	p.rogue = clientCert(t, otherCA, "envoy.example", "app.example")

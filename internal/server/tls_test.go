@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/sluice-rl/sluice/internal/testfile"
 	"github.com/sluice-rl/sluice/internal/testpki"
 )
 
@@ -26,19 +26,6 @@ func issue(t *testing.T, c *testpki.CA, client bool, dnsNames ...string) (certPE
 	}
 	p := c.Issue(t, "leaf", []x509.ExtKeyUsage{usage}, append([]string{"127.0.0.1"}, dnsNames...)...)
 	return p.CertPEM, p.KeyPEM
-}
-
-// writeAtomically replaces path's content the way a Secret update does:
-// write a temporary file and rename it over path.
-func writeAtomically(t *testing.T, path string, data []byte) {
-	t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // callTLS dials addr with the given client TLS config and makes one call.
@@ -68,8 +55,8 @@ func TestTLSCertificateReload(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	ca1, ca2 := testpki.NewCA(t, "ca1"), testpki.NewCA(t, "ca2")
 	cert, key := issue(t, ca1, false)
-	writeAtomically(t, certFile, cert)
-	writeAtomically(t, keyFile, key)
+	testfile.Replace(t, certFile, string(cert))
+	testfile.Replace(t, keyFile, string(key))
 	st := newStack(t, testConfig, Options{TLS: &TLSFiles{CertFile: certFile, KeyFile: keyFile}}, nil)
 	addr := st.srv.GRPCAddr()
 
@@ -84,8 +71,8 @@ func TestTLSCertificateReload(t *testing.T) {
 
 	// Renew with a certificate from ca2: new connections get it.
 	cert, key = issue(t, ca2, false)
-	writeAtomically(t, keyFile, key)
-	writeAtomically(t, certFile, cert)
+	testfile.Replace(t, keyFile, string(key))
+	testfile.Replace(t, certFile, string(cert))
 	if err := callTLS(t, addr, trusts2); err != nil {
 		t.Errorf("call trusting ca2 after the renewal: %v", err)
 	}
@@ -94,7 +81,7 @@ func TestTLSCertificateReload(t *testing.T) {
 	}
 
 	// A broken renewal keeps the last good certificate.
-	writeAtomically(t, certFile, []byte("not a certificate"))
+	testfile.Replace(t, certFile, "not a certificate")
 	if err := callTLS(t, addr, trusts2); err != nil {
 		t.Errorf("call after a broken renewal: %v (want the previous certificate kept)", err)
 	}

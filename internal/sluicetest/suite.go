@@ -3,8 +3,6 @@ package sluicetest
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -13,9 +11,8 @@ import (
 )
 
 // This file holds what the black-box suites share beyond running the
-// binary: names that keep tests apart on shared Redis deployments, config
-// files written the way a reload must see them, and the wall-clock
-// alignment a test needs before counting on one window.
+// binary: names that keep tests apart on shared Redis deployments and the
+// wall-clock alignment a test needs before counting on one window.
 
 // Unique returns a descriptor value no other test or run uses: prefix and
 // 64 random bits.
@@ -26,20 +23,6 @@ func Unique(prefix string) string { return fmt.Sprintf("%s-%016x", prefix, rand.
 func KeyPrefix(t testing.TB) string {
 	name := regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "_")
 	return fmt.Sprintf("%s_%08x:", name, rand.Uint32())
-}
-
-// WriteFile replaces the file at path with text atomically (write a
-// temporary file beside it, then rename), so a polling reload never reads
-// half a file.
-func WriteFile(t testing.TB, path, text string) {
-	t.Helper()
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // AwayFromEdge waits, if needed, until the next edge of the windows of

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testfile"
 )
 
 const (
@@ -72,7 +73,7 @@ func copyFile(t *testing.T, src, dst string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sluicetest.WriteFile(t, dst, string(b))
+	testfile.Replace(t, dst, string(b))
 }
 
 // desc is a request descriptor under construction.

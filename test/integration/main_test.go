@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testfile"
 )
 
 // cluster is the Redis Cluster shared by the tests that do not kill nodes;
@@ -74,7 +75,7 @@ func configDir(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, text := range files {
-		sluicetest.WriteFile(t, filepath.Join(dir, name), text)
+		testfile.Replace(t, filepath.Join(dir, name), text)
 	}
 	return dir
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/poll"
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testfile"
 )
 
 // yearLimit is a one-domain config limiting k to n a year.
@@ -57,7 +58,7 @@ func TestReload(t *testing.T) {
 	consume(verdict{ok, "", 2, 1})
 
 	// Raise the limit: the count of 1 is kept.
-	sluicetest.WriteFile(t, filepath.Join(dir, "r.yaml"), yearLimit("r", "5"))
+	testfile.Replace(t, filepath.Join(dir, "r.yaml"), yearLimit("r", "5"))
 	waitLimit("r", 5)
 	if got := statusOf(peek(t, p, "r", k)); got != (verdict{ok, "", 5, 4}) {
 		t.Errorf("after raising the limit to 5: %v, want remaining 4 (the count survives)", got)
@@ -69,7 +70,7 @@ func TestReload(t *testing.T) {
 		"domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 7\n",
 		yearLimit("r", "-7"),
 	} {
-		sluicetest.WriteFile(t, filepath.Join(dir, "r.yaml"), broken)
+		testfile.Replace(t, filepath.Join(dir, "r.yaml"), broken)
 		waitRejected(i + 1)
 		if got := statusOf(peek(t, p, "r", k)); got != (verdict{ok, "", 5, 4 - uint32(i)}) {
 			t.Fatalf("after broken file %d: %v, want the old limit 5 serving", i+1, got)
@@ -81,7 +82,7 @@ func TestReload(t *testing.T) {
 	}
 
 	// Fixed: a limit of 7 with 3 counted.
-	sluicetest.WriteFile(t, filepath.Join(dir, "r.yaml"), yearLimit("r", "7"))
+	testfile.Replace(t, filepath.Join(dir, "r.yaml"), yearLimit("r", "7"))
 	waitLimit("r", 7)
 	if got := statusOf(peek(t, p, "r", k)); got != (verdict{ok, "", 7, 4}) {
 		t.Errorf("after the fix: %v, want limit 7 remaining 4", got)
@@ -91,7 +92,7 @@ func TestReload(t *testing.T) {
 	if got := statusOf(peek(t, p, "s", k)); got != (verdict{code: ok}) {
 		t.Fatalf("unknown domain s: %v", got)
 	}
-	sluicetest.WriteFile(t, filepath.Join(dir, "s.yaml"), yearLimit("s", "3"))
+	testfile.Replace(t, filepath.Join(dir, "s.yaml"), yearLimit("s", "3"))
 	waitLimit("s", 3)
 	if err := os.Remove(filepath.Join(dir, "s.yaml")); err != nil {
 		t.Fatal(err)
