@@ -156,7 +156,7 @@ func TestSummarize(t *testing.T) {
 	}
 
 	// The same runs measured as separate rounds, one directory each (as
-	// variants.sh and ab.sh write them), merge into the same table.
+	// ab.sh writes them), merge into the same table.
 	var dirs []string
 	for round := 1; round <= 3; round++ {
 		d := t.TempDir()
