@@ -1,22 +1,13 @@
 package poll
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/tbrecord"
 )
-
-// fatalT records a Fatalf instead of ending the test that runs Until.
-type fatalT struct {
-	testing.TB
-	msg string
-}
-
-func (f *fatalT) Helper() {}
-func (f *fatalT) Fatalf(format string, args ...any) {
-	f.msg = format
-	panic(f) // Fatalf does not return
-}
 
 func TestUntilReturnsOnceTheConditionHolds(t *testing.T) {
 	var calls atomic.Int32
@@ -27,16 +18,8 @@ func TestUntilReturnsOnceTheConditionHolds(t *testing.T) {
 }
 
 func TestUntilFailsAfterTheTimeout(t *testing.T) {
-	f := &fatalT{TB: t}
-	func() {
-		defer func() {
-			if r := recover(); r != f {
-				t.Fatalf("recovered %v, want the Fatalf", r)
-			}
-		}()
-		Until(f, 0, "never", func() bool { return false })
-	}()
-	if f.msg == "" {
-		t.Fatal("Until returned although the condition never held")
+	r := tbrecord.Run(t, func(tb testing.TB) { Until(tb, 0, "never", func() bool { return false }) })
+	if !strings.Contains(r.Failed, "waiting for never") {
+		t.Fatalf("failure %q, want the timeout naming what it waited for", r.Failed)
 	}
 }

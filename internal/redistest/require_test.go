@@ -3,39 +3,11 @@ package redistest
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/tbrecord"
 )
-
-// recorder is a testing.TB that records how a test ended: Fatalf and Skipf
-// stop the calling goroutine, as the real ones do.
-type recorder struct {
-	testing.TB
-	fatal, skip string
-}
-
-func (r *recorder) Helper() {}
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.fatal = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-func (r *recorder) Skipf(format string, args ...any) {
-	r.skip = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-// run calls f with a recorder on its own goroutine and returns it.
-func run(f func(testing.TB)) *recorder {
-	r := &recorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f(r)
-	}()
-	<-done
-	return r
-}
 
 // TestRequireStarted: a missing redis-server fails the test with the
 // command that installs it, unless SLUICE_TEST_REDIS=off asks for a run
@@ -61,12 +33,12 @@ func TestRequireStarted(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(OptOutEnv, tt.optOut)
-			r := run(func(tb testing.TB) { requireStarted(tb, "redis-server", tt.err) })
-			if (tt.wantFatal == "") != (r.fatal == "") || !strings.Contains(r.fatal, tt.wantFatal) {
-				t.Errorf("fatal = %q, want one containing %q", r.fatal, tt.wantFatal)
+			r := tbrecord.Run(t, func(tb testing.TB) { requireStarted(tb, "redis-server", tt.err) })
+			if (tt.wantFatal == "") != (r.Failed == "") || !strings.Contains(r.Failed, tt.wantFatal) {
+				t.Errorf("fatal = %q, want one containing %q", r.Failed, tt.wantFatal)
 			}
-			if (tt.wantSkip == "") != (r.skip == "") || !strings.Contains(r.skip, tt.wantSkip) {
-				t.Errorf("skip = %q, want one containing %q", r.skip, tt.wantSkip)
+			if (tt.wantSkip == "") != (r.Skipped == "") || !strings.Contains(r.Skipped, tt.wantSkip) {
+				t.Errorf("skip = %q, want one containing %q", r.Skipped, tt.wantSkip)
 			}
 		})
 	}

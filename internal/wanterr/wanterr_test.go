@@ -3,17 +3,9 @@ package wanterr
 import (
 	"errors"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/tbrecord"
 )
-
-// recorder records a Fatal instead of ending the test that runs Check.
-type recorder struct {
-	testing.TB
-	failed bool
-}
-
-func (r *recorder) Helper()               {}
-func (r *recorder) Fatal(...any)          { r.failed = true }
-func (r *recorder) Fatalf(string, ...any) { r.failed = true }
 
 func TestCheck(t *testing.T) {
 	boom := errors.New("open period -1s is negative")
@@ -31,10 +23,10 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &recorder{TB: t}
-			goOn := Check(r, tt.err, tt.want)
-			if r.failed != tt.fail {
-				t.Errorf("failed %v, want %v", r.failed, tt.fail)
+			var goOn bool
+			r := tbrecord.Run(t, func(tb testing.TB) { goOn = Check(tb, tt.err, tt.want) })
+			if failed := r.Failed != ""; failed != tt.fail {
+				t.Errorf("failed %v (%q), want %v", failed, r.Failed, tt.fail)
 			}
 			if !tt.fail && goOn != tt.goOn {
 				t.Errorf("go on %v, want %v", goOn, tt.goOn)
