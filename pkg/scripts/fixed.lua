@@ -1,8 +1,11 @@
 -- fixed.lua ~ pkg/limit/fixed.go: the fixed window. Part of the decide
--- script (see decide.lua); defined only when a rule of the call needs it.
+-- script (see decide.lua).
 
 local fw_count, fw_check, fw_apply, fw_expiry
-if has_fw then
+-- define_fw defines the fixed window's functions, when a rule first needs them
+-- (read_rules): once per node for a function library, once per call for
+-- EVALSHA, and only in the calls that use them.
+local function define_fw()
   function fw_count(r, st)
     if st.w == r.start then return st.c end
     return 0

@@ -16,20 +16,26 @@ import (
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
-// TestMeasureRedisCost measures what Redis spends per decision, with INFO
+// TestMeasureRedisCost measures what Redis spends per request, with INFO
 // commandstats (CONFIG RESETSTAT before each run; usec of the commands a
-// client sends, a script's including the commands it runs), for the decide
-// script in each shape and for the incumbent's commands (INCRBY + EXPIRE
-// per descriptor, in one pipeline per request, as envoyproxy/ratelimit
-// sends them). Every scenario decides over 10,000 descriptors, admitting
-// (the write path), from one client sending pipelines of 16 requests, so
-// Redis never waits for the client; the scenarios alternate over rounds
-// and the median is reported. It runs only with SLUICE_MEASURE=1:
+// client sends, a script's or function's including the commands it runs),
+// for the decide script in each shape, sent with EVALSHA and with FCALL, and
+// for the incumbent's commands (INCRBY + EXPIRE per descriptor, in one
+// pipeline per request, as envoyproxy/ratelimit sends them). A request is
+// one check: its descriptors, each with its rules; its limits are
+// descriptors × rules, each of which costs the incumbent one descriptor.
+// Every scenario decides over 10,000 descriptors, admitting (the write
+// path), from one client sending pipelines of 16 requests, so Redis never
+// waits for the client; the scenarios alternate over rounds and the median
+// is reported. It runs only with SLUICE_MEASURE=1:
 //
 //	SLUICE_MEASURE=1 go test -run TestMeasureRedisCost -v ./pkg/scripts/
 //
 // SLUICE_MEASURE_ROUNDS (5) and SLUICE_MEASURE_REQUESTS (20000 per run)
-// change the effort.
+// change the effort. SLUICE_MEASURE_BASELINE names a file holding another
+// decide script (another version's parts, joined, with the same KEYS and
+// ARGV), measured with EVALSHA beside the others: before and after from
+// one run.
 func TestMeasureRedisCost(t *testing.T) {
 	if os.Getenv("SLUICE_MEASURE") != "1" {
 		t.Skip("set SLUICE_MEASURE=1 to measure Redis time per decision")
@@ -56,12 +62,22 @@ func TestMeasureRedisCost(t *testing.T) {
 	}
 	type scenario struct {
 		name        string
-		descriptors int // decisions per request
+		descriptors int // descriptors per request (each its own key)
+		limits      int // limits per request: descriptors × rules
 		send        func(p redis.Pipeliner, key int)
 	}
+	lib := DecideLibrary()
+	// run sends one decide call, with EVALSHA or FCALL.
+	run := func(p redis.Pipeliner, fcall bool, keys []string, args ...any) {
+		if fcall {
+			p.FCall(ctx, lib.Function, keys, args...)
+			return
+		}
+		p.EvalSha(ctx, DecideScript().SHA1, keys, args...)
+	}
 	// decide builds one request: descriptors descriptors of rules, in one
-	// call (batch) or one call each.
-	decide := func(rules []limit.Rule, descriptors int, batch bool) func(p redis.Pipeliner, key int) {
+	// call (batch) or one call each, sent with EVALSHA or FCALL.
+	decide := func(rules []limit.Rule, descriptors int, batch, fcall bool) func(p redis.Pipeliner, key int) {
 		prepared := make([]*RuleArgs, len(rules))
 		for i, r := range rules {
 			a, err := PrepareRule(r)
@@ -92,10 +108,10 @@ func TestMeasureRedisCost(t *testing.T) {
 				for _, r := range prepared {
 					a = r.Append(a, clock)
 				}
-				p.EvalSha(ctx, DecideScript().SHA1, ks[k0:], a...)
+				run(p, fcall, ks[k0:], a...)
 			}
 			if batch {
-				p.EvalSha(ctx, DecideScript().SHA1, ks, args...)
+				run(p, fcall, ks, args...)
 			}
 		}
 	}
@@ -109,23 +125,59 @@ func TestMeasureRedisCost(t *testing.T) {
 			}
 		}
 	}
+	fw1 := []limit.Rule{fw}
 	scenarios := []scenario{
-		{"incumbent, 1 descriptor (INCRBY+EXPIRE)", 1, incumbent(1)},
-		{"sluice, 1 fixed window", 1, decide([]limit.Rule{fw}, 1, false)},
-		{"sluice, 1 sliding window", 1, decide(one(limit.SlidingWindow), 1, false)},
-		{"sluice, 1 token bucket", 1, decide(one(limit.TokenBucket), 1, false)},
-		{"sluice, 1 sliding log", 1, decide(one(limit.SlidingLog), 1, false)},
-		{"incumbent, 3 descriptors (6 commands)", 3, incumbent(3)},
-		{"sluice, 3 fixed windows, 1 descriptor", 3, decide(fw3, 1, false)},
-		{"sluice, 3 mixed rules, 1 descriptor", 3, decide(mixed, 1, false)},
-		{"sluice, 3 descriptors of 1 fixed window, 3 calls", 3, decide([]limit.Rule{fw}, 3, false)},
-		{"sluice, 3 descriptors of 1 fixed window, 1 batch", 3, decide([]limit.Rule{fw}, 3, true)},
-		{"sluice, 10 descriptors of 1 fixed window, 1 batch", 10, decide([]limit.Rule{fw}, 10, true)},
+		{"incumbent, 1 descriptor (INCRBY+EXPIRE)", 1, 1, incumbent(1)},
+		{"incumbent, 3 descriptors (6 commands)", 3, 3, incumbent(3)},
+	}
+	for _, fcall := range []bool{false, true} {
+		via := "EVALSHA"
+		if fcall {
+			via = "FCALL"
+		}
+		scenarios = append(scenarios,
+			scenario{"sluice " + via + ", 1 fixed window", 1, 1, decide(fw1, 1, false, fcall)},
+			scenario{"sluice " + via + ", 1 sliding window", 1, 1, decide(one(limit.SlidingWindow), 1, false, fcall)},
+			scenario{"sluice " + via + ", 1 token bucket", 1, 1, decide(one(limit.TokenBucket), 1, false, fcall)},
+			scenario{"sluice " + via + ", 1 sliding log", 1, 1, decide(one(limit.SlidingLog), 1, false, fcall)},
+			scenario{"sluice " + via + ", 3 fixed windows, 1 descriptor", 1, 3, decide(fw3, 1, false, fcall)},
+			scenario{"sluice " + via + ", 3 mixed rules, 1 descriptor", 1, 3, decide(mixed, 1, false, fcall)},
+			scenario{"sluice " + via + ", 3 descriptors of 1 fixed window, 3 calls", 3, 3, decide(fw1, 3, false, fcall)},
+			scenario{"sluice " + via + ", 3 descriptors of 1 fixed window, 1 batch", 3, 3, decide(fw1, 3, true, fcall)},
+			scenario{"sluice " + via + ", 10 descriptors of 1 fixed window, 1 batch", 10, 10, decide(fw1, 10, true, fcall)},
+		)
+	}
+	if err := c.FunctionLoad(ctx, lib.Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if path := os.Getenv("SLUICE_MEASURE_BASELINE"); path != "" {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sha, err := c.ScriptLoad(ctx, string(src)).Result()
+		if err != nil {
+			t.Fatalf("SLUICE_MEASURE_BASELINE: %v", err)
+		}
+		base := func(rules []limit.Rule, descriptors int, batch bool) func(p redis.Pipeliner, key int) {
+			send := decide(rules, descriptors, batch, false)
+			return func(p redis.Pipeliner, key int) { send(&shaPipe{p, sha}, key) }
+		}
+		scenarios = append(scenarios,
+			scenario{"baseline EVALSHA, 1 fixed window", 1, 1, base(fw1, 1, false)},
+			scenario{"baseline EVALSHA, 1 sliding window", 1, 1, base(one(limit.SlidingWindow), 1, false)},
+			scenario{"baseline EVALSHA, 1 token bucket", 1, 1, base(one(limit.TokenBucket), 1, false)},
+			scenario{"baseline EVALSHA, 1 sliding log", 1, 1, base(one(limit.SlidingLog), 1, false)},
+			scenario{"baseline EVALSHA, 3 fixed windows, 1 descriptor", 1, 3, base(fw3, 1, false)},
+			scenario{"baseline EVALSHA, 3 mixed rules, 1 descriptor", 1, 3, base(mixed, 1, false)},
+			scenario{"baseline EVALSHA, 10 descriptors of 1 fixed window, 1 batch", 10, 10, base(fw1, 10, true)},
+		)
 	}
 	if err := c.ScriptLoad(ctx, DecideScript().Source).Err(); err != nil {
 		t.Fatal(err)
 	}
-	usec := make([][]float64, len(scenarios))
+	usec := make([][]float64, len(scenarios)) // per request
+	cpu := make([][]float64, len(scenarios))  // per request
 	mem := make([]float64, len(scenarios))
 	for round := range rounds {
 		for i, s := range scenarios {
@@ -136,6 +188,7 @@ func TestMeasureRedisCost(t *testing.T) {
 			if err := c.ConfigResetStat(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
+			cpu0 := mainThreadCPU(t, c)
 			for r := 0; r < requests; r += pipe {
 				p := c.Pipeline()
 				for k := r; k < r+pipe; k++ {
@@ -146,25 +199,44 @@ func TestMeasureRedisCost(t *testing.T) {
 				}
 			}
 			u := clientUsec(t, c)
-			usec[i] = append(usec[i], u/float64(requests*s.descriptors))
+			usec[i] = append(usec[i], u/float64(requests))
+			cpu[i] = append(cpu[i], (mainThreadCPU(t, c)-cpu0)/float64(requests))
 			if round == 0 {
 				mem[i] = (usedMemory(t, c) - before) / float64(min(keys, requests)*s.descriptors)
 			}
 		}
 	}
+	// A request is one check: its descriptors, each with its rules. Its
+	// limits are descriptors × rules, what the incumbent needs one
+	// descriptor (two commands) each for.
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| scenario | Redis µs per decision (median of %d; all rounds) | decisions/s per shard at 100%% | Redis memory per descriptor right after, bytes |\n|---|---:|---:|---:|\n", rounds)
-	for i, s := range scenarios {
-		m := slices.Clone(usec[i])
+	fmt.Fprintf(&b, "\n| scenario | limits per request | Redis command µs per request (median of %d; all rounds) | per limit | Redis main-thread CPU µs per request (median) | per limit | requests/s per shard at 100%% CPU | Redis memory per descriptor right after, bytes |\n|---|---:|---:|---:|---:|---:|---:|---:|\n", rounds)
+	median := func(v []float64) float64 {
+		m := slices.Clone(v)
 		slices.Sort(m)
-		med := m[len(m)/2]
+		return m[len(m)/2]
+	}
+	for i, s := range scenarios {
+		med, cmed := median(usec[i]), median(cpu[i])
 		var all []string
 		for _, u := range usec[i] {
 			all = append(all, strconv.FormatFloat(u, 'f', 2, 64))
 		}
-		fmt.Fprintf(&b, "| %s | %.2f (%s) | %.0f | %.0f |\n", s.name, med, strings.Join(all, ", "), 1e6/med, mem[i])
+		lim := float64(s.limits)
+		fmt.Fprintf(&b, "| %s | %d | %.2f (%s) | %.2f | %.2f | %.2f | %.0f | %.0f |\n",
+			s.name, s.limits, med, strings.Join(all, ", "), med/lim, cmed, cmed/lim, 1e6/cmed, mem[i])
 	}
 	t.Log(b.String())
+}
+
+// shaPipe sends every EVALSHA of a pipeline to another script: sha.
+type shaPipe struct {
+	redis.Pipeliner
+	sha string
+}
+
+func (p *shaPipe) EvalSha(ctx context.Context, _ string, keys []string, args ...any) *redis.Cmd {
+	return p.Pipeliner.EvalSha(ctx, p.sha, keys, args...)
 }
 
 // clientUsec sums commandstats' usec over the commands clients send: the
@@ -182,14 +254,14 @@ func clientUsec(t *testing.T, c *redis.Client) float64 {
 			continue
 		}
 		cmd := strings.TrimPrefix(name, "cmdstat_")
-		if cmd == "config" || cmd == "info" || cmd == "flushall" || cmd == "script" || cmd == "ping" || cmd == "hello" || cmd == "client" {
+		if cmd == "config" || cmd == "info" || cmd == "flushall" || cmd == "script" || cmd == "ping" || cmd == "hello" || cmd == "client" || strings.HasPrefix(cmd, "function") {
 			continue
 		}
 		for _, f := range strings.Split(rest, ",") {
 			if v, ok := strings.CutPrefix(f, "usec="); ok {
 				u, _ := strconv.ParseFloat(v, 64)
 				all += u
-				if cmd == "evalsha" || cmd == "eval" {
+				if cmd == "evalsha" || cmd == "eval" || cmd == "fcall" {
 					scripts += u
 				}
 			}
@@ -199,6 +271,31 @@ func clientUsec(t *testing.T, c *redis.Client) float64 {
 		return scripts
 	}
 	return all
+}
+
+// mainThreadCPU reads the CPU time, in µs, Redis's main thread has used
+// (user + system; INFO cpu, Redis 6.2+): unlike commandstats' usec, it does
+// not grow while Redis waits for a core on a busy machine, and it holds
+// what commandstats leaves out (reading requests, writing replies).
+func mainThreadCPU(t *testing.T, c *redis.Client) float64 {
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (name == "used_cpu_user_main_thread" || name == "used_cpu_sys_main_thread") {
+			f, _ := strconv.ParseFloat(v, 64)
+			sum += f
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatal("no main thread CPU in INFO cpu (Redis 6.2+)")
+	}
+	return sum * 1e6
 }
 
 func usedMemory(t *testing.T, c *redis.Client) float64 {

@@ -2,10 +2,13 @@
 -- meter (token bucket: tokens = capacity - level; refill = drain, so the
 -- token bucket's refill for Redis is computed by drain below, and for the
 -- memory backend by drain in pkg/limit/meter.go). Part of the decide script
--- (see decide.lua); defined only when a rule of the call needs it.
+-- (see decide.lua).
 
 local drain, whole_at, mt_check, mt_apply, mt_expiry, mt_fields_expiry
-if has_mt then
+-- define_mt defines the meter's functions, when a rule first needs them
+-- (read_rules): once per node for a function library, once per call for
+-- EVALSHA, and only in the calls that use them.
+local function define_mt()
   function drain(r, level, at, t) -- Rule.drain: the leak, i.e. the refill
     local elapsed = t - at
     if elapsed < 0 then elapsed = 0 end

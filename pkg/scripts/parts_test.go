@@ -31,7 +31,17 @@ func TestDecidePartsCoverEveryFile(t *testing.T) {
 			t.Errorf("the script does not hold %s", name)
 		}
 	}
-	if again := newScript(join(lua, decideParts)); again != DecideScript() {
+	if again := newScript(join(lua, decideParts) + evalTail); again != DecideScript() {
 		t.Errorf("joining the parts again gives SHA %s, want %s", again.SHA1, DecideScript().SHA1)
+	}
+	// The function library is the same parts, registering decide_call
+	// under a name of this version.
+	lib := DecideLibrary()
+	if body, ok := strings.CutSuffix(src, evalTail); !ok || !strings.Contains(lib.Source, body) {
+		t.Errorf("the function library does not hold the script's parts")
+	}
+	if !strings.HasPrefix(lib.Source, "#!lua name="+lib.Name+"\n") || !strings.Contains(lib.Name, DecideScript().SHA1[:16]) ||
+		!strings.HasSuffix(lib.Source, "redis.register_function('"+lib.Function+"', decide_call)\n") {
+		t.Errorf("function library %q / %q is not named after the script's SHA-1 %s", lib.Name, lib.Function, DecideScript().SHA1)
 	}
 }

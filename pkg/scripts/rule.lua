@@ -2,54 +2,56 @@
 -- slots each, ten for a calendar-aligned fixed window; see CONTRACT.md) and
 -- given their keys. Part of the decide script (see decide.lua).
 
-local nrules = 0
-local rules = {}
--- Which algorithms this call needs: only their functions are defined below
--- (each closure a script defines costs Redis CPU on every call).
-local has_fw, has_sl, has_sw, has_mt = false, false, false, false
-local nargv = #ARGV
-local nkeys = 1 -- KEYS cursor: the last key given to a rule
-local b = 3 -- ARGV cursor: the slot before this rule's first
-while b < nargv do
-  local i = nrules + 1
-  -- Every field a rule gets is named here, so the table is sized once.
-  local r = {
-    alg = tonumber(ARGV[b + 1]),
-    L = tonumber(ARGV[b + 2]),
-    C = tonumber(ARGV[b + 3]),
-    P = tonumber(ARGV[b + 4]),
-    id = ARGV[b + 5],
-    key = false, -- sliding log: its sorted set
-    start = false, wend = false, -- fixed window: the window holding now
-    wl = false, wat = false, -- meter: level after apply, its whole_at
-  }
-  if r.alg == nil or r.L == nil or r.C == nil or r.P == nil or r.id == nil then
-    return redis.error_reply('sluice decide: bad ARGV for rule ' .. i)
-  end
-  if r.P <= 0 then r.alg = 0 end
-  if r.alg == 2 then
-    nkeys = nkeys + 1
-    r.key = KEYS[nkeys]
-  end
-  -- The fixed window holding now (window.lua).
-  if r.alg == 1 then
-    r.start, r.wend = epoch_window(r.P)
-  elseif r.alg == 5 then
-    r.alg = 1
-    local start, wend = calendar_window(b, i)
-    if not start then return redis.error_reply(wend) end
-    r.start, r.wend = start, wend
+-- read_rules reads the descriptor's rules from its ARGV into rules (every
+-- field a rule gets is named when its table is built, so it is sized
+-- once), and gives each sliding log its key. It returns an error reply for
+-- malformed slots, else nil.
+local function read_rules(KEYS, ARGV)
+  nrules, rules = 0, {}
+  local nargv = #ARGV
+  local nkeys = 1 -- KEYS cursor: the last key given to a rule
+  local b = 3 -- ARGV cursor: the slot before this rule's first
+  while b < nargv do
+    local i = nrules + 1
+    local r = {
+      alg = tonumber(ARGV[b + 1]),
+      L = tonumber(ARGV[b + 2]),
+      C = tonumber(ARGV[b + 3]),
+      P = tonumber(ARGV[b + 4]),
+      id = ARGV[b + 5],
+      key = false, -- sliding log: its sorted set
+      start = false, wend = false, -- fixed window: the window holding now
+      wl = false, wat = false, -- meter: level after apply, its whole_at
+    }
+    if r.alg == nil or r.L == nil or r.C == nil or r.P == nil or r.id == nil then
+      return redis.error_reply('sluice decide: bad ARGV for rule ' .. i)
+    end
+    if r.P <= 0 then r.alg = 0 end
+    -- The algorithm's functions, defined when first needed.
+    if (r.alg == 1 or r.alg == 5) and not fw_check then define_fw()
+    elseif r.alg == 2 and not sl_check then define_sl()
+    elseif r.alg == 3 and not sw_check then define_sw()
+    elseif r.alg == 4 and not mt_check then define_mt()
+    end
+    if r.alg == 2 then
+      nkeys = nkeys + 1
+      r.key = KEYS[nkeys]
+    end
+    -- The fixed window holding now (window.lua).
+    if r.alg == 1 then
+      r.start, r.wend = epoch_window(r.P)
+    elseif r.alg == 5 then
+      r.alg = 1
+      local start, wend = calendar_window(ARGV, b, i)
+      if not start then return redis.error_reply(wend) end
+      r.start, r.wend = start, wend
+      b = b + 5
+    end
     b = b + 5
+    nrules = i
+    rules[i] = r
   end
-  b = b + 5
-  nrules = i
-  rules[i] = r
-  if r.alg == 1 then has_fw = true
-  elseif r.alg == 2 then has_sl = true
-  elseif r.alg == 3 then has_sw = true
-  elseif r.alg == 4 then has_mt = true
+  if b ~= nargv or nkeys ~= #KEYS then
+    return redis.error_reply('sluice decide: ' .. nargv .. ' ARGV and ' .. #KEYS .. ' KEYS for ' .. nrules .. ' rules')
   end
-end
-if b ~= nargv or nkeys ~= #KEYS then
-  return redis.error_reply('sluice decide: ' .. nargv .. ' ARGV and ' .. #KEYS .. ' KEYS for ' .. nrules .. ' rules')
 end

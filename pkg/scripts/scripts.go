@@ -44,17 +44,19 @@ var lua embed.FS
 // comes after those it uses (decide.lua opens with why). The order is
 // fixed, so the joined source, and its SHA-1, change only when a file does.
 var decideParts = []string{
-	"decide.lua",         // replication, shared locals, clock, cost
+	"decide.lua",         // shared locals
+	"lean.lua",           // the lean path: fixed windows only
+	"general.lua",        // opens define_general: the general way
 	"arith.lua",          // ~ limit/arith.go
 	"window.lua",         // ~ limit/window.go
-	"rule.lua",           // ~ limit/rule.go: the rules from ARGV
 	"state.lua",          // ~ limit/state.go: loading states
 	"fixed.lua",          // ~ limit/fixed.go
 	"sliding_window.lua", // ~ limit/sliding_window.go
 	"meter.lua",          // ~ limit/meter.go
 	"sliding_log.lua",    // ~ limit/sliding_log.go
+	"rule.lua",           // ~ limit/rule.go: the rules from ARGV
 	"decision.lua",       // ~ limit/decision.go: check, bind, apply, reply
-	"batch.lua",          // one descriptor, or a batch of them
+	"batch.lua",          // closes define_general; one descriptor, or a batch
 }
 
 // resetParts are the files of the reset script (ResetScript).
@@ -95,6 +97,23 @@ func newScript(src string) Script {
 // descriptor. CONTRACT.md is its contract.
 func DecideScript() Script { return decide }
 
+// Library is the decide script as a Redis function library (FUNCTION LOAD,
+// Redis 7+): the same parts, whose functions Redis creates once, when the
+// library loads, instead of on every call. FCALL Function runs what
+// EVALSHA DecideScript().SHA1 runs, with the same KEYS, ARGV and reply.
+type Library struct {
+	// Source is the library's code, for FUNCTION LOAD.
+	Source string
+	// Name is the library's name and Function the name of its one
+	// function. Both hold the SHA-1 of the decide script, so that
+	// instances running different versions of sluice on one Redis load
+	// libraries side by side instead of replacing each other's.
+	Name, Function string
+}
+
+// DecideLibrary returns the decide script as a function library.
+func DecideLibrary() Library { return library }
+
 // ResetScript returns the reset script: one call forgets chosen rules'
 // state for one descriptor, atomically with respect to the decide script.
 // Its KEYS and ARGV come from ResetArgs; CONTRACT.md describes it.
@@ -102,9 +121,23 @@ func ResetScript() Script { return reset }
 
 // The scripts are computed once; they are never modified.
 var (
-	decide = newScript(join(lua, decideParts))
-	reset  = newScript(join(lua, resetParts))
+	decide  = newScript(join(lua, decideParts) + evalTail)
+	library = newLibrary(join(lua, decideParts), decide.SHA1)
+	reset   = newScript(join(lua, resetParts))
 )
+
+// evalTail ends the decide script run by EVAL and EVALSHA: batch.lua's
+// decide_call decides the call.
+const evalTail = "return decide_call(KEYS, ARGV)\n"
+
+// newLibrary wraps the decide script's parts as a function library named
+// after the script's SHA-1 (sha), whose one function is decide_call.
+func newLibrary(parts, sha string) Library {
+	l := Library{Name: "sluice_" + sha[:16], Function: "sluice_decide_" + sha[:16]}
+	l.Source = "#!lua name=" + l.Name + "\n" + parts +
+		"redis.register_function('" + l.Function + "', decide_call)\n"
+	return l
+}
 
 // MaxExact is 2^53: a Lua number (a float64) holds every integer up to it
 // exactly. AppendHead and PrepareRule clamp costs to MaxExact and limits and

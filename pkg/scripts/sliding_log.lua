@@ -3,11 +3,13 @@
 -- entry per admitted or charged request, score = its instant, member
 -- "<sum>:<cost>" with sum the running total of costs (limit.LogEntry), so
 -- any stretch's cost is a difference of sums and every search is a binary
--- search by rank. Part of the decide script (see decide.lua); defined only
--- when a rule of the call needs it.
+-- search by rank. Part of the decide script (see decide.lua).
 
 local sl_reach, sl_charge, sl_rebase, sl_check, sl_apply, sl_expiry
-if has_sl then
+-- define_sl defines the sliding log's functions, when a rule first needs them
+-- (read_rules): once per node for a function library, once per call for
+-- EVALSHA, and only in the calls that use them.
+local function define_sl()
   -- sl_charge returns what a charged cost n adds to a log holding c: n,
   -- capped so the total stays at most 2^53 (logCharge).
   function sl_charge(c, n)

@@ -1,9 +1,12 @@
 -- sliding_window.lua ~ pkg/limit/sliding_window.go: the sliding window
 -- (two fixed windows, the previous one weighted). Part of the decide script
--- (see decide.lua); defined only when a rule of the call needs it.
+-- (see decide.lua).
 
 local sw_roll, sw_est, sw_whole, sw_check, sw_apply, sw_expiry
-if has_sw then
+-- define_sw defines the sliding window's functions, when a rule first needs them
+-- (read_rules): once per node for a function library, once per call for
+-- EVALSHA, and only in the calls that use them.
+local function define_sw()
   function sw_roll(r, st, t)
     local start = t - floormod(t, r.P)
     if st.w == start then return start, st.p, st.c end

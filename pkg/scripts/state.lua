@@ -36,27 +36,11 @@ local function sl_load(key)
   return st
 end
 
-local states = {}
-local owner = {} -- rule id -> the first rule with that id
-local ncounters = 0
-for i = 1, nrules do
-  local r = rules[i]
-  if r.alg ~= 0 and states[r.id] == nil then
-    owner[r.id] = r
-    if r.alg == 2 then
-      -- The sorted set is the state. Drop entries with t + P <= now: they
-      -- no longer count. Then read its size, its oldest and newest entry
-      -- (sliding_log.lua).
-      call('ZREMRANGEBYSCORE', r.key, '-inf', format('%d', now - r.P))
-      states[r.id] = sl_load(r.key)
-    else
-      states[r.id] = { w = 0, c = 0, p = 0, l = 0, t = 0, e = 0 }
-      ncounters = ncounters + 1
-    end
-  end
-end
-local found = false -- KEYS[1] held a counter string
-local others = {} -- kept records of other ids: { rec, at (us), id }
+-- The descriptor's states, set by load_states: states by rule id, the
+-- first rule of each id, how many ids keep a counter record, whether
+-- KEYS[1] held a counter string, the kept records of other ids ({ rec, at
+-- (us), id }), and whether more than MAXOTHERS of those were dropped.
+local states, owner, ncounters, found, others, trimmed
 
 -- read_record loads one record of KEYS[1] into its rule's state, or keeps
 -- it in others when this call names no rule of its id. Fields are decimals
@@ -81,27 +65,49 @@ local function read_record(rec)
   end
 end
 
-if ncounters > 0 then
-  local v = call('MGET', KEYS[1])[1]
-  if v then
-    found = true
-    if string.find(v, '|', 1, true) then
-      for rec in string.gmatch(v, '[^|]+') do read_record(rec) end
-    else
-      read_record(v) -- the usual case, one record: no iterator
+-- load_states loads the state of each rule id of the descriptor: the
+-- counter records of KEYS[1] (one MGET) and the sliding logs' sorted sets.
+local function load_states(KEYS)
+  states, owner, ncounters = {}, {}, 0
+  for i = 1, nrules do
+    local r = rules[i]
+    if r.alg ~= 0 and states[r.id] == nil then
+      owner[r.id] = r
+      if r.alg == 2 then
+        -- The sorted set is the state. Drop entries with t + P <= now: they
+        -- no longer count. Then read its size, its oldest and newest entry
+        -- (sliding_log.lua).
+        call('ZREMRANGEBYSCORE', r.key, '-inf', format('%d', now - r.P))
+        states[r.id] = sl_load(r.key)
+      else
+        states[r.id] = { w = 0, c = 0, p = 0, l = 0, t = 0, e = 0 }
+        ncounters = ncounters + 1
+      end
     end
   end
-end
+  found, others, trimmed = false, {}, false
 
--- Beyond MAXOTHERS records of other ids, keep those that expire first
--- (ties: the smaller id) and rewrite the key without the rest, whatever
--- the decision (backend.MaxOtherStates).
-local trimmed = false
-if #others > MAXOTHERS then
-  table.sort(others, function(a, b)
-    if a[2] ~= b[2] then return a[2] < b[2] end
-    return a[3] < b[3]
-  end)
-  for j = #others, MAXOTHERS + 1, -1 do others[j] = nil end
-  trimmed = true
+  if ncounters > 0 then
+    local v = call('MGET', KEYS[1])[1]
+    if v then
+      found = true
+      if string.find(v, '|', 1, true) then
+        for rec in string.gmatch(v, '[^|]+') do read_record(rec) end
+      else
+        read_record(v) -- the usual case, one record: no iterator
+      end
+    end
+  end
+
+  -- Beyond MAXOTHERS records of other ids, keep those that expire first
+  -- (ties: the smaller id) and rewrite the key without the rest, whatever
+  -- the decision (backend.MaxOtherStates).
+  if #others > MAXOTHERS then
+    table.sort(others, function(a, b)
+      if a[2] ~= b[2] then return a[2] < b[2] end
+      return a[3] < b[3]
+    end)
+    for j = #others, MAXOTHERS + 1, -1 do others[j] = nil end
+    trimmed = true
+  end
 end

@@ -9,12 +9,12 @@ local function epoch_window(p)
 end
 
 -- calendar_window returns the calendar-aligned window holding now for the
--- rule whose slots follow ARGV[b] (alg 5: w and the segments s0..s3 the Go
+-- rule whose slots follow ARGV[b] of the descriptor's ARGV (alg 5: w and the segments s0..s3 the Go
 -- side computed around its own clock, see CONTRACT.md), or nil and an
 -- error message when the slots are malformed or no segment holds Redis's
 -- now (a service clock skewed by more than a window). i names the rule in
 -- the message.
-local function calendar_window(b, i)
+local function calendar_window(ARGV, b, i)
   local w = tonumber(ARGV[b + 6])
   local s = { tonumber(ARGV[b + 7]), tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9]), tonumber(ARGV[b + 10]) }
   if w == nil or s[1] == nil or s[2] == nil or s[3] == nil or s[4] == nil then

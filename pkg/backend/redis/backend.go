@@ -52,10 +52,12 @@ type Backend struct {
 	mapped   atomic.Bool // go-redis has named a cluster master: it has a slot map
 	log      *logrus.Entry
 
-	evalsha, sha any       // the EVALSHA command's first two arguments, boxed once
-	rules        ruleCache // each rule's key part and ARGV slots
-	pipes        pipelines
-	co           *coalescer // nil when coalescing is off
+	lib     scripts.Library
+	invoke  atomic.Pointer[invocation] // how decide calls are sent now: FCALL or EVALSHA
+	noFuncs sync.Once                  // logs, once, that functions cannot be used
+	rules   ruleCache                  // each rule's key part and ARGV slots
+	pipes   pipelines
+	co      *coalescer // nil when coalescing is off
 
 	stop      context.CancelFunc
 	loops     sync.WaitGroup
@@ -88,7 +90,8 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	b.cluster, _ = client.(*goredis.ClusterClient)
 	b.breakers = newBreakers(o, b.log, b.cluster != nil)
-	b.evalsha, b.sha = "evalsha", b.script.SHA1
+	b.lib = scripts.DecideLibrary()
+	b.invoke.Store(b.evalshaInvocation())
 
 	loadCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	err = b.loadScript(loadCtx)
@@ -107,7 +110,11 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 }
 
 // loadScript loads the decide script into Redis's script cache (every master of a
-// cluster), so that EVALSHA finds it.
+// cluster), so that EVALSHA finds it, then, with Options.Functions, the
+// decide function library (loadLibrary), switching the calls to FCALL
+// when it loads. A Redis that cannot load the library (before 7, or a user
+// whose ACL forbids FUNCTION LOAD) keeps EVALSHA, and says so once; only a
+// Redis that does not answer is an error.
 func (b *Backend) loadScript(ctx context.Context) error {
 	sha, err := b.client.ScriptLoad(ctx, b.script.Source).Result()
 	if err != nil {
@@ -115,6 +122,17 @@ func (b *Backend) loadScript(ctx context.Context) error {
 	}
 	if sha != b.script.SHA1 {
 		return fmt.Errorf("load decide script: Redis named it %s, want %s", sha, b.script.SHA1)
+	}
+	if !b.opts.Functions {
+		return nil
+	}
+	switch err := b.loadLibrary(ctx); {
+	case err == nil:
+		b.invoke.Store(b.fcallInvocation())
+	case functionsRefused(err):
+		b.withoutFunctions(err)
+	default:
+		return err
 	}
 	return nil
 }

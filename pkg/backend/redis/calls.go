@@ -14,7 +14,7 @@ import (
 	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
-// decideCmd is an EVALSHA/EVAL that go-redis must never send twice: the
+// decideCmd is an FCALL/EVALSHA/EVAL that go-redis must never send twice: the
 // script writes, so a retry after a lost reply would count a request twice.
 // Commands that never left (dial failures, MOVED, ASK) are still re-sent.
 // It reads the reply as integers (IntSliceCmd), without boxing each one.
@@ -38,7 +38,7 @@ type call struct {
 	batch    bool   // the batch layout (even of one item); else a single call
 	together bool   // a batch decided together ("t"): never merged
 	left     bool   // its caller left before the reply came (coalescing only)
-	argv     []any  // "evalsha", sha, numkeys, keys..., ARGV...
+	argv     []any  // "fcall" or "evalsha", function or sha, numkeys, keys..., ARGV...
 	// cmd is the command that sends it, made (arm) only when it is sent
 	// as it is: a call merged into another (merge.go) needs none.
 	cmd decideCmd
@@ -251,8 +251,9 @@ func (b *Backend) add(j *job, i int, c backend.Check, clock scripts.Time) error 
 		return err
 	}
 	a0 := len(j.argv)
-	// "evalsha" and the SHA are constants of the backend, boxed once.
-	j.argv = append(j.argv, b.evalsha, b.sha, len(j.keys)-k0)
+	// "fcall" or "evalsha" and the function or SHA, boxed once.
+	inv := b.invoke.Load()
+	j.argv = append(j.argv, inv.cmd, inv.name, len(j.keys)-k0)
 	for k := k0; k < len(j.keys); k++ {
 		j.argv = append(j.argv, &j.keys[k]) // a *string boxes without allocating
 	}
@@ -303,7 +304,8 @@ func (b *Backend) addBatch(j *job, idx []int, checks []backend.Check, clock scri
 		return
 	}
 	a0 := len(j.argv)
-	j.argv = append(j.argv, b.evalsha, b.sha, len(j.keys)-k0)
+	inv := b.invoke.Load()
+	j.argv = append(j.argv, inv.cmd, inv.name, len(j.keys)-k0)
 	for k := k0; k < len(j.keys); k++ {
 		j.argv = append(j.argv, &j.keys[k])
 	}

@@ -23,7 +23,9 @@ import (
 // unitBackend builds calls (keys, arguments) and reads replies; it has
 // no connection.
 func unitBackend() *Backend {
-	return &Backend{opts: Options{KeyPrefix: "u:", Timeout: time.Minute}, evalsha: "evalsha", sha: "sha"}
+	b := &Backend{opts: Options{KeyPrefix: "u:", Timeout: time.Minute}}
+	b.invoke.Store(&invocation{cmd: "evalsha", name: "sha"})
+	return b
 }
 
 // unitJob is one Decide: its checks, its job, and its results once filled.

@@ -63,6 +63,17 @@ type Options struct {
 	// rate-limit timeout defaults to 20ms) has long given up.
 	Timeout time.Duration
 
+	// Functions loads the decide script as a function library (FUNCTION
+	// LOAD, Redis 7+) on every master and calls it with FCALL instead of
+	// EVALSHA (sluice's --redis-functions): Redis then creates the
+	// script's functions once, when the library loads, instead of on every
+	// call (docs/decisions/0016-lean-redis-path.md). A node that lost the
+	// library is given it again; on a Redis that cannot load or run it
+	// (before 7, or an ACL forbidding FUNCTION LOAD or FCALL) the backend
+	// logs a warning once and uses EVALSHA. Decisions are the same either
+	// way.
+	Functions bool
+
 	// DisableCoalescing makes every Decide send its own pipeline, as
 	// before coalescing existed (sluice's --redis-coalesce=false). By
 	// default concurrent Decide calls bound for the same Redis node share
