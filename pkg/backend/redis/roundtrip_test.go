@@ -50,18 +50,25 @@ func commandStats(t *testing.T, c *goredis.Client) map[string]int {
 // cost Redis exactly N EVALSHA and nothing else from the client: MONITOR
 // shows every command a client sends, and marks those a script runs as
 // "lua", which are not round trips.
-// With coalescing on and off.
+// With coalescing on and off; with Options.Functions, the same holds of
+// FCALL: N FCALL, no EVALSHA.
 func TestOneEvalshaPerCheck(t *testing.T) {
 	for _, co := range []bool{true, false} {
-		t.Run("coalesce="+onOff(co), func(t *testing.T) { testOneEvalshaPerCheck(t, !co) })
+		for _, fn := range []bool{false, true} {
+			t.Run("coalesce="+onOff(co)+"/functions="+onOff(fn), func(t *testing.T) { testOneEvalshaPerCheck(t, !co, fn) })
+		}
 	}
 }
 
-func testOneEvalshaPerCheck(t *testing.T, disableCoalescing bool) {
+func testOneEvalshaPerCheck(t *testing.T, disableCoalescing, functions bool) {
 	srv := redistest.Standalone(t)
 	rc := srv.Client()
 	ctx := context.Background()
-	b := newBackend(t, Options{URL: srv.Addr(), KeyPrefix: "rt:", DisableCoalescing: disableCoalescing}) // loads the script
+	b := newBackend(t, Options{URL: srv.Addr(), KeyPrefix: "rt:", DisableCoalescing: disableCoalescing, Functions: functions}) // loads the script
+	script, other := "evalsha", "fcall"
+	if functions {
+		script, other = other, script
+	}
 	if err := rc.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -103,19 +110,19 @@ func testOneEvalshaPerCheck(t *testing.T, disableCoalescing bool) {
 	evalsha := 0
 	for _, l := range fromClients {
 		switch cmd := monitoredCommand(l); cmd {
-		case "evalsha":
+		case script:
 			evalsha++
 		case "hello", "auth", "select", "client": // a new pooled connection's handshake
 		default:
-			t.Errorf("a command other than EVALSHA reached Redis: %s", l)
+			t.Errorf("a command other than %s reached Redis: %s", strings.ToUpper(script), l)
 		}
 	}
 	if evalsha != n {
-		t.Errorf("%d EVALSHA for %d checks, want exactly one each", evalsha, n)
+		t.Errorf("%d %s for %d checks, want exactly one each", evalsha, strings.ToUpper(script), n)
 	}
 	stats := commandStats(t, rc)
-	if stats["evalsha"] != n || stats["eval"] != 0 || stats["script|load"] != 0 {
-		t.Errorf("commandstats %v: want evalsha=%d and no eval or script load", stats, n)
+	if stats[script] != n || stats[other] != 0 || stats["eval"] != 0 || stats["script|load"] != 0 || stats["function|load"] != 0 {
+		t.Errorf("commandstats %v: want %s=%d and no %s, eval, script load or function load", stats, script, n, other)
 	}
 }
 
