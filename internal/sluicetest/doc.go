@@ -17,13 +17,10 @@
 //	})
 //	resp, err := p.ShouldRateLimit(ctx, "api", 1, sluicetest.D("user", "alice"))
 //
-// A package that uses it should remove the built binary when it is done:
+// A package that uses it should remove the built binary when it is done,
+// which Main does after the tests (and after any other cleanup given):
 //
-//	func TestMain(m *testing.M) {
-//		code := m.Run()
-//		sluicetest.Cleanup()
-//		os.Exit(code)
-//	}
+//	func TestMain(m *testing.M) { sluicetest.Main(m) }
 //
 // The package knows nothing of sluice's internals: it talks to the binary
 // only through its command line, environment, gRPC and HTTP, as Envoy and

@@ -12,9 +12,10 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/sluice-rl/sluice/internal/sluiceproc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluice-rl/sluice/internal/sluiceproc"
 )
 
 // Deadlines for the binary to build and go down (sluiceproc bounds the
@@ -62,11 +63,23 @@ func Binary(t testing.TB) string {
 }
 
 // Cleanup removes the binary Binary built, if any. Call it from TestMain
-// after m.Run.
+// after m.Run, or let Main do it.
 func Cleanup() {
 	if build.dir != "" {
 		_ = os.RemoveAll(build.dir)
 	}
+}
+
+// Main is the TestMain of a package that runs the binary: it runs the
+// tests, then each of after (a shared Redis cluster's Close, say), then
+// Cleanup, and exits with the tests' code.
+func Main(m *testing.M, after ...func()) {
+	code := m.Run()
+	for _, f := range after {
+		f()
+	}
+	Cleanup()
+	os.Exit(code)
 }
 
 // Options say how to run `sluice serve`.

@@ -14,11 +14,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { Main(m) }
 
 func TestD(t *testing.T) {
 	tests := []struct {

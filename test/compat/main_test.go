@@ -1,7 +1,6 @@
 package compat
 
 import (
-	"os"
 	"testing"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
@@ -19,9 +18,4 @@ var cluster = &redistest.SharedCluster{Options: redistest.ClusterOptions{
 	Args: []string{"--requirepass", password, "--masterauth", password},
 }}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cluster.Close()
-	sluicetest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sluicetest.Main(m, cluster.Close) }

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,12 +21,7 @@ import (
 // each test isolates its keys with its own CACHE_KEY_PREFIX.
 var cluster = &redistest.SharedCluster{}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cluster.Close()
-	sluicetest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sluicetest.Main(m, cluster.Close) }
 
 // topology is a Redis deployment a test runs sluice against.
 type topology struct {
