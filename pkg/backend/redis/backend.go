@@ -20,8 +20,9 @@
 // EVALSHA, and concurrent Decide calls share pipelines (coalescing,
 // coalesce.go; it can be turned off, and each Decide then sends its own
 // pipeline) whose calls are merged into one EVALSHA of at most 16
-// descriptors (merge.go). On a cluster every check costs one EVALSHA, and
-// the pipelines are per master and sent concurrently. A check that cannot be
+// descriptors (merge.go). On a cluster every check is a call of its own,
+// the pipelines are per master and sent concurrently, and a pipeline's
+// calls on one descriptor (one hash tag) are merged. A check that cannot be
 // decided (Redis down, slow, failing over) gets a Result.Err wrapping
 // backend.ErrUnavailable with the reason; one failed fast by its node's
 // open breaker wraps backend.ErrCircuitOpen too.
@@ -174,8 +175,9 @@ func (b *Backend) retryLoad(ctx context.Context) {
 // them in one call (a batch, each check decided as its own call would)
 // when there is one node, one call per check on a cluster. With coalescing
 // (the default) the calls join the pipelines of concurrent Decide calls
-// bound for the same node, and on one node the calls of a pipeline are
-// merged into one script call; without, they go in one pipeline of their
+// bound for the same node, and the calls of a pipeline are merged into
+// script calls (on a cluster, those of one descriptor); without, they go
+// in one pipeline of their
 // own (one per cluster master). Either way every Decide returns within
 // Timeout.
 // The checks bound for a node whose circuit breaker is open are not sent:

@@ -86,10 +86,11 @@ type coalescer struct {
 	limit  int // commands per pipeline
 	lanes  int // pipelines in flight per node
 	// mergeItems bounds the descriptors of a merged script call
-	// (merge.go); below 2, a pipeline's calls are not merged. Only when
-	// every call goes to one node: on a cluster, the calls of different
-	// requests hash to different slots.
+	// (merge.go); below 2, a pipeline's calls are not merged.
 	mergeItems int
+	// byTag: calls are merged only with calls of their hash tag (a
+	// cluster, where a script may touch the keys of one slot only).
+	byTag bool
 	// timeout bounds a Decide's wait, from its submission (Options.Timeout).
 	timeout time.Duration
 
@@ -121,6 +122,7 @@ func newCoalescer(ctx context.Context, o Options, cluster bool, send func(ctx co
 		limit:      o.PipelineLimit,
 		lanes:      o.pipelineLanes,
 		mergeItems: o.mergeItems,
+		byTag:      cluster,
 		timeout:    o.Timeout,
 		ctx:        ctx,
 		nodes:      map[string]*node{},
@@ -130,8 +132,6 @@ func newCoalescer(ctx context.Context, o Options, cluster bool, send func(ctx co
 	}
 	if !cluster {
 		c.single = &node{c: c}
-	} else {
-		c.mergeItems = 1
 	}
 	return c
 }
@@ -399,7 +399,7 @@ func (n *node) send(parent context.Context, batch []*request, calls []*call) []*
 	ctx, cancel := context.WithDeadline(parent, deadline)
 	if n.c.mergeItems > 1 && len(calls) > 1 {
 		m := mergers.Get().(*merger)
-		n.c.send(ctx, m.merge(calls, n.c.mergeItems))
+		n.c.send(ctx, m.merge(calls, n.c.mergeItems, n.c.byTag))
 		m.split()
 		m.release()
 	} else {

@@ -198,3 +198,82 @@ func TestCoalesceMergedRefusal(t *testing.T) {
 		}
 	})
 }
+
+// TestCoalesceClusterMergesOneSlot: on a cluster, the queued requests of
+// one master are merged per hash tag (a script may touch one slot only):
+// the requests on one hot descriptor go in one script call, those on
+// another descriptor of the same master in another, and each is decided
+// as if alone, in queue order (each sees the writes of those before it).
+func TestCoalesceClusterMergesOneSlot(t *testing.T) {
+	c := redistest.Cluster(t, redistest.ClusterOptions{})
+	run := fmt.Sprintf("coslot%d", time.Now().UnixNano()) // the cluster outlives a run
+	ids := idsPerMaster(t, c, run)
+	master, hot := "", ""
+	for m, id := range ids {
+		master, hot = m, id
+		break
+	}
+	other := ""
+	for i := 0; other == ""; i++ {
+		id := fmt.Sprintf("%s|other=%d", run, i)
+		slot, err := c.KeySlot(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := c.MasterOf(slot); err != nil {
+			t.Fatal(err)
+		} else if m == master && id != hot {
+			other = id
+		}
+	}
+	const hotN, otherN, limitN = 6, 3, 4
+	var count batchCounter
+	opts := clusterOptions(c)
+	opts.KeyPrefix = "coslot:"
+	opts.Timeout = 30 * time.Second
+	opts.PipelineWindow = time.Hour
+	opts.PipelineLimit = hotN + otherN
+	opts.ObserveBatch = count.observe
+	b := newBackend(t, opts)
+
+	rules := []limit.Rule{{Unit: limit.Hour, Limit: limitN}}
+	var reqs [][]backend.Check
+	for i := range hotN + otherN {
+		id := hot
+		if i%3 == 2 {
+			id = other
+		}
+		reqs = append(reqs, []backend.Check{{Identity: id, Rules: rules, Cost: limit.Cost{N: 1}}})
+	}
+	var out []<-chan []backend.Result
+	for i, checks := range reqs {
+		ch := make(chan []backend.Result, 1)
+		go func() { ch <- b.Decide(context.Background(), checks) }()
+		out = append(out, ch)
+		if i < len(reqs)-1 {
+			waitUntil(t, 10*time.Second, fmt.Sprintf("request %d queued", i), func() bool {
+				b.co.mu.RLock()
+				defer b.co.mu.RUnlock()
+				n := 0
+				for _, nd := range b.co.nodes {
+					n += queued(nd)
+				}
+				return n == i+1
+			})
+		}
+	}
+	seen := map[string]int{}
+	for i, ch := range out {
+		r := (<-ch)[0]
+		id := reqs[i][0].Identity
+		seen[id]++
+		wantAllowed := seen[id] <= limitN
+		wantRemaining := uint64(max(limitN-seen[id], 0))
+		if r.Err != nil || r.Allowed != wantAllowed || r.Outcomes[0].Remaining != wantRemaining {
+			t.Errorf("request %d (%s, its %d.): %+v, want allowed=%v remaining=%d", i, id, seen[id], r, wantAllowed, wantRemaining)
+		}
+	}
+	if p, n := count.pipelines.Load(), count.cmds.Load(); p != 1 || n != 2 {
+		t.Errorf("%d pipelines carrying %d commands, want 1 carrying 2: one per descriptor's slot", p, n)
+	}
+}

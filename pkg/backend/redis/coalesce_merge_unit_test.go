@@ -230,7 +230,7 @@ func TestMergedCallErrorReachesEvery(t *testing.T) {
 				calls = append(calls, u.j.ptrs...)
 			}
 			m := new(merger)
-			wire := m.merge(calls, maxMergeItems)
+			wire := m.merge(calls, maxMergeItems, false)
 			if len(wire) != 1 {
 				t.Fatalf("%d calls, want one merged", len(wire))
 			}
@@ -292,7 +292,7 @@ func TestMergeBounds(t *testing.T) {
 			m := new(merger)
 			var got []int
 			sent := 0
-			for _, w := range m.merge(calls, maxMergeItems) {
+			for _, w := range m.merge(calls, maxMergeItems, false) {
 				n := 0
 				for _, p := range w.parts {
 					n += len(p.items)
@@ -328,7 +328,7 @@ func TestMergedMalformedReply(t *testing.T) {
 		calls = append(calls, u.j.ptrs...)
 	}
 	m := new(merger)
-	wire := m.merge(calls, maxMergeItems)
+	wire := m.merge(calls, maxMergeItems, false)
 	fakeAnswer(wire[0])
 	wire[0].cmd.SetVal(wire[0].cmd.Val()[:8]) // the first descriptor and part of the second
 	m.split()
@@ -403,4 +403,37 @@ func TestCoalescerMergedCallerLeaves(t *testing.T) {
 	}
 	waitUntil(t, 10*time.Second, "the lane to stop", c.single.idle)
 	f.none(t)
+}
+
+// TestMergeByTag: on a cluster a merged call joins only calls of one hash
+// tag (one slot), the first of them and those after it, each tag's calls
+// in their order; calls of a tag seen once go as they are.
+func TestMergeByTag(t *testing.T) {
+	b := unitBackend()
+	clock := scripts.Time{At: 1}
+	var calls []*call
+	for _, id := range []string{"a1", "b1", "a2", "c1", "a3", "b2"} {
+		calls = append(calls, buildJob(t, b, false, clock, uid(id[:1]+"|"+id)).j.ptrs...)
+	}
+	// Identities a|a1 and a|a2 differ: give the calls one tag per letter.
+	for i, c := range calls {
+		key := fmt.Sprintf("u:{%c}", "abacab"[i])
+		c.argv[3] = &key
+	}
+	m := new(merger)
+	wire := m.merge(calls, maxMergeItems, true)
+	want := [][]*call{{calls[0], calls[2], calls[4]}, {calls[1], calls[5]}, {calls[3]}}
+	if len(wire) != len(want) {
+		t.Fatalf("%d calls sent, want %d", len(wire), len(want))
+	}
+	for i, w := range wire {
+		got := w.parts
+		if got == nil {
+			got = []*call{w}
+		}
+		if !slices.Equal(got, want[i]) {
+			t.Errorf("call %d sent joins %d calls, want %d, in order", i, len(got), len(want[i]))
+		}
+	}
+	m.release()
 }

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"strings"
 	"sync"
 )
 
@@ -13,8 +14,12 @@ import (
 // the merged reply, or the merged call's error
 // (docs/decisions/0053-cross-request-batching.md).
 //
-// Only runs of consecutive calls are merged, so the order of the
-// pipeline's descriptors is kept. A call is merged only when it would have
+// On one node (standalone, Sentinel) runs of consecutive calls are merged,
+// so the order of the pipeline's descriptors is kept. On a cluster, where a
+// script may touch the keys of one slot only (declared KEYS of several
+// slots are refused with CROSSSLOT, even with allow-cross-slot-keys, Redis
+// 7.0), a merged call joins the calls of one hash tag: the requests on one
+// descriptor, such as a hot one. A call is merged only when it would have
 // been decided the same way inside a batch: not a batch decided together
 // (its all-or-nothing spans its own descriptors only), and with the same
 // clock argument as the calls it joins (tests pin each call's instant).
@@ -33,9 +38,12 @@ const (
 // merger is the working memory of merging one pipeline's calls: the calls
 // to send, the merged calls and their arguments. Mergers are pooled.
 type merger struct {
-	wire  []*call // what the pipeline sends
-	calls []call  // the merged calls, parts of wire
-	argv  []any   // the merged calls' arguments
+	wire  []*call  // what the pipeline sends
+	calls []call   // the merged calls, parts of wire
+	argv  []any    // the merged calls' arguments
+	parts []*call  // the merged calls' parts
+	taken []bool   // calls already merged (byTag)
+	tags  []string // each call's hash tag (byTag)
 }
 
 var mergers = sync.Pool{New: func() any { return new(merger) }}
@@ -73,9 +81,13 @@ func (c *call) mergedArgs() int {
 // merge returns the calls to send for calls, one pipeline's, in order:
 // each run of consecutive mergeable calls with the same clock argument
 // becomes batch calls of at most maxItems descriptors (and maxMergeArgs
-// ARGV slots), the other calls go as they are.
-// The result and the merged calls stay valid until m is released.
-func (m *merger) merge(calls []*call, maxItems int) []*call {
+// ARGV slots), the other calls go as they are. With byTag (a cluster,
+// where a call may touch one slot only) a merged call joins only calls of
+// one hash tag, the first of them and those after it; calls of other tags
+// touch other keys, so the order between them does not matter, and the
+// order among the calls of one tag is kept. The result and the merged
+// calls stay valid until m is released.
+func (m *merger) merge(calls []*call, maxItems int, byTag bool) []*call {
 	size := 0
 	for _, c := range calls {
 		size += len(c.argv) + 2
@@ -83,30 +95,58 @@ func (m *merger) merge(calls []*call, maxItems int) []*call {
 	m.wire = grow(m.wire, len(calls))
 	m.calls = grow(m.calls, len(calls)/2+1) // a merged call joins two calls at least
 	m.argv = grow(m.argv, size)             // room for all: boxed pointers never move
-	for i := 0; i < len(calls); {
-		c := calls[i]
-		k := i + 1
+	m.parts = grow(m.parts, len(calls))
+	m.taken = grow(m.taken, len(calls))[:len(calls)]
+	clear(m.taken)
+	if byTag {
+		m.tags = grow(m.tags, len(calls))
+		for _, c := range calls {
+			m.tags = append(m.tags, c.tag())
+		}
+	}
+	for i, c := range calls {
+		if m.taken[i] {
+			continue
+		}
+		p0 := len(m.parts)
+		m.parts = append(m.parts, c)
 		if c.mergeable() {
 			items, args := len(c.items), c.mergedArgs()
 			now := c.now()
-			for ; k < len(calls); k++ {
+			for k := i + 1; k < len(calls) && items < maxItems; k++ {
 				n := calls[k]
+				if byTag && (m.taken[k] || m.tags[k] != m.tags[i]) {
+					continue // another slot's, or already merged
+				}
 				if !n.mergeable() || n.now() != now ||
 					items+len(n.items) > maxItems || args+n.mergedArgs() > maxMergeArgs {
 					break
 				}
 				items, args = items+len(n.items), args+n.mergedArgs()
+				m.parts = append(m.parts, n)
+				m.taken[k] = true
 			}
 		}
-		if k == i+1 {
+		if parts := m.parts[p0:]; len(parts) == 1 {
 			c.arm()
 			m.wire = append(m.wire, c)
 		} else {
-			m.wire = append(m.wire, m.join(calls[i:k]))
+			m.wire = append(m.wire, m.join(parts[:len(parts):len(parts)]))
 		}
-		i = k
 	}
 	return m.wire
+}
+
+// tag returns the hash tag of c's first key (between its first '{' and
+// the next '}'), which names its cluster slot: all keys of a call share it.
+func (c *call) tag() string {
+	key := *c.argv[3].(*string)
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
 }
 
 // join returns one batch call deciding the descriptors of parts, in order.
@@ -211,6 +251,8 @@ func (m *merger) release() {
 	clear(m.wire[:cap(m.wire)])
 	clear(m.calls[:cap(m.calls)])
 	clear(m.argv[:cap(m.argv)])
+	clear(m.parts[:cap(m.parts)])
+	clear(m.tags[:cap(m.tags)])
 	mergers.Put(m)
 }
 
