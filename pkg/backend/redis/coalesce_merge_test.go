@@ -27,16 +27,23 @@ import (
 // one pipeline, in the order of reqs.
 func queueAll(t *testing.T, b *Backend, reqs [][]backend.Check) []<-chan []backend.Result {
 	t.Helper()
+	return queueAllBy(t, b, reqs, func() int {
+		_, queued := queueState(b)
+		return queued
+	})
+}
+
+// queueAllBy is queueAll, reading the number of requests queued with
+// queued.
+func queueAllBy(t *testing.T, b *Backend, reqs [][]backend.Check, queued func() int) []<-chan []backend.Result {
+	t.Helper()
 	var out []<-chan []backend.Result
 	for i, checks := range reqs {
 		ch := make(chan []backend.Result, 1)
 		go func() { ch <- b.Decide(context.Background(), checks) }()
 		out = append(out, ch)
 		if i < len(reqs)-1 {
-			waitUntil(t, 10*time.Second, fmt.Sprintf("request %d queued", i), func() bool {
-				_, queued := queueState(b)
-				return queued == i+1
-			})
+			waitUntil(t, 10*time.Second, fmt.Sprintf("request %d queued", i), func() bool { return queued() == i+1 })
 		}
 	}
 	return out
@@ -245,23 +252,15 @@ func TestCoalesceClusterMergesOneSlot(t *testing.T) {
 		}
 		reqs = append(reqs, []backend.Check{{Identity: id, Rules: rules, Cost: limit.Cost{N: 1}}})
 	}
-	var out []<-chan []backend.Result
-	for i, checks := range reqs {
-		ch := make(chan []backend.Result, 1)
-		go func() { ch <- b.Decide(context.Background(), checks) }()
-		out = append(out, ch)
-		if i < len(reqs)-1 {
-			waitUntil(t, 10*time.Second, fmt.Sprintf("request %d queued", i), func() bool {
-				b.co.mu.RLock()
-				defer b.co.mu.RUnlock()
-				n := 0
-				for _, nd := range b.co.nodes {
-					n += queued(nd)
-				}
-				return n == i+1
-			})
+	out := queueAllBy(t, b, reqs, func() int {
+		b.co.mu.RLock()
+		defer b.co.mu.RUnlock()
+		n := 0
+		for _, nd := range b.co.nodes {
+			n += queued(nd)
 		}
-	}
+		return n
+	})
 	seen := map[string]int{}
 	for i, ch := range out {
 		r := (<-ch)[0]

@@ -122,6 +122,22 @@ func argvText(c *call) string {
 	return b.String()
 }
 
+// laneBusy returns a coalescer of one lane on a fake Redis answering with
+// fakeAnswer, whose lane holds a lone request (sent as it is) until the
+// test releases it; done reports that request's decision.
+func laneBusy(t *testing.T) (b *Backend, c *coalescer, f *fakeRedis, done <-chan decision) {
+	t.Helper()
+	b = unitBackend()
+	c, f = testCoalescer(t, false, 1, 128)
+	f.answer = fakeAnswer
+	first := buildJob(t, b, false, scripts.Time{At: 1}, uid("id0"))
+	done = decideAsyncJob(context.Background(), c, first.j)
+	if got := f.next(t); len(got) != 1 || got[0] != first.j.ptrs[0] {
+		t.Fatal("the lone request did not go as it is")
+	}
+	return b, c, f, done
+}
+
 // TestCoalescerMergesQueuedRequests: the calls of the Decides queued
 // behind a busy lane go in one pipeline as one batch script call per run
 // of mergeable calls (a batch decided together goes as it is and cuts the
@@ -129,15 +145,8 @@ func argvText(c *call) string {
 // each caller gets its own descriptors' replies, and a descriptor the
 // script failed fails only its caller, with the error its own call gets.
 func TestCoalescerMergesQueuedRequests(t *testing.T) {
-	b := unitBackend()
-	c, f := testCoalescer(t, false, 1, 128)
-	f.answer = fakeAnswer
+	b, c, f, d0 := laneBusy(t)
 	clock := scripts.Time{At: 1}
-	first := buildJob(t, b, false, clock, uid("id0"))
-	d0 := decideAsyncJob(context.Background(), c, first.j)
-	if got := f.next(t); len(got) != 1 || got[0] != first.j.ptrs[0] {
-		t.Fatal("the lone request did not go as it is")
-	}
 	jobs := []*unitJob{
 		buildJob(t, b, false, clock, uid("id1")),
 		buildJob(t, b, false, clock, uid("id2"), uid("id3")),
@@ -198,6 +207,27 @@ func TestCoalescerMergesQueuedRequests(t *testing.T) {
 	f.none(t)
 }
 
+// threeMerged builds three Decides (one check, two, one) and merges their
+// calls, which must make one merged call.
+func threeMerged(t *testing.T, b *Backend, clock scripts.Time) ([]*unitJob, *merger, *call) {
+	t.Helper()
+	jobs := []*unitJob{
+		buildJob(t, b, false, clock, uid("id1")),
+		buildJob(t, b, false, clock, uid("id2"), uid("id3")),
+		buildJob(t, b, false, clock, uid("id4")),
+	}
+	var calls []*call
+	for _, u := range jobs {
+		calls = append(calls, u.j.ptrs...)
+	}
+	m := new(merger)
+	wire := m.merge(calls, maxMergeItems, false)
+	if len(wire) != 1 || wire[0].parts == nil {
+		t.Fatalf("%d calls, want one merged", len(wire))
+	}
+	return jobs, m, wire[0]
+}
+
 // TestMergedCallErrorReachesEvery: an error of the merged call as a whole
 // (Redis refused it, or never answered) reaches every request in it, with
 // the classification a lone request gets for the same error: the same
@@ -220,21 +250,8 @@ func TestMergedCallErrorReachesEvery(t *testing.T) {
 			lone := buildJob(t, b, false, clock, uid("id9"))
 			lone.j.ptrs[0].fail(err)
 			loneAnswered := lone.fill(b)
-			jobs := []*unitJob{
-				buildJob(t, b, false, clock, uid("id1")),
-				buildJob(t, b, false, clock, uid("id2"), uid("id3")),
-				buildJob(t, b, false, clock, uid("id4")),
-			}
-			var calls []*call
-			for _, u := range jobs {
-				calls = append(calls, u.j.ptrs...)
-			}
-			m := new(merger)
-			wire := m.merge(calls, maxMergeItems, false)
-			if len(wire) != 1 {
-				t.Fatalf("%d calls, want one merged", len(wire))
-			}
-			wire[0].cmd.SetErr(err)
+			jobs, m, merged := threeMerged(t, b, clock)
+			merged.cmd.SetErr(err)
 			m.split()
 			for _, u := range jobs {
 				if a := u.fill(b); a != loneAnswered {
@@ -318,19 +335,9 @@ func TestMergeBounds(t *testing.T) {
 func TestMergedMalformedReply(t *testing.T) {
 	b := unitBackend()
 	clock := scripts.Time{At: 1}
-	jobs := []*unitJob{
-		buildJob(t, b, false, clock, uid("id1")),
-		buildJob(t, b, false, clock, uid("id2"), uid("id3")),
-		buildJob(t, b, false, clock, uid("id4")),
-	}
-	var calls []*call
-	for _, u := range jobs {
-		calls = append(calls, u.j.ptrs...)
-	}
-	m := new(merger)
-	wire := m.merge(calls, maxMergeItems, false)
-	fakeAnswer(wire[0])
-	wire[0].cmd.SetVal(wire[0].cmd.Val()[:8]) // the first descriptor and part of the second
+	jobs, m, merged := threeMerged(t, b, clock)
+	fakeAnswer(merged)
+	merged.cmd.SetVal(merged.cmd.Val()[:8]) // the first descriptor and part of the second
 	m.split()
 	for i, u := range jobs {
 		if !u.fill(b) {
@@ -354,13 +361,8 @@ func TestMergedMalformedReply(t *testing.T) {
 // call is in flight returns at once, abandoned; the others in the call
 // get their own replies all the same.
 func TestCoalescerMergedCallerLeaves(t *testing.T) {
-	b := unitBackend()
-	c, f := testCoalescer(t, false, 1, 128)
-	f.answer = fakeAnswer
+	b, c, f, d0 := laneBusy(t)
 	clock := scripts.Time{At: 1}
-	first := buildJob(t, b, false, clock, uid("id0"))
-	d0 := decideAsyncJob(context.Background(), c, first.j)
-	f.next(t)
 	jobs := []*unitJob{
 		buildJob(t, b, false, clock, uid("id1")),
 		buildJob(t, b, false, clock, uid("id2")), // leaves in flight
