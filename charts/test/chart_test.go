@@ -99,6 +99,11 @@ var wantAPIVersion = map[string]string{
 func decode(t *testing.T, out string) objects {
 	t.Helper()
 	var o objects
+	decoders := map[string]func(doc string) error{
+		"Deployment": into(&o.deployments), "Service": into(&o.services), "ConfigMap": into(&o.configMaps),
+		"PodDisruptionBudget": into(&o.pdbs), "HorizontalPodAutoscaler": into(&o.hpas),
+		"ServiceMonitor": into(&o.serviceMonitors),
+	}
 	for _, doc := range strings.Split(out, "\n---") {
 		doc = strings.TrimSpace(doc)
 		if doc == "" || strings.Trim(doc, "-\n ") == "" {
@@ -112,34 +117,26 @@ func decode(t *testing.T, out string) objects {
 			t.Fatalf("kind %q apiVersion %q: want one of %v", tm.Kind, tm.APIVersion, wantAPIVersion)
 		}
 		o.kinds = append(o.kinds, tm.Kind)
-		var err error
-		switch tm.Kind {
-		case "Deployment":
-			o.deployments, err = appendStrict(o.deployments, doc)
-		case "Service":
-			o.services, err = appendStrict(o.services, doc)
-		case "ConfigMap":
-			o.configMaps, err = appendStrict(o.configMaps, doc)
-		case "PodDisruptionBudget":
-			o.pdbs, err = appendStrict(o.pdbs, doc)
-		case "HorizontalPodAutoscaler":
-			o.hpas, err = appendStrict(o.hpas, doc)
-		case "ServiceMonitor":
-			o.serviceMonitors, err = appendStrict(o.serviceMonitors, doc)
+		dec, ok := decoders[tm.Kind]
+		if !ok {
+			t.Fatalf("kind %q has no decoder", tm.Kind)
 		}
-		if err != nil {
+		if err := dec(doc); err != nil {
 			t.Fatalf("%s does not decode strictly: %v\n%s", tm.Kind, err, doc)
 		}
 	}
 	return o
 }
 
-// appendStrict decodes doc strictly (an unknown field is an error) and
-// appends it to list.
-func appendStrict[T any](list []T, doc string) ([]T, error) {
-	var v T
-	err := yaml.UnmarshalStrict([]byte(doc), &v)
-	return append(list, v), err
+// into returns a decoder that decodes a document strictly (an unknown
+// field is an error) and appends it to list.
+func into[T any](list *[]T) func(doc string) error {
+	return func(doc string) error {
+		var v T
+		err := yaml.UnmarshalStrict([]byte(doc), &v)
+		*list = append(*list, v)
+		return err
+	}
 }
 
 func env(c corev1.Container) map[string]corev1.EnvVar {
