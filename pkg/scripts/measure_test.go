@@ -35,7 +35,8 @@ import (
 // change the effort. SLUICE_MEASURE_BASELINE names a file holding another
 // decide script (another version's parts, joined, with the same KEYS and
 // ARGV), measured with EVALSHA beside the others: before and after from
-// one run.
+// one run. SLUICE_MEASURE_ONLY keeps only the scenarios whose name holds
+// it.
 func TestMeasureRedisCost(t *testing.T) {
 	if os.Getenv("SLUICE_MEASURE") != "1" {
 		t.Skip("set SLUICE_MEASURE=1 to measure Redis time per decision")
@@ -175,6 +176,9 @@ func TestMeasureRedisCost(t *testing.T) {
 	}
 	if err := c.ScriptLoad(ctx, DecideScript().Source).Err(); err != nil {
 		t.Fatal(err)
+	}
+	if only := os.Getenv("SLUICE_MEASURE_ONLY"); only != "" {
+		scenarios = slices.DeleteFunc(scenarios, func(s scenario) bool { return !strings.Contains(s.name, only) })
 	}
 	usec := make([][]float64, len(scenarios)) // per request
 	cpu := make([][]float64, len(scenarios))  // per request
