@@ -29,14 +29,15 @@ descriptors:
 `
 
 // monitor records, from Redis's MONITOR stream, the commands clients sent
-// (not those a script ran) and the key count of each EVALSHA.
+// (not those a script ran) and the key count of each script call (FCALL
+// or EVALSHA).
 type monitor struct {
 	conn net.Conn
 	done chan struct{}
 
 	mu       sync.Mutex
 	commands map[string]int // lower-case command name → calls
-	numkeys  map[string]int // EVALSHA numkeys argument → calls
+	numkeys  map[string]int // FCALL or EVALSHA numkeys argument → calls
 	marker   string         // set by sync; the reader closes done on seeing it
 	err      error
 }
@@ -83,7 +84,7 @@ func startMonitor(t *testing.T, addr string) *monitor {
 				return
 			}
 			m.commands[cmd]++
-			if cmd == "evalsha" {
+			if cmd == "evalsha" || cmd == "fcall" {
 				m.numkeys[f[4]]++
 			}
 			m.mu.Unlock()
@@ -153,119 +154,139 @@ var control = map[string]bool{
 
 // TestOneEvalshaPerDescriptor checks the single-call claim end to end: N
 // requests, each with three descriptors of three rules, reach one Redis as
-// exactly N EVALSHA calls, each naming every rule of every descriptor of
-// its request (3 keys: each descriptor's counter key holds its three rules'
-// records), and a cluster as 3N calls of one descriptor each; no other data
-// command is sent, and 3N keys are left.
+// exactly N script calls -- FCALL by default, EVALSHA with
+// SLUICE_REDIS_FUNCTIONS=false -- each naming every rule of every
+// descriptor of its request (3 keys: each descriptor's counter key holds
+// its three rules' records), and a cluster as 3N calls of one descriptor
+// each; no other data command is sent, and 3N keys are left.
 // MONITOR
 // tells the commands clients sent from those the script ran; INFO
 // commandstats (reset before the measured calls) confirms the count.
 func TestOneEvalshaPerDescriptor(t *testing.T) {
 	const n, per = 50, 3 // requests, descriptors per request
-	type node struct {
-		addr   string
-		client *redis.Client
-	}
 	for _, topo := range []struct {
 		name  string
 		batch bool // one call decides every descriptor of a request
-		start func(t *testing.T) (map[string]string, []node)
+		start func(t *testing.T) (map[string]string, []redisNode)
 	}{
-		{"standalone", true, func(t *testing.T) (map[string]string, []node) {
+		{"standalone", true, func(t *testing.T) (map[string]string, []redisNode) {
 			rs := redistest.Standalone(t)
-			return standaloneEnv(rs), []node{{rs.Addr(), rs.Client()}}
+			return standaloneEnv(rs), []redisNode{{rs.Addr(), rs.Client()}}
 		}},
-		{"cluster", false, func(t *testing.T) (map[string]string, []node) {
+		{"cluster", false, func(t *testing.T) (map[string]string, []redisNode) {
 			c := cluster.Get(t)
-			var nodes []node
+			var nodes []redisNode
 			for _, m := range c.Masters() {
-				nodes = append(nodes, node{m, c.NodeClient(m)})
+				nodes = append(nodes, redisNode{m, c.NodeClient(m)})
 			}
 			return clusterEnv(t, c), nodes
 		}},
 	} {
-		t.Run(topo.name, func(t *testing.T) {
-			env, nodes := topo.start(t)
-			p := sluicetest.Start(t, sluicetest.Options{
-				ConfigDir: configDir(t, map[string]string{"api.yaml": threeRules}),
-				Env:       env,
+		for _, functions := range []bool{true, false} {
+			script, other := "fcall", "evalsha"
+			if !functions {
+				script, other = other, script
+			}
+			t.Run(topo.name+"/"+script, func(t *testing.T) {
+				testOneScriptCallPerDescriptor(t, n, per, topo.batch, functions, script, other, topo.start)
 			})
-			ctx := ctxFor(t, 30*time.Second)
-			monitors := make([]*monitor, len(nodes))
-			for i, nd := range nodes {
-				if err := nd.client.ConfigResetStat(ctx).Err(); err != nil {
-					t.Fatalf("CONFIG RESETSTAT on %s: %v", nd.addr, err)
-				}
-				monitors[i] = startMonitor(t, nd.addr)
-			}
-
-			users := sluicetest.Unique("u") // this run's descriptors: the cluster is shared with other tests
-			for i := range n {
-				var ds [][]sluicetest.Entry
-				for d := range per {
-					ds = append(ds, entries("user", fmt.Sprintf("%s-%d.%d", users, i, d)))
-				}
-				resp := call(t, p, sluicetest.Request("api", 0, ds...))
-				if resp.OverallCode != ok {
-					t.Fatalf("call %d: %v", i+1, resp)
-				}
-			}
-			// Calls and their key counts: on one node, one call per request
-			// names all its descriptors (each one key: the counter key, for
-			// all three rules); on a cluster, one call per descriptor.
-			calls, keysPerCall := n*per, 1
-			if topo.batch {
-				calls, keysPerCall = n, per
-			}
-
-			commands, numkeys := map[string]int{}, map[string]int{}
-			stats := map[string][2]int{}
-			for i, nd := range nodes {
-				c, k := monitors[i].finish(t, nd.client)
-				for name, v := range c {
-					commands[name] += v
-				}
-				for name, v := range k {
-					numkeys[name] += v
-				}
-				for name, v := range commandStats(t, nd.client) {
-					s := stats[name]
-					stats[name] = [2]int{s[0] + v[0], s[1] + v[1]}
-				}
-			}
-			// At most one reload of the script (after NOSCRIPT: a failed
-			// EVALSHA, then EVAL or SCRIPT LOAD) is allowed.
-			reloads := commands["eval"] + commands["script"]
-			if reloads > 1 {
-				t.Errorf("%d script reloads, want at most 1", reloads)
-			}
-			if got := commands["evalsha"]; got != calls+reloads {
-				t.Errorf("clients sent %d EVALSHA for %d requests of %d descriptors, want %d", got, n, per, calls+reloads)
-			}
-			if k := fmt.Sprint(keysPerCall); numkeys[k] < calls || len(numkeys) != 1 {
-				t.Errorf("EVALSHA key counts %v, want every call with %s keys (a counter key per descriptor, for all three rules)", numkeys, k)
-			}
-			var keys []string
-			for _, nd := range nodes {
-				k, err := nd.client.Keys(ctx, "*"+users+"-*").Result()
-				if err != nil {
-					t.Fatalf("KEYS on %s: %v", nd.addr, err)
-				}
-				keys = append(keys, k...)
-			}
-			if len(keys) != n*per {
-				t.Errorf("%d keys in Redis after %d descriptors of three rules, want %d: %q", len(keys), n*per, n*per, keys)
-			}
-			for name, calls := range commands {
-				if name != "evalsha" && name != "eval" && name != "script" && !control[name] {
-					t.Errorf("clients sent %d %s: a data command other than EVALSHA", calls, strings.ToUpper(name))
-				}
-			}
-			if s := stats["evalsha"]; s[0]-s[1] != calls {
-				t.Errorf("INFO commandstats: %d EVALSHA (%d failed), want %d that succeeded", s[0], s[1], calls)
-			}
-			t.Logf("%d requests of %d three-rule descriptors: client commands %v; INFO commandstats evalsha %v (calls, failed)",
-				n, per, commands, stats["evalsha"])
-		})
+		}
 	}
+}
+
+// redisNode is one Redis node of a topology: its address and a client.
+type redisNode struct {
+	addr   string
+	client *redis.Client
+}
+
+// testOneScriptCallPerDescriptor runs TestOneEvalshaPerDescriptor on one
+// topology with functions on (the script calls are FCALL) or off (EVALSHA).
+func testOneScriptCallPerDescriptor(t *testing.T, n, per int, batch, functions bool, script, other string, start func(t *testing.T) (map[string]string, []redisNode)) {
+	env, nodes := start(t)
+	env["SLUICE_REDIS_FUNCTIONS"] = fmt.Sprint(functions)
+	p := sluicetest.Start(t, sluicetest.Options{
+		ConfigDir: configDir(t, map[string]string{"api.yaml": threeRules}),
+		Env:       env,
+	})
+	ctx := ctxFor(t, 30*time.Second)
+	monitors := make([]*monitor, len(nodes))
+	for i, nd := range nodes {
+		if err := nd.client.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatalf("CONFIG RESETSTAT on %s: %v", nd.addr, err)
+		}
+		monitors[i] = startMonitor(t, nd.addr)
+	}
+
+	users := sluicetest.Unique("u") // this run's descriptors: the cluster is shared with other tests
+	for i := range n {
+		var ds [][]sluicetest.Entry
+		for d := range per {
+			ds = append(ds, entries("user", fmt.Sprintf("%s-%d.%d", users, i, d)))
+		}
+		resp := call(t, p, sluicetest.Request("api", 0, ds...))
+		if resp.OverallCode != ok {
+			t.Fatalf("call %d: %v", i+1, resp)
+		}
+	}
+	// Calls and their key counts: on one node, one call per request
+	// names all its descriptors (each one key: the counter key, for
+	// all three rules); on a cluster, one call per descriptor.
+	calls, keysPerCall := n*per, 1
+	if batch {
+		calls, keysPerCall = n, per
+	}
+
+	commands, numkeys := map[string]int{}, map[string]int{}
+	stats := map[string][2]int{}
+	for i, nd := range nodes {
+		c, k := monitors[i].finish(t, nd.client)
+		for name, v := range c {
+			commands[name] += v
+		}
+		for name, v := range k {
+			numkeys[name] += v
+		}
+		for name, v := range commandStats(t, nd.client) {
+			s := stats[name]
+			stats[name] = [2]int{s[0] + v[0], s[1] + v[1]}
+		}
+	}
+	// At most one reload of the script (after NOSCRIPT or a missing
+	// function: a failed call, then EVAL, SCRIPT LOAD or FUNCTION LOAD)
+	// is allowed.
+	reloads := commands["eval"] + commands["script"] + commands["function"]
+	if reloads > 1 {
+		t.Errorf("%d script reloads, want at most 1", reloads)
+	}
+	if got := commands[script]; got != calls+reloads {
+		t.Errorf("clients sent %d %s for %d requests of %d descriptors, want %d", got, strings.ToUpper(script), n, per, calls+reloads)
+	}
+	if got := commands[other]; got != 0 {
+		t.Errorf("clients sent %d %s, want none", got, strings.ToUpper(other))
+	}
+	if k := fmt.Sprint(keysPerCall); numkeys[k] < calls || len(numkeys) != 1 {
+		t.Errorf("script call key counts %v, want every call with %s keys (a counter key per descriptor, for all three rules)", numkeys, k)
+	}
+	var keys []string
+	for _, nd := range nodes {
+		k, err := nd.client.Keys(ctx, "*"+users+"-*").Result()
+		if err != nil {
+			t.Fatalf("KEYS on %s: %v", nd.addr, err)
+		}
+		keys = append(keys, k...)
+	}
+	if len(keys) != n*per {
+		t.Errorf("%d keys in Redis after %d descriptors of three rules, want %d: %q", len(keys), n*per, n*per, keys)
+	}
+	for name, calls := range commands {
+		if name != script && name != "eval" && name != "script" && name != "function" && !control[name] {
+			t.Errorf("clients sent %d %s: a data command other than %s", calls, strings.ToUpper(name), strings.ToUpper(script))
+		}
+	}
+	if s := stats[script]; s[0]-s[1] != calls {
+		t.Errorf("INFO commandstats: %d %s (%d failed), want %d that succeeded", s[0], strings.ToUpper(script), s[1], calls)
+	}
+	t.Logf("%d requests of %d three-rule descriptors: client commands %v; INFO commandstats %s %v (calls, failed)",
+		n, per, commands, script, stats[script])
 }
