@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/testtool"
 )
 
 // chromium returns the headless browser's path. When it is missing the
@@ -18,19 +20,8 @@ import (
 // page must be checked.
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, p := range []string{os.Getenv("SLUICE_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed: the live page cannot be checked (install the chromium package)")
-	}
-	t.Skip("chromium is not installed (set SLUICE_CHROMIUM or install chromium); CI fails here instead")
-	return ""
+	return testtool.Find(t, "chromium", "set SLUICE_CHROMIUM or install the chromium package",
+		os.Getenv("SLUICE_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser")
 }
 
 // headless runs chromium on url with extra flags and returns its stdout.
