@@ -153,38 +153,23 @@ func TestObserveBatch(t *testing.T) {
 	}
 }
 
-// scriptedTogether is scripted with a DecideTogether, counted.
-type scriptedTogether struct {
-	scripted
-	together int
-	decline  bool
-}
-
-func (s *scriptedTogether) DecideTogether(ctx context.Context, checks []backend.Check) ([]backend.Result, bool) {
-	s.together++
-	if s.decline {
-		return nil, false
-	}
-	return s.Decide(ctx, checks), true
-}
-
 // A backend that decides a request's checks together keeps that ability
 // through the instrumentation, and its together calls are recorded like
 // Decide calls; a backend without it does not gain it.
 func TestInstrumentBackendTogether(t *testing.T) {
 	clock := fakeclock.New(t0)
 	m, reg := newRegistered(t, Options{Now: clock.Now})
-	inner := &scriptedTogether{scripted: scripted{errs: []error{nil, stacktest.ErrRedisDown}, clock: clock, took: time.Millisecond}}
+	inner := &stacktest.Together{Backend: &scripted{errs: []error{nil, stacktest.ErrRedisDown}, clock: clock, took: time.Millisecond}}
 	td, ok := m.InstrumentBackend(inner).(backend.TogetherDecider)
 	if !ok {
 		t.Fatal("the instrumented backend lost DecideTogether")
 	}
-	if res, ok := td.DecideTogether(context.Background(), make([]backend.Check, 2)); !ok || len(res) != 2 || inner.together != 1 {
-		t.Fatalf("DecideTogether not passed through: ok=%v, %d results, %d calls", ok, len(res), inner.together)
+	if res, ok := td.DecideTogether(context.Background(), make([]backend.Check, 2)); !ok || len(res) != 2 || inner.Calls != 1 {
+		t.Fatalf("DecideTogether not passed through: ok=%v, %d results, %d calls", ok, len(res), inner.Calls)
 	}
-	inner.decline = true // a declined call decided nothing: not recorded
-	if res, ok := td.DecideTogether(context.Background(), make([]backend.Check, 3)); ok || res != nil || inner.together != 2 {
-		t.Fatalf("declined DecideTogether: ok=%v, %d results, %d calls", ok, len(res), inner.together)
+	inner.Decline = true // a declined call decided nothing: not recorded
+	if res, ok := td.DecideTogether(context.Background(), make([]backend.Check, 3)); ok || res != nil || inner.Calls != 2 {
+		t.Fatalf("declined DecideTogether: ok=%v, %d results, %d calls", ok, len(res), inner.Calls)
 	}
 	scrape(t, reg).check(t, []want{
 		{"sluice_backend_checks_total", "", 2},

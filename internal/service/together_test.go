@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"testing"
 
 	"github.com/sluice-rl/sluice/internal/stacktest"
@@ -68,20 +67,17 @@ func TestAllOrNothingLeavesOthersAlone(t *testing.T) {
 	expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 10/HOUR rem=9 reset=59m59.75s")
 }
 
-// togetherMemory is the real memory backend's DecideTogether, counted, or
-// declining every call when decline is set.
-type togetherMemory struct {
-	*countingBackend
-	decline  bool
-	together int
-}
-
-func (b *togetherMemory) DecideTogether(ctx context.Context, checks []backend.Check) ([]backend.Result, bool) {
-	b.together++
-	if b.decline {
-		return nil, false
-	}
-	return b.countingBackend.Backend.(backend.TogetherDecider).DecideTogether(ctx, checks)
+// newTogetherHarness is newHarness with AllOrNothing on a backend that
+// decides a request's checks together, with the memory backend's own
+// DecideTogether, or declines every call when decline is set; Decide
+// calls still go through the harness's counting backend.
+func newTogetherHarness(t *testing.T, cfg string, decline bool) (*harness, *stacktest.Together) {
+	t.Helper()
+	h := newHarness(t, Options{AllOrNothing: true}, cfg)
+	tb := &stacktest.Together{Backend: h.mem, Decider: h.mem.Backend.(backend.TogetherDecider), Decline: decline}
+	h.svc = New(Options{AllOrNothing: true, Backend: tb, Logger: stacktest.QuietLogger()})
+	h.svc.SetConfig(parseConfig(t, cfg))
+	return h, tb
 }
 
 // With a backend that decides a request's checks together, the service
@@ -97,10 +93,7 @@ func TestAllOrNothingTogetherBackend(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, Options{AllOrNothing: true}, togetherConfig)
-			tb := &togetherMemory{countingBackend: h.mem, decline: tt.decline}
-			h.svc = New(Options{AllOrNothing: true, Backend: tb, Logger: stacktest.QuietLogger()})
-			h.svc.SetConfig(parseConfig(t, togetherConfig))
+			h, tb := newTogetherHarness(t, togetherConfig, tt.decline)
 
 			expect(t, h.call(t, rq("d", d("a", "1"), d("b", "1"))), OK,
 				"OK 10/HOUR rem=9 reset=59m59.75s", "OK 1/HOUR rem=0 reset=59m59.75s")
@@ -111,8 +104,8 @@ func TestAllOrNothingTogetherBackend(t *testing.T) {
 				t.Errorf("%d Decide calls for a denied request, want %d", got, tt.calls)
 			}
 			expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 10/HOUR rem=8 reset=59m59.75s")
-			if tb.together != 3 {
-				t.Errorf("DecideTogether called %d times, want 3", tb.together)
+			if tb.Calls != 3 {
+				t.Errorf("DecideTogether called %d times, want 3", tb.Calls)
 			}
 		})
 	}
@@ -136,10 +129,7 @@ descriptors:
 func TestAllOrNothingKeepsDeniedCharge(t *testing.T) {
 	for _, decline := range []bool{false, true} {
 		t.Run(map[bool]string{false: "together", true: "refunded"}[decline], func(t *testing.T) {
-			h := newHarness(t, Options{AllOrNothing: true}, chargeConfig)
-			tb := &togetherMemory{countingBackend: h.mem, decline: decline}
-			h.svc = New(Options{AllOrNothing: true, Backend: tb, Logger: stacktest.QuietLogger()})
-			h.svc.SetConfig(parseConfig(t, chargeConfig))
+			h, _ := newTogetherHarness(t, chargeConfig, decline)
 
 			expect(t, h.call(t, rq("d", d("a", "1"), addend(d("q", "1"), 3))), OVER,
 				"OK 10/HOUR rem=10 reset=59m59.75s", "OVER_LIMIT 2/HOUR rem=0 reset=59m59.75s")

@@ -93,6 +93,34 @@ func (f FailingBackend) Ping(context.Context) error { return f.Err }
 // Close does nothing.
 func (f FailingBackend) Close() error { return nil }
 
+// Together gives a backend a counted DecideTogether (the optional
+// backend.TogetherDecider), for tests of what uses one. While Decline is
+// set it declines every call, deciding nothing; otherwise Decider decides
+// the checks together or, when Decider is nil, Backend's Decide does.
+// Calls counts the DecideTogether calls, declined ones included. It is
+// not safe for concurrent use.
+type Together struct {
+	backend.Backend
+	// Decider, when not nil, answers the calls that are not declined.
+	Decider backend.TogetherDecider
+	// Decline makes every call decline.
+	Decline bool
+	// Calls is the number of DecideTogether calls so far.
+	Calls int
+}
+
+// DecideTogether counts the call, then declines it or decides checks.
+func (b *Together) DecideTogether(ctx context.Context, checks []backend.Check) ([]backend.Result, bool) {
+	b.Calls++
+	if b.Decline {
+		return nil, false
+	}
+	if b.Decider != nil {
+		return b.Decider.DecideTogether(ctx, checks)
+	}
+	return b.Decide(ctx, checks), true
+}
+
 // Request builds a request for domain with the descriptors ds.
 func Request(domain string, ds ...*rlv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
 	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds}
