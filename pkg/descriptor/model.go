@@ -42,10 +42,8 @@ func ParseFailureMode(s string) (FailureMode, error) {
 	if s == "" {
 		return FailureError, nil
 	}
-	for i, n := range failureModeNames {
-		if n == strings.ToLower(s) {
-			return FailureMode(i), nil
-		}
+	if i := slices.Index(failureModeNames[:], strings.ToLower(s)); i >= 0 {
+		return FailureMode(i), nil
 	}
 	return 0, fmt.Errorf("unknown failure_mode %q (want error, allow, deny or local)", s)
 }

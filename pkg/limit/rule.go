@@ -2,6 +2,7 @@ package limit
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -126,10 +127,8 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	if s == "" {
 		return FixedWindow, nil
 	}
-	for i, n := range algorithmNames {
-		if n == strings.ToLower(s) {
-			return Algorithm(i), nil
-		}
+	if i := slices.Index(algorithmNames[:], strings.ToLower(s)); i >= 0 {
+		return Algorithm(i), nil
 	}
 	return 0, fmt.Errorf("unknown algorithm %q (want one of %s)", s, strings.Join(algorithmNames[:], ", "))
 }
