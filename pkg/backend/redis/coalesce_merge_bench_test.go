@@ -13,7 +13,8 @@ import (
 )
 
 // BenchmarkMerge compares one script call per Decide (merge=1) with the
-// calls of a pipeline's Decides merged into one (merge.go), with the load
+// calls of a pipeline's Decides merged into one (merge.go), with EVALSHA
+// and with FCALL (Options.Functions), with the load
 // of BenchmarkDecideParallel (one check per Decide, always admitting, 1000
 // descriptors): 64 callers with the default lanes, as in production.
 // Besides BenchmarkDecideParallel's figures it reports the descriptors per
@@ -21,11 +22,13 @@ import (
 // time one call keeps Redis from serving anyone else.
 func BenchmarkMerge(b *testing.B) {
 	srv := redistest.Standalone(b)
-	for _, rules := range [][]limit.Rule{openRules1, openRules3} {
-		for _, items := range []int{1, maxMergeItems} {
-			b.Run(fmt.Sprintf("callers=64/rules=%d/merge=%d", len(rules), items), func(b *testing.B) {
-				benchMerge(b, srv, Options{URL: srv.Addr(), mergeItems: items}, rules, 64)
-			})
+	for _, fcall := range []bool{false, true} {
+		for _, rules := range [][]limit.Rule{openRules1, openRules3} {
+			for _, items := range []int{1, maxMergeItems} {
+				b.Run(fmt.Sprintf("callers=64/functions=%s/rules=%d/merge=%d", onOff(fcall), len(rules), items), func(b *testing.B) {
+					benchMerge(b, srv, Options{URL: srv.Addr(), mergeItems: items, Functions: fcall}, rules, 64)
+				})
+			}
 		}
 	}
 }
@@ -54,16 +57,16 @@ func benchMerge(b *testing.B, srv *redistest.Server, opts Options, rules []limit
 		b.Fatal(err)
 	}
 	benchParallel(b, srv, opts, rules, callers)
-	calls, usec := evalshaStats(b, srv)
+	calls, usec := scriptStats(b, srv)
 	if calls > 0 {
 		b.ReportMetric(float64(b.N)/float64(calls), "desc/call")
 		b.ReportMetric(usec/float64(calls), "usec/call")
 	}
 }
 
-// evalshaStats returns the EVALSHA calls and the µs they took since the
-// last CONFIG RESETSTAT.
-func evalshaStats(b *testing.B, srv *redistest.Server) (calls int, usec float64) {
+// scriptStats returns the EVALSHA and FCALL calls and the µs they took
+// since the last CONFIG RESETSTAT.
+func scriptStats(b *testing.B, srv *redistest.Server) (calls int, usec float64) {
 	info, err := srv.Client().Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
@@ -71,15 +74,19 @@ func evalshaStats(b *testing.B, srv *redistest.Server) (calls int, usec float64)
 	for _, line := range strings.Fields(info) {
 		stat, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
 		if !ok {
-			continue
+			if stat, ok = strings.CutPrefix(line, "cmdstat_fcall:"); !ok {
+				continue
+			}
 		}
 		for _, kv := range strings.Split(stat, ",") {
 			k, v, _ := strings.Cut(kv, "=")
 			switch k {
 			case "calls":
-				calls, _ = strconv.Atoi(v)
+				n, _ := strconv.Atoi(v)
+				calls += n
 			case "usec":
-				usec, _ = strconv.ParseFloat(v, 64)
+				u, _ := strconv.ParseFloat(v, 64)
+				usec += u
 			}
 		}
 	}
