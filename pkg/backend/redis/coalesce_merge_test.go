@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -137,7 +138,9 @@ func TestCoalesceMergedMatchesSeparateCalls(t *testing.T) {
 }
 
 // TestCoalesceMergedRefusal: Redis's refusals reach every request of a
-// merged call, classified as a lone request's would be. OOM, which Redis
+// merged call, classified as a lone request's would be. BUSY (a script
+// running) and a Redis that does not answer (paused) fail each with
+// ErrUnavailable as they fail a lone request. OOM, which Redis
 // raises at a script's first write, fails each writing descriptor with
 // ErrUnavailable as it fails a lone request; a script cache emptied
 // (NOSCRIPT, the whole call refused) sends the merged call again with
@@ -183,6 +186,57 @@ func TestCoalesceMergedRefusal(t *testing.T) {
 		if stats := commandStats(t, rc); stats["evalsha"] != 1 {
 			t.Errorf("commandstats %v: want evalsha=1 (the merged call)", stats)
 		}
+	})
+
+	// every checks that each request's checks fail as the lone request's
+	// did: ErrUnavailable, and what holds for the error.
+	every := func(t *testing.T, got []<-chan []backend.Result, lone backend.Result, what string, is func(error) bool) {
+		t.Helper()
+		if !errors.Is(lone.Err, backend.ErrUnavailable) || !is(lone.Err) {
+			t.Fatalf("a lone request: %v, want ErrUnavailable, %s", lone.Err, what)
+		}
+		for i, ch := range got {
+			for k, r := range <-ch {
+				if !errors.Is(r.Err, backend.ErrUnavailable) || !is(r.Err) {
+					t.Errorf("request %d check %d: %v, want ErrUnavailable, %s, as the lone request's %v", i, k, r.Err, what, lone.Err)
+				}
+			}
+		}
+	}
+
+	t.Run("BUSY", func(t *testing.T) {
+		// A script that runs past the busy threshold makes Redis refuse
+		// every other command with BUSY until it is killed.
+		if err := rc.ConfigSet(ctx, "lua-time-limit", "10").Err(); err != nil {
+			t.Fatal(err)
+		}
+		defer rc.ConfigSet(ctx, "lua-time-limit", "5000")
+		busy := make(chan error, 1)
+		go func() { busy <- rc.Eval(ctx, "while true do end", nil).Err() }()
+		defer func() {
+			rc.ScriptKill(ctx)
+			<-busy
+		}()
+		waitUntil(t, 10*time.Second, "Redis busy", func() bool {
+			err := rc.Ping(ctx).Err()
+			return err != nil && strings.HasPrefix(err.Error(), "BUSY")
+		})
+		every(t, queueAll(t, b, reqs), decideOne(alone, "corefuse|lone"), "BUSY", func(err error) bool {
+			return strings.Contains(err.Error(), "BUSY Redis is busy running a script")
+		})
+	})
+
+	t.Run("timeout", func(t *testing.T) {
+		short := newBackend(t, Options{URL: srv.Addr(), KeyPrefix: "corefuse:", Timeout: 300 * time.Millisecond,
+			PipelineWindow: time.Hour, PipelineLimit: 3, Breaker: BreakerOptions{Failures: -1}})
+		shortAlone := newBackend(t, Options{URL: srv.Addr(), KeyPrefix: "corefuse:", Timeout: 300 * time.Millisecond,
+			Breaker: BreakerOptions{Failures: -1}})
+		srv.Pause()
+		defer srv.Resume()
+		every(t, queueAll(t, short, reqs), decideOne(shortAlone, "corefuse|lone"), "a timeout", func(err error) bool {
+			var nerr net.Error
+			return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout())
+		})
 	})
 
 	t.Run("NOSCRIPT", func(t *testing.T) {
