@@ -245,6 +245,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	check("cache-key-prefix", func() error { return redis.CheckKeyPrefix(r.KeyPrefix) })
 	fs.Var(invertedBool{&r.DisableCoalescing}, "redis-coalesce",
 		"let concurrent requests bound for one Redis node share pipelines (default true)"+bind("redis-coalesce", "SLUICE_REDIS_COALESCE"))
+	fs.Var(invertedBool{&r.DisableMerging}, "redis-merge",
+		"merge the script calls of concurrent requests that share a pipeline into one call (default true)"+bind("redis-merge", "SLUICE_REDIS_MERGE"))
 	boolean(&r.Functions, "redis-functions", "SLUICE_REDIS_FUNCTIONS", true,
 		"call the decide script as a Redis function (FUNCTION LOAD once per master, FCALL per call; Redis 7+) instead of EVALSHA; falls back to EVALSHA with a warning where Redis refuses")
 	duration(&r.PipelineWindow, "redis-pipeline-window", "REDIS_PIPELINE_WINDOW", 0,

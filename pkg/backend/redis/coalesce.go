@@ -130,6 +130,9 @@ func newCoalescer(ctx context.Context, o Options, cluster bool, send func(ctx co
 	if c.mergeItems == 0 {
 		c.mergeItems = maxMergeItems
 	}
+	if o.DisableMerging {
+		c.mergeItems = 1
+	}
 	if !cluster {
 		c.single = &node{c: c}
 	}

@@ -330,3 +330,24 @@ func TestCoalesceClusterMergesOneSlot(t *testing.T) {
 		t.Errorf("%d pipelines carrying %d commands, want 1 carrying 2: one per descriptor's slot", p, n)
 	}
 }
+
+// TestCoalesceMergingOff: with DisableMerging the requests one pipeline
+// carries keep a script call each.
+func TestCoalesceMergingOff(t *testing.T) {
+	srv := redistest.Standalone(t)
+	var count batchCounter
+	b := newBackend(t, Options{URL: srv.Addr(), KeyPrefix: "cooff:", Timeout: 30 * time.Second,
+		PipelineWindow: time.Hour, PipelineLimit: 3, DisableMerging: true, ObserveBatch: count.observe})
+	var reqs [][]backend.Check
+	for i := range 3 {
+		reqs = append(reqs, []backend.Check{{Identity: fmt.Sprintf("cooff|%d", i), Rules: oneRule, Cost: limit.Cost{N: 1}}})
+	}
+	for i, ch := range queueAll(t, b, reqs) {
+		if r := (<-ch)[0]; r.Err != nil || !r.Allowed {
+			t.Errorf("request %d: %+v", i, r)
+		}
+	}
+	if p, n := count.pipelines.Load(), count.cmds.Load(); p != 1 || n != 3 {
+		t.Errorf("%d pipelines carrying %d commands, want 1 carrying 3", p, n)
+	}
+}

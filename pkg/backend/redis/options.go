@@ -79,6 +79,13 @@ type Options struct {
 	// default concurrent Decide calls bound for the same Redis node share
 	// pipelines: see PipelineWindow and docs/decisions/0010-coalescing.md.
 	DisableCoalescing bool
+	// DisableMerging keeps one script call per Decide (and node) in a
+	// coalesced pipeline (sluice's --redis-merge=false). By default the
+	// calls of the Decides one pipeline carries are merged into script
+	// calls of at most 16 descriptors (on a cluster, the calls of one
+	// descriptor's slot): docs/decisions/0053-cross-request-batching.md.
+	// Decisions are the same either way. Ignored without coalescing.
+	DisableMerging bool
 	// PipelineWindow is how long a pipeline waits, after the first call
 	// queued for it, for more calls before it is sent
 	// (REDIS_PIPELINE_WINDOW). 0, the default, never waits: a call goes out
