@@ -140,6 +140,9 @@ func (m *merger) merge(calls []*call, maxItems int, byTag bool) []*call {
 // tag returns the hash tag of c's first key (between its first '{' and
 // the next '}'), which names its cluster slot: all keys of a call share it.
 func (c *call) tag() string {
+	if c.nkeys() == 0 {
+		return ""
+	}
 	key := *c.argv[3].(*string)
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
