@@ -16,8 +16,9 @@
 #   rules        redis1, redis3fw, redis6fw: 1, 3, 6 fixed-window rules on one descriptor
 #   descriptors  redis1 inc1, redis3d inc3, redis10d inc10: 1, 3, 10 descriptors per request
 #   defaults     redis1 memory attack, and each with one speed default off: redis1nc
-#                (SLUICE_REDIS_COALESCE=false), memorynw (SLUICE_GRPC_STREAM_WORKERS=0),
-#                attacknc (SLUICE_LOCAL_CACHE=false)
+#                (SLUICE_REDIS_COALESCE=false), redis1nm (SLUICE_REDIS_MERGE=false),
+#                redis1ev (SLUICE_REDIS_FUNCTIONS=false: EVALSHA), memorynw
+#                (SLUICE_GRPC_STREAM_WORKERS=0), attacknc (SLUICE_LOCAL_CACHE=false)
 #   all          every group above
 # The targets: noop (answers OK, does nothing: the ceiling); memory (sluice,
 # embedded backend); redis1 (sluice on Redis, one descriptor, one per-second
@@ -43,8 +44,8 @@
 # the warm-up, as NAME.ROUND.pprof; read it with go tool pprof -top).
 #
 # Each run takes DURATION + WARMUP + about 1.5 s (server start and stop);
-# the cluster takes about 3 s to form, once. `all` is 27 runs a round with
-# the incumbent (19 without): about 6 minutes a round at the defaults.
+# the cluster takes about 3 s to form, once. `all` is 29 runs a round with
+# the incumbent (21 without): about 6 minutes a round at the defaults.
 #
 # Every run records, besides the load generator's report (NAME.ROUND.json),
 # NAME.ROUND.cpu.json (the CPU time of the server, redis-server (every node),
@@ -69,7 +70,7 @@ group() { # name: the targets of a scenario group, or the name itself
 	cluster) echo redis1 inc1 redis1cl inc1cl ;;
 	rules) echo redis1 redis3fw redis6fw ;;
 	descriptors) echo redis1 inc1 redis3d inc3 redis10d inc10 ;;
-	defaults) echo redis1 redis1nc memory memorynw attack attacknc ;;
+	defaults) echo redis1 redis1nc redis1nm redis1ev memory memorynw attack attacknc ;;
 	all) echo main concurrency cluster rules descriptors defaults ;;
 	*) echo "$1" ;;
 	esac
@@ -85,7 +86,7 @@ expand() { # words: targets, groups expanded, first occurrence kept
 		fi
 	done
 }
-known=" noop memory memorynw redis1 redis1nc redis1cl redis3 redis3fw redis6fw redis3d redis10d attack attacknc inc1 inc1cl inc3 inc10 incattack "
+known=" noop memory memorynw redis1 redis1nc redis1nm redis1ev redis1cl redis3 redis3fw redis6fw redis3d redis10d attack attacknc inc1 inc1cl inc3 inc10 incattack "
 targets=()
 for t in $(expand ${TARGETS:-all}); do
 	case " ${targets[*]} " in *" $t "*) continue ;; esac
@@ -373,6 +374,8 @@ for round in $(seq "$rounds"); do
 		target_env= # settings of this target only, after SLUICE_ENV
 		case $base in
 		redis1nc) target_env=SLUICE_REDIS_COALESCE=false base=redis1 ;;
+		redis1nm) target_env=SLUICE_REDIS_MERGE=false base=redis1 ;;
+		redis1ev) target_env=SLUICE_REDIS_FUNCTIONS=false base=redis1 ;;
 		memorynw) target_env=SLUICE_GRPC_STREAM_WORKERS=0 base=memory ;;
 		attacknc) target_env=SLUICE_LOCAL_CACHE=false base=attack ;;
 		esac

@@ -308,6 +308,8 @@ func (rs *runSet) defaultsTable(w io.Writer) bool {
 		format                 string
 	}{
 		{"request coalescing (`SLUICE_REDIS_COALESCE`)", "Redis, 1 rule", "redis1", "redis1nc", "service + Redis CPU µs per request", bothCPU, "%.1f"},
+		{"merged script calls (`SLUICE_REDIS_MERGE`)", "Redis, 1 rule", "redis1", "redis1nm", "Redis CPU µs per request", redisCPU, "%.1f"},
+		{"Redis functions (`SLUICE_REDIS_FUNCTIONS`; off: `EVALSHA`)", "Redis, 1 rule", "redis1", "redis1ev", "Redis CPU µs per request", redisCPU, "%.1f"},
 		{"gRPC stream workers (`SLUICE_GRPC_STREAM_WORKERS`)", "embedded backend", "memory", "memorynw", "service CPU µs per request", serverCPU, "%.1f"},
 		{"local denial cache (`SLUICE_LOCAL_CACHE`)", "attack mix", "attack", "attacknc", "Redis CPU µs per request", redisCPU, "%.1f"},
 	} {
