@@ -556,7 +556,7 @@ func (rs *runSet) machineBlock(w io.Writer) bool {
 	for _, ss := range rs.runs {
 		for _, s := range ss {
 			if s.cpu.Wall > 0 {
-				others = append(others, s.cpu.Others/s.cpu.Wall)
+				others = append(others, max(0, s.cpu.Others/s.cpu.Wall)) // below 0: the counters' rounding
 			}
 			load = append(load, s.cpu.Loadavg)
 		}
