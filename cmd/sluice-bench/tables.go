@@ -345,8 +345,11 @@ func (rs *runSet) timeTable(w io.Writer) bool {
 		wrote = true
 		ss := rs.runs[name]
 		budget := median(ss, func(s sample) float64 { return s.perRequest(cores * s.cpu.Wall) })
-		others := median(ss, func(s sample) float64 { return s.perRequest(s.cpu.Others) })
-		used := median(ss, func(s sample) float64 { return s.perRequest(s.cpu.Server + s.cpu.Redis + s.cpu.Client + s.cpu.Others) })
+		// Other processes' time below 0 is the CPU counters' rounding.
+		others := median(ss, func(s sample) float64 { return s.perRequest(max(0, s.cpu.Others)) })
+		used := median(ss, func(s sample) float64 {
+			return s.perRequest(s.cpu.Server + s.cpu.Redis + s.cpu.Client + max(0, s.cpu.Others))
+		})
 		inside := "—"
 		if rs.onRedis(name) {
 			inside = fmt.Sprintf("%.1f", median(ss, redisUsecPerRequest))
