@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/sluice-rl/sluice/internal/wirefields"
 )
 
 // stageShares reads a CPU profile (pprof's profile.proto, gzipped or not)
@@ -81,11 +83,11 @@ func decodeProfile(b []byte) (*profile, error) {
 		funcNames = make(map[uint64]int64)
 		strs      []string
 	)
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
+	err := wirefields.Each(b, func(num protowire.Number, typ protowire.Type, n uint64, v []byte) error {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
 			var vt [2]int64
-			err := eachField(v, func(num protowire.Number, _ protowire.Type, _ []byte, n uint64) error {
+			err := wirefields.Each(v, func(num protowire.Number, _ protowire.Type, n uint64, _ []byte) error {
 				if num == 1 || num == 2 {
 					vt[num-1] = int64(n)
 				}
@@ -95,7 +97,7 @@ func decodeProfile(b []byte) (*profile, error) {
 			return err
 		case num == 2 && typ == protowire.BytesType:
 			var s profileSample
-			err := eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
+			err := wirefields.Each(v, func(num protowire.Number, typ protowire.Type, n uint64, v []byte) error {
 				switch num {
 				case 1:
 					return eachVarint(typ, v, n, func(x uint64) { s.locations = append(s.locations, x) })
@@ -109,12 +111,12 @@ func decodeProfile(b []byte) (*profile, error) {
 		case num == 4 && typ == protowire.BytesType:
 			var id uint64
 			var fns []uint64
-			err := eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
+			err := wirefields.Each(v, func(num protowire.Number, typ protowire.Type, n uint64, v []byte) error {
 				switch {
 				case num == 1:
 					id = n
 				case num == 4 && typ == protowire.BytesType: // Line
-					return eachField(v, func(num protowire.Number, _ protowire.Type, _ []byte, n uint64) error {
+					return wirefields.Each(v, func(num protowire.Number, _ protowire.Type, n uint64, _ []byte) error {
 						if num == 1 {
 							fns = append(fns, n)
 						}
@@ -128,7 +130,7 @@ func decodeProfile(b []byte) (*profile, error) {
 		case num == 5 && typ == protowire.BytesType:
 			var id uint64
 			var name int64
-			err := eachField(v, func(num protowire.Number, _ protowire.Type, _ []byte, n uint64) error {
+			err := wirefields.Each(v, func(num protowire.Number, _ protowire.Type, n uint64, _ []byte) error {
 				switch num {
 				case 1:
 					id = n
@@ -161,45 +163,6 @@ func decodeProfile(b []byte) (*profile, error) {
 		p.functions[id] = str(i)
 	}
 	return p, nil
-}
-
-// eachField calls fn with every field of the message b: its number, wire
-// type, and its bytes (length-delimited fields) or value (varints and
-// fixed-size fields).
-func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		var (
-			v []byte
-			x uint64
-		)
-		switch typ {
-		case protowire.VarintType:
-			x, n = protowire.ConsumeVarint(b)
-		case protowire.BytesType:
-			v, n = protowire.ConsumeBytes(b)
-		case protowire.Fixed64Type:
-			x, n = protowire.ConsumeFixed64(b)
-		case protowire.Fixed32Type:
-			var y uint32
-			y, n = protowire.ConsumeFixed32(b)
-			x = uint64(y)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if err := fn(num, typ, v, x); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // eachVarint calls fn with a repeated integer field's values, packed (one

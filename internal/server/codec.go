@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluice-rl/sluice/internal/wirefields"
 )
 
 // codec is the gRPC server's codec: grpc-go's proto codec, except on the
@@ -94,7 +96,7 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 // envoy/extensions/common/ratelimit/v3/ratelimit.proto.
 func decodeRequest(b []byte, r *rlsv3.RateLimitRequest) error {
 	r.Reset()
-	return wireFields(b, func(num protowire.Number, typ protowire.Type, n uint64, val []byte) error {
+	return wirefields.Each(b, func(num protowire.Number, typ protowire.Type, n uint64, val []byte) error {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
 			r.Domain = string(val)
@@ -112,11 +114,11 @@ func decodeRequest(b []byte, r *rlsv3.RateLimitRequest) error {
 }
 
 func decodeDescriptor(b []byte, d *ratelimitv3.RateLimitDescriptor) error {
-	return wireFields(b, func(num protowire.Number, typ protowire.Type, n uint64, val []byte) error {
+	return wirefields.Each(b, func(num protowire.Number, typ protowire.Type, n uint64, val []byte) error {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
 			e := new(ratelimitv3.RateLimitDescriptor_Entry)
-			err := wireFields(val, func(num protowire.Number, typ protowire.Type, _ uint64, val []byte) error {
+			err := wirefields.Each(val, func(num protowire.Number, typ protowire.Type, _ uint64, val []byte) error {
 				switch {
 				case num == 1 && typ == protowire.BytesType:
 					e.Key = string(val)
@@ -134,7 +136,7 @@ func decodeDescriptor(b []byte, d *ratelimitv3.RateLimitDescriptor) error {
 				d.Limit = new(ratelimitv3.RateLimitDescriptor_RateLimitOverride)
 			}
 			o := d.Limit
-			err := wireFields(val, func(num protowire.Number, typ protowire.Type, n uint64, val []byte) error {
+			err := wirefields.Each(val, func(num protowire.Number, typ protowire.Type, n uint64, val []byte) error {
 				switch {
 				case num == 1 && typ == protowire.VarintType:
 					o.RequestsPerUnit = uint32(n)
@@ -145,7 +147,7 @@ func decodeDescriptor(b []byte, d *ratelimitv3.RateLimitDescriptor) error {
 						o.UnitMultiplier = new(wrapperspb.UInt32Value)
 					}
 					w := o.UnitMultiplier
-					return wireFields(val, func(num protowire.Number, typ protowire.Type, n uint64, _ []byte) error {
+					return wirefields.Each(val, func(num protowire.Number, typ protowire.Type, n uint64, _ []byte) error {
 						if num == 1 && typ == protowire.VarintType {
 							w.Value = uint32(n)
 						}
@@ -162,7 +164,7 @@ func decodeDescriptor(b []byte, d *ratelimitv3.RateLimitDescriptor) error {
 				d.HitsAddend = new(wrapperspb.UInt64Value)
 			}
 			w := d.HitsAddend
-			err := wireFields(val, func(num protowire.Number, typ protowire.Type, n uint64, _ []byte) error {
+			err := wirefields.Each(val, func(num protowire.Number, typ protowire.Type, n uint64, _ []byte) error {
 				if num == 1 && typ == protowire.VarintType {
 					w.Value = n
 				}
@@ -176,38 +178,4 @@ func decodeDescriptor(b []byte, d *ratelimitv3.RateLimitDescriptor) error {
 		}
 		return nil
 	})
-}
-
-// wireFields calls f for every field of the encoded message b, in order: n
-// for a varint, val for a length-delimited field, neither for the others
-// (which it skips). It fails on malformed input.
-func wireFields(b []byte, f func(num protowire.Number, typ protowire.Type, n uint64, val []byte) error) error {
-	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
-			return protowire.ParseError(l)
-		}
-		if num > protowire.MaxValidNumber { // ConsumeTag checks only the lower bound
-			return fmt.Errorf("field number %d out of range", num)
-		}
-		b = b[l:]
-		var n uint64
-		var val []byte
-		switch typ {
-		case protowire.VarintType:
-			n, l = protowire.ConsumeVarint(b)
-		case protowire.BytesType:
-			val, l = protowire.ConsumeBytes(b)
-		default:
-			l = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if l < 0 {
-			return protowire.ParseError(l)
-		}
-		b = b[l:]
-		if err := f(num, typ, n, val); err != nil {
-			return err
-		}
-	}
-	return nil
 }
