@@ -177,8 +177,11 @@ const DefaultPipelineLimit = 128
 
 // defaultPipelineLanes is how many coalesced pipelines may be in flight to
 // one node at a time: enough to keep Redis busy while the client reads one
-// batch and builds the next, few enough that calls queue and batch.
-const defaultPipelineLanes = 4
+// batch and builds the next, few enough that calls queue and batch. With
+// merging, fewer lanes make bigger merged calls, which cost both the
+// service and Redis less per decision
+// (docs/decisions/0057-service-cpu-on-the-redis-path.md).
+const defaultPipelineLanes = 2
 
 // The breaker defaults. The open period is short because a probe is
 // cheap (one call, to one node, per open period) and because it is how long
