@@ -23,8 +23,16 @@ import (
 // Window makes the queue wait that long after its first call for more,
 // before a lane sends it.
 //
-// A lane that finds work queued when it comes back continues as a
-// goroutine, which exits when the queue is empty. Callers wait on their
+// A lane that finds work queued when it comes back is handed to the caller
+// of a queued request (one waiting on that request alone): the caller,
+// parked until its reply comes, is woken to send the queue's next pipeline
+// itself, its own request first in it, and then passes the lane on the
+// same way. So under load the pipelines go out from the callers'
+// goroutines, each woken once, as it would be for its reply, and no
+// goroutine is started per busy spell (with its stack grown anew through
+// go-redis). When no queued caller can take the lane (a Decide of several
+// cluster nodes waits on each in turn), it continues as a goroutine, which
+// exits when the queue is empty. Callers wait on their
 // request with their own deadline and context, so a caller never waits
 // past its own deadline, and a caller that leaves early leaves its memory
 // to the lane (its job is not pooled again).
@@ -43,7 +51,24 @@ type request struct {
 	deadline time.Time // enq + Timeout: the latest its pipeline may end
 	state    atomic.Uint32
 	done     chan struct{} // receives once when state becomes reqDone
+	n        *node         // the node it is queued on
+	// offer is whether the caller takes a lane handed to it (offerOpen),
+	// has been handed one (offerMade: lead holds the token), or no longer
+	// takes one (offerClosed). Only a caller waiting on this request alone
+	// takes lanes.
+	offer atomic.Uint32
+	lead  chan struct{} // receives once when offer becomes offerMade
 }
+
+// Offer states of a request: see request.offer. The lane CASes open to
+// made; the caller CASes open to closed when it stops waiting, and a
+// caller that finds made instead receives the token and passes the lane
+// on, so a lane handed over is never lost.
+const (
+	offerOpen uint32 = iota
+	offerMade
+	offerClosed
+)
 
 // Request states. A request is queued, then sent (in a pipeline), then
 // done (its calls' commands hold their replies). The caller may leave a
@@ -57,7 +82,9 @@ const (
 	reqLeft
 )
 
-func newRequest() *request { return &request{done: make(chan struct{}, 1)} }
+func newRequest() *request {
+	return &request{done: make(chan struct{}, 1), lead: make(chan struct{}, 1)}
+}
 
 // fail completes a request that could not be queued with err.
 func (r *request) fail(err error) {
@@ -256,12 +283,12 @@ func (n *node) submit(r *request, mayLead bool) (lead bool, err error) {
 
 // lead is a lane run by a caller on its own goroutine, for one pipeline:
 // under light load the caller sends its own call without handing it to
-// another goroutine and back. The caller waits for that pipeline (whoever
-// sent its own call), so lead sends only one; work queued meanwhile goes
-// to a lane goroutine. When the pipeline is the caller's request alone, it
-// runs under the caller's context, as without coalescing.
+// another goroutine and back, and under load a caller handed a lane sends
+// the queue's next pipeline. The caller waits for that pipeline (whoever
+// sent its own call), so lead sends only one, then passes the lane on
+// (passLocked). When the pipeline is the caller's request alone, it runs
+// under the caller's context, as without coalescing.
 func (n *node) lead(ctx context.Context, own *request, j *job) {
-	defer n.c.lanesWG.Done()
 	now := time.Now()
 	n.mu.Lock()
 	j.batch = n.takeLocked(now, j.batch[:0])
@@ -274,15 +301,28 @@ func (n *node) lead(ctx context.Context, own *request, j *job) {
 		j.lcalls = n.send(parent, j.batch, j.lcalls[:0])
 		clear(j.batch)
 	}
-	now = time.Now()
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.passLocked(time.Now())
+	n.mu.Unlock()
+}
+
+// passLocked passes on a lane that has sent its pipeline, with its count
+// (n.lanes and lanesWG): if the queue is ready, to the caller of the first
+// queued request that takes lanes, or else to a new lane goroutine;
+// otherwise the lane ends.
+func (n *node) passLocked(now time.Time) {
 	if !n.closed && n.readyLocked(now) {
-		n.c.lanesWG.Add(1)
-		go n.lane() // the lane passes on, with its count
+		for _, r := range n.queue {
+			if r.state.Load() == reqQueued && r.offer.CompareAndSwap(offerOpen, offerMade) {
+				r.lead <- struct{}{} // never blocks: one token per offer made
+				return
+			}
+		}
+		go n.lane()
 		return
 	}
 	n.lanes--
+	n.c.lanesWG.Done()
 	n.armLocked(now)
 }
 
@@ -422,6 +462,38 @@ func (n *node) send(parent context.Context, batch []*request, calls []*call) []*
 	return calls
 }
 
+// await waits until r is done, and returns nil, or until the caller stops
+// waiting, and returns why. Handed a lane meanwhile (handed receives), it
+// sends the queue's next pipeline, then takes lanes again.
+func (c *coalescer) await(ctx context.Context, r *request, handed <-chan struct{}, j *job) error {
+	for {
+		select {
+		case <-r.done:
+			return nil
+		case <-handed:
+			r.n.lead(ctx, r, j)
+			r.offer.Store(offerOpen)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-j.timer.C:
+			return fmt.Errorf("no answer within %v: %w", c.timeout, context.DeadlineExceeded)
+		}
+	}
+}
+
+// closeOffer stops r's caller from being handed lanes; a lane handed to it
+// meanwhile is passed on.
+func (r *request) closeOffer() {
+	if r.offer.CompareAndSwap(offerOpen, offerClosed) {
+		return
+	}
+	<-r.lead // made: the token is there, or about to be
+	r.offer.Store(offerClosed)
+	r.n.mu.Lock()
+	r.n.passLocked(time.Now())
+	r.n.mu.Unlock()
+}
+
 // close fails the queued requests and stops the window timer.
 func (n *node) close() {
 	n.mu.Lock()
@@ -456,11 +528,19 @@ func (c *coalescer) decide(ctx context.Context, j *job) (abandoned bool, why err
 			j.request(g.calls, g.addr, now, deadline)
 		}
 	}
+	// A caller waiting on one request alone may be handed a lane while it
+	// waits (passLocked).
+	var handed chan struct{} // nil: never handed a lane
+	if len(j.reqs) == 1 {
+		j.reqs[0].offer.Store(offerOpen)
+		handed = j.reqs[0].lead
+	}
 	// The caller may send the last request's pipeline itself, once the
 	// others are queued.
 	var leader *node
 	for i, r := range j.reqs {
 		n := c.node(r.addr, now)
+		r.n = n
 		if n == nil {
 			r.fail(errClosed)
 			continue
@@ -483,14 +563,12 @@ func (c *coalescer) decide(ctx context.Context, j *job) (abandoned bool, why err
 		j.timer.Reset(deadline.Sub(now))
 	}
 	defer j.timer.Stop()
+	if handed != nil {
+		defer j.reqs[0].closeOffer()
+	}
 	for i, r := range j.reqs {
-		select {
-		case <-r.done:
+		if why = c.await(ctx, r, handed, j); why == nil {
 			continue
-		case <-ctx.Done():
-			why = ctx.Err()
-		case <-j.timer.C:
-			why = fmt.Errorf("no answer within %v: %w", c.timeout, context.DeadlineExceeded)
 		}
 		for _, r := range j.reqs[i:] {
 			if r.state.CompareAndSwap(reqQueued, reqLeft) || r.state.CompareAndSwap(reqSent, reqLeft) {

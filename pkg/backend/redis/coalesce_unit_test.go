@@ -3,7 +3,9 @@ package redis
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -19,6 +21,9 @@ type fakeRedis struct {
 	// answer, when set, replies to each call; else every call gets the
 	// reply of one admitted rule.
 	answer func(*call)
+	// senders, when set, receives who sent each pipeline, as it starts:
+	// "lane" (a lane goroutine) or "caller" (a Decide's own goroutine).
+	senders chan string
 }
 
 func newFakeRedis() *fakeRedis {
@@ -26,6 +31,9 @@ func newFakeRedis() *fakeRedis {
 }
 
 func (f *fakeRedis) send(ctx context.Context, calls []*call) {
+	if f.senders != nil {
+		f.senders <- sender()
+	}
 	f.started <- slices.Clone(calls)
 	select {
 	case <-f.release:
@@ -42,6 +50,16 @@ func (f *fakeRedis) send(ctx context.Context, calls []*call) {
 		}
 		c.cmd.SetVal([]int64{1, 0, 1, 0, 0})
 	}
+}
+
+// sender names the goroutine running it: "lane" for a lane goroutine,
+// else "caller".
+func sender() string {
+	buf := make([]byte, 64<<10)
+	if strings.Contains(string(buf[:runtime.Stack(buf, false)]), ").lane(") {
+		return "lane"
+	}
+	return "caller"
 }
 
 // next returns the calls of the next pipeline to start.
@@ -317,5 +335,110 @@ func TestCoalescerNodesAreIndependent(t *testing.T) {
 	wait(t, d1)
 	replied(t, onlyA)
 	replied(t, both)
+	f.none(t)
+}
+
+// TestCoalescerLaneHandedToQueuedCaller: a lane that comes back to a
+// queue is handed to the caller of the first queued request that waits on
+// it alone, which sends the next pipeline (its own request first) from its
+// own goroutine; only a Decide of several nodes, which waits on each in
+// turn, leaves it to a lane goroutine.
+func TestCoalescerLaneHandedToQueuedCaller(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		addrs  []string // the queued Decide's nodes; the first is busy
+		sentBy string
+	}{
+		{"one node", []string{"a:1"}, "caller"},
+		{"two nodes", []string{"a:1", "b:1"}, "lane"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, f := testCoalescer(t, true, 1, 128)
+			f.senders = make(chan string, 64)
+			busy := testJob(1, "a:1")
+			d0 := decideAsyncJob(context.Background(), c, busy)
+			f.next(t)
+			<-f.senders
+			queuedJob := testJob(1, tt.addrs...)
+			d1 := decideAsyncJob(context.Background(), c, queuedJob)
+			if len(tt.addrs) > 1 {
+				f.next(t) // node b's call, at once
+				<-f.senders
+			}
+			nodeA := c.node("a:1", time.Now())
+			waitUntil(t, 10*time.Second, "queued on node a", func() bool { return queued(nodeA) == 1 })
+			f.release <- struct{}{}
+			wait(t, d0)
+			if got := f.next(t); len(got) != 1 || got[0] != queuedJob.ptrs[0] {
+				t.Fatal("node a's queued call was not sent once its lane came back")
+			}
+			if by := <-f.senders; by != tt.sentBy {
+				t.Errorf("the queued call was sent by a %s, want a %s", by, tt.sentBy)
+			}
+			for range len(tt.addrs) - 1 {
+				f.release <- struct{}{}
+			}
+			f.release <- struct{}{}
+			if d := wait(t, d1); d.abandoned || d.why != nil {
+				t.Fatalf("decide: %+v", d)
+			}
+			replied(t, queuedJob)
+			waitUntil(t, 10*time.Second, "the lanes to end", nodeA.idle)
+			f.none(t)
+		})
+	}
+}
+
+// TestCoalescerHandedLaneNeverLost: a caller that stops waiting after a
+// lane was handed to it (its reply came, or it left) passes the lane on,
+// to the next queued caller that takes lanes, or else to a lane goroutine:
+// the queue is still sent, and the lane count comes back to zero.
+func TestCoalescerHandedLaneNeverLost(t *testing.T) {
+	c, f := testCoalescer(t, false, 1, 128)
+	f.senders = make(chan string, 64)
+	n := c.single
+	jobs := []*job{testJob(1), testJob(1)}
+	var reqs []*request
+	n.mu.Lock()
+	for _, j := range jobs {
+		r := newRequest()
+		r.calls, r.n, r.deadline = j.ptrs, n, time.Now().Add(time.Minute)
+		r.offer.Store(offerOpen)
+		n.queue = append(n.queue, r)
+		n.queued++
+		reqs = append(reqs, r)
+	}
+	n.lanes++ // a lane that has just sent its pipeline
+	c.lanesWG.Add(1)
+	n.passLocked(time.Now())
+	n.mu.Unlock()
+
+	if len(reqs[0].lead) != 1 || len(reqs[1].lead) != 0 {
+		t.Fatal("the lane was not handed to the first queued caller")
+	}
+	reqs[0].closeOffer()
+	if len(reqs[1].lead) != 1 {
+		t.Fatal("the first caller did not pass the lane to the next queued caller")
+	}
+	f.none(t)
+	reqs[1].closeOffer()
+	if got := f.next(t); !sameCalls(got, jobs...) {
+		t.Fatalf("pipeline of %d calls, want the 2 queued", len(got))
+	}
+	if by := <-f.senders; by != "lane" {
+		t.Errorf("the queue was sent by a %s, want a lane goroutine", by)
+	}
+	f.release <- struct{}{}
+	for i, r := range reqs {
+		select {
+		case <-r.done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("request %d not done", i)
+		}
+		if r.offer.Load() != offerClosed {
+			t.Errorf("request %d: offer %d, want closed", i, r.offer.Load())
+		}
+	}
+	waitUntil(t, 10*time.Second, "the lane to end", n.idle)
 	f.none(t)
 }
