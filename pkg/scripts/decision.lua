@@ -31,28 +31,36 @@ end
 
 -- decide_rules decides the descriptor whose rules and states read_rules
 -- and load_states set: Check every rule, Bind, Apply to all only if all
--- admitted, store, and return the descriptor's reply.
+-- admitted, store, and return the descriptor's reply. Each rule's outcome
+-- goes straight into the reply (out[3i] allowed as 1/0, out[3i+1]
+-- remaining, out[3i+2] reset), which Bind then reads: one table, not one
+-- per field.
 local function decide_rules(KEYS)
-  local ok, rem, reset = {}, {}, {}
-  for i = 1, nrules do
-    ok[i], rem[i], reset[i] = check(rules[i], N, refund)
-  end
-
-  -- Decision.Bind
+  local out = { 1, -1 }
   local allowed = true
   for i = 1, nrules do
-    if not ok[i] then allowed = false end
+    local r = rules[i]
+    local ok, rem, reset = check(r, N, refund)
+    if not ok then allowed = false end
+    out[3 * i], out[3 * i + 1], out[3 * i + 2] = ok and 1 or 0, rem, reset
   end
+
+  -- Decision.Bind (binding is 1-based here)
   local binding = -1
   for i = 1, nrules do
     if binding < 0 then
-      if allowed or not ok[i] then binding = i end
+      if allowed or out[3 * i] == 0 then binding = i end
     elseif not allowed then
-      if not ok[i] and reset[i] > reset[binding] then binding = i end
-    elseif rem[i] < rem[binding] or (rem[i] == rem[binding] and reset[i] > reset[binding]) then
-      binding = i
+      if out[3 * i] == 0 and out[3 * i + 2] > out[3 * binding + 2] then binding = i end
+    else
+      local rem, brem = out[3 * i + 1], out[3 * binding + 1]
+      if rem < brem or (rem == brem and out[3 * i + 2] > out[3 * binding + 2]) then
+        binding = i
+      end
     end
   end
+  if not allowed then out[1] = 0 end
+  out[2] = binding < 0 and -1 or binding - 1
 
   local write = (allowed or charge) and N ~= 0
   local dirty = trimmed -- the counter key must be rewritten
@@ -66,31 +74,32 @@ local function decide_rules(KEYS)
       end
     end
     -- Store each state once; rules sharing an id keep it until the latest
-    -- of their expiries, and never earlier than the e it had.
-    local expiry = {}
+    -- of their expiries (st.x), and never earlier than the e it had.
     for i = 1, nrules do
       local r = rules[i]
       if r.alg ~= 0 then
+        local st = states[r.id]
         local at
-        if r.alg == 1 then at = fw_expiry(r, states[r.id])
-        elseif r.alg == 2 then at = sl_expiry(r, states[r.id])
-        elseif r.alg == 3 then at = sw_expiry(r, states[r.id])
-        else at = mt_expiry(r, states[r.id])
+        if r.alg == 1 then at = fw_expiry(r, st)
+        elseif r.alg == 2 then at = sl_expiry(r, st)
+        elseif r.alg == 3 then at = sw_expiry(r, st)
+        else at = mt_expiry(r, st)
         end
-        if expiry[r.id] == nil or at > expiry[r.id] then expiry[r.id] = at end
+        if not st.x or at > st.x then st.x = at end
       end
     end
     for i = 1, nrules do
       local r = rules[i]
-      local id = r.id
-      if r.alg ~= 0 and owner[id] == r then
-        local at = expiry[id]
+      local st = states[r.id]
+      if r.alg ~= 0 and st.own == r then
+        local at = st.x
         if r.alg == 2 then
           if at == 0 then call('DEL', r.key) else expire(r.key, at) end
         elseif at == 0 then
-          states[id].e = 0
+          st.e = 0
         else
-          states[id].e = math.max(states[id].e, ceil(at / 1000) * 1000)
+          at = ceil(at / 1000) * 1000
+          if at > st.e then st.e = at end
         end
       end
     end
@@ -99,8 +108,9 @@ local function decide_rules(KEYS)
     if not allowed then
       -- Nothing was consumed: the rules that alone admitted report a peek.
       for i = 1, nrules do
-        if ok[i] then
-          ok[i], rem[i], reset[i] = check(rules[i], 0, false)
+        if out[3 * i] == 1 then
+          local ok, rem, reset = check(rules[i], 0, false)
+          out[3 * i], out[3 * i + 1], out[3 * i + 2] = ok and 1 or 0, rem, reset
         end
       end
     end
@@ -121,41 +131,38 @@ local function decide_rules(KEYS)
     end
   end
 
-  -- Counters: this call's records, then the others kept, in one SET.
+  -- Counters: this call's records, then the others kept, in one SET of
+  -- their concatenation (built with .., no table: usually one record).
   if dirty and ncounters > 0 then
-    local recs, latest = {}, 0
+    local v, latest = false, 0
     for i = 1, nrules do
       local r = rules[i]
-      local id = r.id
-      local st = states[id]
-      if r.alg ~= 0 and r.alg ~= 2 and owner[id] == r and st.e > 0 then
+      local st = states[r.id]
+      if r.alg ~= 0 and r.alg ~= 2 and st.own == r and st.e > 0 then
         local e = st.e / 1000
+        local rec
         if r.alg == 1 then
-          recs[#recs + 1] = format('%s %d %d %d', id, e, st.w, st.c)
+          rec = format('%s %d %d %d', r.id, e, st.w, st.c)
         elseif r.alg == 3 then
-          recs[#recs + 1] = format('%s %d %d %d %d', id, e, st.w, st.c, st.p)
+          rec = format('%s %d %d %d %d', r.id, e, st.w, st.c, st.p)
         else
-          recs[#recs + 1] = format('%s %d %.17g %d', id, e, st.l, st.t)
+          rec = format('%s %d %.17g %d', r.id, e, st.l, st.t)
         end
+        if v then v = v .. '|' .. rec else v = rec end
         if st.e > latest then latest = st.e end
       end
     end
-    for j = 1, #others do
-      recs[#recs + 1] = others[j][1]
-      if others[j][2] > latest then latest = others[j][2] end
+    if others then
+      for j = 1, #others do
+        if v then v = v .. '|' .. others[j][1] else v = others[j][1] end
+        if others[j][2] > latest then latest = others[j][2] end
+      end
     end
-    if #recs > 0 then
-      call('SET', KEYS[1], table.concat(recs, '|'), 'PX', format('%d', pxttl(latest)))
+    if v then
+      call('SET', KEYS[1], v, 'PX', format('%d', pxttl(latest)))
     elseif found then
       call('DEL', KEYS[1])
     end
-  end
-
-  local out = { allowed and 1 or 0, binding < 0 and -1 or binding - 1 }
-  for i = 1, nrules do
-    out[3 * i] = ok[i] and 1 or 0
-    out[3 * i + 1] = rem[i]
-    out[3 * i + 2] = reset[i]
   end
   return out
 end

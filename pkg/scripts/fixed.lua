@@ -21,14 +21,20 @@ local function define_fw()
       ok = true
       count = count + n
     elseif charge then
-      count = math.min(count + n, MAXCHARGE)
+      count = count + n
+      if MAXCHARGE < count then count = MAXCHARGE end -- math.min, inlined
     end
     return ok, subcost(r.L, count), resetof(r.wend - now)
   end
 
   function fw_apply(r, st, n, ref)
     local count = fw_count(r, st)
-    if ref then count = subcost(count, n) else count = math.min(count + n, MAXCHARGE) end
+    if ref then
+      count = subcost(count, n)
+    else
+      count = count + n
+      if MAXCHARGE < count then count = MAXCHARGE end
+    end
     st.w, st.c = r.start, count
   end
 

@@ -35,13 +35,15 @@ local function define_mt()
     local ok, charged = false, false
     if ref then
       ok = true
-      lv = math.max(0, lv - n)
+      lv = lv - n
+      if not (lv > 0) then lv = 0 end -- math.max(0, lv), inlined
     elseif lv + n <= c then
       ok = true
       lv = lv + n
     elseif charge then
       charged = true
-      lv = math.min(lv + n, MAXCHARGE)
+      lv = lv + n
+      if MAXCHARGE < lv then lv = MAXCHARGE end -- math.min, inlined
     end
     local rem = floorcount(c - lv)
     local reset
@@ -67,7 +69,13 @@ local function define_mt()
 
   function mt_apply(r, st, n, ref)
     local lv = drain(r, st.l, st.t, now)
-    if ref then lv = math.max(0, lv - n) else lv = math.min(lv + n, MAXCHARGE) end
+    if ref then
+      lv = lv - n
+      if not (lv > 0) then lv = 0 end
+    else
+      lv = lv + n
+      if MAXCHARGE < lv then lv = MAXCHARGE end
+    end
     st.l, st.t = lv, now
   end
 

@@ -34,10 +34,12 @@ local function define_sw()
       cur = subcost(cur, n)
     elseif sw_est(prev, cur, e, p) + n <= l then
       ok = true
-      cur = math.min(cur + n, MAXCHARGE)
+      cur = cur + n
+      if MAXCHARGE < cur then cur = MAXCHARGE end -- math.min, inlined
     elseif charge then
       charged = true
-      cur = math.min(cur + n, MAXCHARGE)
+      cur = cur + n
+      if MAXCHARGE < cur then cur = MAXCHARGE end
     end
     local rem = floorcount(l - sw_est(prev, cur, e, p))
     if ok or charged or n > l then
@@ -58,7 +60,12 @@ local function define_sw()
 
   function sw_apply(r, st, n, ref)
     local start, prev, cur = sw_roll(r, st, now)
-    if ref then cur = subcost(cur, n) else cur = math.min(cur + n, MAXCHARGE) end
+    if ref then
+      cur = subcost(cur, n)
+    else
+      cur = cur + n
+      if MAXCHARGE < cur then cur = MAXCHARGE end
+    end
     st.w, st.p, st.c = start, prev, cur
   end
 

@@ -1,15 +1,19 @@
 -- state.lua ~ pkg/limit/state.go: each rule's state, loaded once per rule
--- id -- the counter records of KEYS[1] (one MGET), and the sliding logs'
+-- id -- the counter records of KEYS[1] (one GET), and the sliding logs'
 -- sorted sets, trimmed of expired members. Part of the decide script (see
 -- decide.lua; the record format is in CONTRACT.md).
 
 -- States are loaded once per rule id and shared by rules with the same
 -- id, as pkg/limit shares one State between them. Counter states come from
--- the records of KEYS[1], read with one MGET (which, unlike GET, reads a
--- key of another type as nil: anything but a counter string reads as
--- empty). others keeps the records of ids this call does not name. A
--- state's e (us, a whole ms) is limit.State.Expires: the record counts
--- until then, and reads as empty from then on.
+-- the records of KEYS[1], read with one GET through redis.pcall, so that a
+-- key of another type reads as empty instead of failing the call (anything
+-- but a counter string reads as empty). others keeps the records of ids
+-- this call does not name. A state's e (us, a whole ms) is
+-- limit.State.Expires: the record counts until then, and reads as empty
+-- from then on. Every state also holds own, the first rule of its id
+-- (the one that stores it), and x, the latest expiry its rules compute
+-- when they apply (decision.lua; false until then), so that a call builds
+-- no table per rule id beside the state itself.
 -- log_entry reads the entry of rank j (0-based; -1: the newest) of the
 -- sliding log key (limit.LogEntry): score = its instant, member
 -- "<sum>:<cost>" (the running sum as 20 digits, so that entries of one
@@ -24,7 +28,7 @@ end
 -- sl_load reads a sliding log's live entries' count, base (the sum before
 -- the oldest), total cost c and newest entry (logBase).
 local function sl_load(key)
-  local st = { key = key, cnt = call('ZCARD', key), base = 0, c = 0, last = false }
+  local st = { key = key, cnt = call('ZCARD', key), base = 0, c = 0, last = false, own = false, x = false }
   if st.cnt > 0 then
     local first = log_entry(key, 0)
     local last = first
@@ -36,11 +40,12 @@ local function sl_load(key)
   return st
 end
 
--- The descriptor's states, set by load_states: states by rule id, the
--- first rule of each id, how many ids keep a counter record, whether
--- KEYS[1] held a counter string, the kept records of other ids ({ rec, at
--- (us), id }), and whether more than MAXOTHERS of those were dropped.
-local states, owner, ncounters, found, others, trimmed
+-- The descriptor's states, set by load_states: states by rule id, how
+-- many ids keep a counter record, whether KEYS[1] held a counter string,
+-- the kept records of other ids ({ rec, at (us), id }; false when there
+-- are none, the usual case, so that no table is built for them), and
+-- whether more than MAXOTHERS of those were dropped.
+local states, ncounters, found, others, trimmed
 
 -- read_record loads one record of KEYS[1] into its rule's state, or keeps
 -- it in others when this call names no rule of its id. Fields are decimals
@@ -49,47 +54,55 @@ local states, owner, ncounters, found, others, trimmed
 -- and reads as empty.
 local function read_record(rec)
   local id, e, x, y, z = string.match(rec, '^(%S+) (%d+) ([-+.%de]+) ([-+.%de]+) ?([-+.%de]*)$')
-  local st = states[id]
   if not id then return end
+  local st = states[id]
   local at = tonumber(e) * 1000
   if at <= now then return end -- expired: the zero state
   if st then
     st.e = at
-    if owner[id].alg == 4 then
+    local alg = st.own.alg
+    if alg == 4 then
       st.l, st.t = tonumber(x) or 0, tonumber(y) or 0
     else
-      st.w, st.c, st.p = tonumber(x) or 0, tonumber(y) or 0, tonumber(z) or 0
+      st.w, st.c = tonumber(x) or 0, tonumber(y) or 0
+      -- Only a sliding window reads p (a fixed window's is never used).
+      if alg == 3 then st.p = tonumber(z) or 0 end
     end
   elseif st == nil then
+    if not others then others = {} end
     others[#others + 1] = { rec, at, id }
   end
 end
 
 -- load_states loads the state of each rule id of the descriptor: the
--- counter records of KEYS[1] (one MGET) and the sliding logs' sorted sets.
+-- counter records of KEYS[1] (one GET) and the sliding logs' sorted sets.
 local function load_states(KEYS)
-  states, owner, ncounters = {}, {}, 0
+  states, ncounters = {}, 0
   for i = 1, nrules do
     local r = rules[i]
     if r.alg ~= 0 and states[r.id] == nil then
-      owner[r.id] = r
+      local st
       if r.alg == 2 then
         -- The sorted set is the state. Drop entries with t + P <= now: they
         -- no longer count. Then read its size, its oldest and newest entry
         -- (sliding_log.lua).
         call('ZREMRANGEBYSCORE', r.key, '-inf', format('%d', now - r.P))
-        states[r.id] = sl_load(r.key)
+        st = sl_load(r.key)
       else
-        states[r.id] = { w = 0, c = 0, p = 0, l = 0, t = 0, e = 0 }
+        st = { w = 0, c = 0, p = 0, l = 0, t = 0, e = 0, own = false, x = false }
         ncounters = ncounters + 1
       end
+      st.own = r
+      states[r.id] = st
     end
   end
-  found, others, trimmed = false, {}, false
+  found, others, trimmed = false, false, false
 
   if ncounters > 0 then
-    local v = call('MGET', KEYS[1])[1]
-    if v then
+    -- GET, not MGET (whose reply is a table): redis.pcall returns a key of
+    -- another type's WRONGTYPE error as a table, which reads as empty.
+    local v = redis.pcall('GET', KEYS[1])
+    if type(v) == 'string' then
       found = true
       if string.find(v, '|', 1, true) then
         for rec in string.gmatch(v, '[^|]+') do read_record(rec) end
@@ -102,7 +115,7 @@ local function load_states(KEYS)
   -- Beyond MAXOTHERS records of other ids, keep those that expire first
   -- (ties: the smaller id) and rewrite the key without the rest, whatever
   -- the decision (backend.MaxOtherStates).
-  if #others > MAXOTHERS then
+  if others and #others > MAXOTHERS then
     table.sort(others, function(a, b)
       if a[2] ~= b[2] then return a[2] < b[2] end
       return a[3] < b[3]
