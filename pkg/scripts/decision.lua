@@ -20,15 +20,6 @@ local function pxttl(at)
   return ceil(at / 1000) - floor(now / 1000) + 1
 end
 
--- expire sets a sliding log's expiry to at (us), rounded up to the ms.
-local function expire(key, at)
-  if testmode then
-    call('PEXPIRE', key, format('%d', ceil((at - now) / 1000) + TEST_TTL_SLACK_MS))
-  else
-    call('PEXPIREAT', key, format('%d', ceil(at / 1000)))
-  end
-end
-
 -- decide_rules decides the descriptor whose rules and states read_rules
 -- and load_states set: Check every rule, Bind, Apply to all only if all
 -- admitted, store, and return the descriptor's reply. Each rule's outcome
@@ -94,7 +85,7 @@ local function decide_rules(KEYS)
       if r.alg ~= 0 and st.own == r then
         local at = st.x
         if r.alg == 2 then
-          if at == 0 then call('DEL', r.key) else expire(r.key, at) end
+          if at == 0 then call('DEL', r.key) else sl_pexpire(r.key, at) end
         elseif at == 0 then
           st.e = 0
         else

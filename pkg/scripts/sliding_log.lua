@@ -5,11 +5,48 @@
 -- any stretch's cost is a difference of sums and every search is a binary
 -- search by rank. Part of the decide script (see decide.lua).
 
-local sl_reach, sl_charge, sl_rebase, sl_check, sl_apply, sl_expiry
+local sl_reach, sl_charge, sl_rebase, sl_check, sl_apply, sl_expiry, sl_pexpire
 -- define_sl defines the sliding log's functions, when a rule first needs them
 -- (read_rules): once per node for a function library, once per call for
--- EVALSHA, and only in the calls that use them.
+-- EVALSHA, and only in the calls that use them; also state.lua's log_entry
+-- and sl_load, and sl_pexpire, which decision.lua calls.
 local function define_sl()
+  -- log_entry reads the entry of rank j (0-based; -1: the newest) of the
+  -- sliding log key (limit.LogEntry): score = its instant, member
+  -- "<sum>:<cost>" (the running sum as 20 digits, so that entries of one
+  -- instant order by it, then the cost).
+  function log_entry(key, j)
+    local v = call('ZRANGE', key, j, j, 'WITHSCORES')
+    if v[2] == nil then return nil end
+    local s, n = string.match(v[1], '^([^:]+):(%d+)$')
+    return { at = tonumber(v[2]), n = tonumber(n) or 0, sum = tonumber(s) or 0, m = v[1] }
+  end
+
+  -- sl_load reads a sliding log's live entries' count, base (the sum before
+  -- the oldest), total cost c and newest entry (logBase).
+  function sl_load(key)
+    local st = { key = key, cnt = call('ZCARD', key), base = 0, c = 0, last = false, own = false, x = false }
+    if st.cnt > 0 then
+      local first = log_entry(key, 0)
+      local last = first
+      if st.cnt > 1 then last = log_entry(key, -1) end
+      st.base = first.sum - first.n
+      st.c = last.sum - st.base
+      st.last = last
+    end
+    return st
+  end
+
+  -- sl_pexpire sets a sliding log's expiry to at (us), rounded up to the
+  -- ms (the counter key's is decision.lua's pxttl).
+  function sl_pexpire(key, at)
+    if testmode then
+      call('PEXPIRE', key, format('%d', ceil((at - now) / 1000) + TEST_TTL_SLACK_MS))
+    else
+      call('PEXPIREAT', key, format('%d', ceil(at / 1000)))
+    end
+  end
+
   -- sl_charge returns what a charged cost n adds to a log holding c: n,
   -- capped so the total stays at most 2^53 (logCharge).
   function sl_charge(c, n)
