@@ -26,19 +26,19 @@
 end -- define_general (opened in general.lua)
 
 -- decide_one decides one descriptor (KEYS and ARGV as decide_general's):
--- on the lean path when it can (lean.lua), else the general way.
+-- on the window path when it can (lean.lua), else the general way.
 local function decide_one(KEYS, ARGV)
-  local r = lean(KEYS, ARGV, 0, 1, #KEYS, #ARGV - 1)
+  local r = windows(KEYS, ARGV, 0, 1, #KEYS, #ARGV - 1)
   if r then return r end
   if not decide_general then define_general() end
   return decide_general(KEYS, ARGV)
 end
 
 -- decide_item decides the descriptor of a batch whose KEYS follow KEYS[k]
--- and whose nk and na are ARGV[a] and ARGV[a + 1]: the lean path reads its
--- slots in place; the general way gets copies.
+-- and whose nk and na are ARGV[a] and ARGV[a + 1]: the window path reads
+-- its slots in place; the general way gets copies.
 local function decide_item(KEYS, ARGV, k, a, nk, na)
-  local r = lean(KEYS, ARGV, k, a + 1, nk, na)
+  local r = windows(KEYS, ARGV, k, a + 1, nk, na)
   if r then return r end
   local keys, argv = {}, { ARGV[1] }
   for j = 1, nk do keys[j] = KEYS[k + j] end
@@ -58,6 +58,7 @@ local function decide_call(KEYS, ARGV)
     redis.replicate_commands()
   end
   testmode = ARGV[1] ~= ''
+  saving = nil
   if testmode then
     now = tonumber(ARGV[1])
   else
@@ -98,7 +99,8 @@ local function decide_call(KEYS, ARGV)
 
   -- Together: every key's value and time to live before anything is
   -- decided, so that a denial can put them all back (script time stands
-  -- still, so the restored TTLs are exact).
+  -- still, so the restored TTLs are exact); the window keys, which are not
+  -- in KEYS, are added by the window path before its first write to each.
   local saved
   if together then
     -- Refuse before writing anything when a denial could not be undone.
@@ -113,6 +115,7 @@ local function decide_call(KEYS, ARGV)
         saved[key] = { call('DUMP', key), call('PTTL', key) }
       end
     end
+    saving = saved
   end
 
   -- Decide each descriptor in order; together, a denial undoes them all and
@@ -142,6 +145,7 @@ local function decide_call(KEYS, ARGV)
       denied = denied or (replies[h].err == nil and replies[h][1] == 0)
     end
   end
+  saving = nil
   if together and denied then
     for key, v in pairs(saved) do
       if v[1] then

@@ -4,7 +4,7 @@
 --
 -- The script is this file followed by the others of this directory, joined
 -- in the order of scripts.go's decideParts (each file's locals are visible to
--- the files after it): lean (the lean path), general (opens define_general),
+-- the files after it): lean (the window path), general (opens define_general),
 -- arith, window, state, one file per algorithm named after its Go twin in
 -- pkg/limit, rule, decision, then batch (closes define_general; the entry,
 -- decide_call). Its contract -- KEYS, every ARGV slot and unit, the

@@ -86,6 +86,8 @@ local function decide_rules(KEYS)
         local at = st.x
         if r.alg == 2 then
           if at == 0 then call('DEL', r.key) else sl_pexpire(r.key, at) end
+        elseif r.wkey then
+          win_set(r.wkey, st.c, r.wend) -- a window key (lean.lua)
         elseif at == 0 then
           st.e = 0
         else

@@ -3,6 +3,7 @@ package scripts
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -90,8 +91,23 @@ func CounterKey(prefix, identity string) string {
 	return prefix + "{" + identity + "}"
 }
 
+// WindowKey returns the key holding r's count for the descriptor identity
+// in the window holding at (µs), <CounterKey>:<rule id>:<window start in
+// whole seconds>, and true, when r is an epoch-aligned fixed window, whose
+// counts the decide script keeps in window keys (CONTRACT.md, "Window
+// keys"); "" and false for any other rule.
+func WindowKey(prefix, identity string, r limit.Rule, at limit.Micros) (string, bool) {
+	p := r.PeriodMicros()
+	if r.Algorithm != limit.FixedWindow || r.Location != nil || p <= 0 || p%1_000_000 != 0 {
+		return "", false
+	}
+	start := at - (at%p+p)%p
+	return CounterKey(prefix, identity) + ":" + r.ID() + ":" + strconv.FormatInt(start/1_000_000, 10), true
+}
+
 // Key returns the Redis key holding r's state for the descriptor identity:
-// CounterKey, or the sliding log's own key. It fails for a rule
+// CounterKey, or the sliding log's own key (for an epoch-aligned fixed
+// window's count, see WindowKey). It fails for a rule
 // PrepareRule refuses or an identity CheckIdentity refuses.
 func Key(prefix, identity string, r limit.Rule) (string, error) {
 	a, err := PrepareRule(r)
@@ -107,10 +123,14 @@ func Key(prefix, identity string, r limit.Rule) (string, error) {
 
 // ResetArgs returns the KEYS and ARGV of one reset call (ResetScript) that
 // forgets the state rules keep for identity: the counter key then the
-// sliding logs' keys, and the ids of the counter rules whose records go.
-// Rules with the same id are named once. It fails for a rule PrepareRule
-// refuses or an identity CheckIdentity refuses.
-func ResetArgs(prefix, identity string, rules []limit.Rule) (keys []string, argv []any, err error) {
+// sliding logs' keys; now (clock, as for a decide call), then the id and
+// the period in µs of each counter rule, whose records go, and, for an
+// epoch-aligned fixed window (period > 0), the window key of the window
+// holding now (CONTRACT.md, "The reset script"). Rules with the same id are
+// named once. It fails for a rule PrepareRule refuses or an identity
+// CheckIdentity refuses.
+func ResetArgs(prefix, identity string, rules []limit.Rule, clock Time) (keys []string, argv []any, err error) {
+	argv = append(argv, nowArg(clock))
 	prepared := make([]*RuleArgs, 0, len(rules))
 	seen := map[string]bool{}
 	for i, r := range rules {
@@ -122,10 +142,13 @@ func ResetArgs(prefix, identity string, rules []limit.Rule) (keys []string, argv
 			continue
 		}
 		seen[a.idString] = true
-		if a.ownKey {
+		switch {
+		case a.ownKey:
 			prepared = append(prepared, a)
-		} else {
-			argv = append(argv, a.idString)
+		case a.alg == algFixed:
+			argv = append(argv, a.idString, a.period)
+		default:
+			argv = append(argv, a.idString, "0")
 		}
 	}
 	keys, err = AppendKeys(nil, prefix, identity, prepared)

@@ -1,123 +1,252 @@
--- lean.lua: the lean path, a shortcut for the commonest descriptor -- every
--- rule an epoch-aligned fixed window, each of its own id, taking a cost
--- (mode 0): the incumbent's configuration. It decides such a descriptor as
--- rule.lua, state.lua, fixed.lua and decision.lua do -- same reply, same
--- record, same key, same expiry -- with no table per rule: one MGET, the
--- records parsed in place, one SET ... PX when it admits. Anything else,
--- or a counter key holding anything unusual (a record of another id, one
--- that does not parse, a repeated one), and lean returns nil before
--- writing anything: decide_one then decides the descriptor the general way,
--- in the same call. It uses no function of the general way (arith.lua's
+-- lean.lua: the window path, for the commonest descriptor -- every rule an
+-- epoch-aligned fixed window (alg 1) or of an unknown unit (alg 0), the
+-- incumbent's configuration -- in any mode, with any number of rules, ids
+-- shared or not. Each rule's count lives in a key of its own that names
+-- its window (CONTRACT.md, "Window keys"):
+--     <KEYS[1]>:<rule id>:<window start in whole seconds>
+-- a plain integer written with INCRBY and expiring at the window's end, so
+-- a key that lingers never counts again and expiry is only garbage
+-- collection. The key is built here from KEYS[1], in its hash tag's slot,
+-- and is not in KEYS (decision 0017 says why that is safe).
+--
+-- It decides such a descriptor as pkg/limit's Decide does: every rule is
+-- checked on the counts before the call, the cost applies to all only if
+-- all admit (a refund and a charge always apply), rules sharing one id
+-- share one key and each applies the cost to it, counts stop at 2^53. A
+-- cost is taken optimistically: INCRBY each key, and on a denial put every
+-- key back (DECRBY, or DEL for a key the call created, so no key is left
+-- without its expiry). A peek, and a cost no limit can hold, only read.
+-- Any other descriptor (a sliding window, a meter, a sliding log, a
+-- calendar-aligned window) returns nil and is decided the general way, on
+-- the records of KEYS[1]. It uses no function of the general way (arith.lua's
 -- helpers are written out here), so that a call it decides does not define
 -- them (see general.lua). Part of the decide script (see decide.lua).
 
--- LEANRULES: at most this many rules take the lean path.
-local LEANRULES = 8
+-- WINDOWS: descriptors of fixed windows take the window path (tests turn it
+-- off to compare with the general way).
+local WINDOWS = true
 
--- lean decides the descriptor whose KEYS are KEYS[k0 + 1 .. k0 + nk] and
+-- saving, when set (a batch decided together, batch.lua), maps each key to
+-- its DUMP and PTTL before the call's first write to it: the window path
+-- adds each window key it writes, so that a denial can put it back.
+local saving
+
+local function win_save(key)
+  if saving[key] == nil then
+    saving[key] = { call('DUMP', key), call('PTTL', key) }
+  end
+end
+
+-- win_expire makes key expire at wend (us, a whole second): at the window's
+-- end on Redis's clock, or, on the test clock, that far from now plus
+-- TEST_TTL_SLACK_MS.
+local function win_expire(key, wend)
+  if testmode then
+    call('PEXPIRE', key, ceil((wend - now) / 1000) + TEST_TTL_SLACK_MS)
+  else
+    call('EXPIREAT', key, wend / 1000000)
+  end
+end
+
+-- win_set writes c, the count the general way computed, to the window key
+-- key of the window ending at wend (us), or deletes it when c is 0.
+local function win_set(key, c, wend)
+  if saving then win_save(key) end
+  if c == 0 then
+    call('DEL', key)
+    return
+  end
+  call('SET', key, format('%d', c))
+  win_expire(key, wend)
+end
+
+-- win_start returns the start (us) of the epoch-aligned window of period P
+-- holding now.
+local function win_start(P)
+  local m = fmod(now, P)
+  if m < 0 then m = m + P end
+  return now - m
+end
+
+-- windows decides the descriptor whose KEYS are KEYS[k0 + 1 .. k0 + nk] and
 -- whose slots after na are ARGV[a0 + 1 .. a0 + na] (N, mode, the rules),
--- and returns its reply, or nil when it is not a lean descriptor.
-local function lean(KEYS, ARGV, k0, a0, nk, na)
-  if nk ~= 1 or ARGV[a0 + 2] ~= '0' then return nil end
-  local n = tonumber(ARGV[a0 + 1])
+-- and returns its reply, or nil when it is not a descriptor of fixed
+-- windows (or its slots are malformed: the general way says how).
+local function windows(KEYS, ARGV, k0, a0, nk, na)
+  if not WINDOWS or nk ~= 1 then return nil end
+  -- The commonest call, written out: one rule, a cost taken.
+  if na == 7 and ARGV[a0 + 2] == '0' and ARGV[a0 + 3] == '1' then
+    local ns = ARGV[a0 + 1]
+    local n, L, P = tonumber(ns), tonumber(ARGV[a0 + 4]), tonumber(ARGV[a0 + 6])
+    if n and L and P and n > 0 and n <= L and P > 0 and fmod(P, 1000000) == 0 then
+      local start = win_start(P)
+      local key = KEYS[k0 + 1] .. ':' .. ARGV[a0 + 7] .. ':' .. start / 1000000
+      if saving then win_save(key) end
+      local v = call('INCRBY', key, ns)
+      local w = start + P - now
+      if w > MAXWAIT then w = MAXWAIT end
+      if v <= L then
+        if v == n then win_expire(key, start + P) end
+        return { 1, 0, 1, L - v, w }
+      end
+      -- Put it back; DECRBY's reply is the count exactly (INCRBY's is a
+      -- float, inexact past 2^53).
+      if v == n then v = 0 call('DEL', key) else v = call('DECRBY', key, ns) end
+      return { 0, 0, 0, v >= L and 0 or L - v, w }
+    end
+  end
+
   local nr = (na - 2) / 5
-  if n == nil or nr < 1 or nr > LEANRULES or nr ~= floor(nr) then return nil end
-  -- x holds, per rule i (from 0), at 6i+1..6i+6: id, L, window start,
-  -- window end, count in the window, the record's e (us; 0: none).
-  local x = {}
-  for i = 0, nr - 1 do
-    local b = a0 + 2 + 5 * i
-    local L, P, id = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4]), ARGV[b + 5]
-    if ARGV[b + 1] ~= '1' or L == nil or P == nil or P <= 0 or tonumber(ARGV[b + 3]) == nil then
+  if nr < 0 or nr ~= floor(nr) then return nil end -- a calendar rule's 10 slots
+  local n, mode = tonumber(ARGV[a0 + 1]), ARGV[a0 + 2]
+  if n == nil or n < 0 or n ~= floor(n) then return nil end
+  local ref = mode == '1'
+  local chg = mode == '2' and n ~= 0
+  -- Per rule i (from 1): L[i] (nil: alg 0), its key's index j[i], its
+  -- reset; per key j: the key, its window's end, how many rules apply the
+  -- cost to it (mult), the count before the call (c).
+  local L, j, reset, keys, wend, mult = {}, {}, {}, {}, {}, {}
+  local fits = true -- no rule refuses the cost whatever the count
+  local base = KEYS[k0 + 1] .. ':'
+  for i = 1, nr do
+    local b = a0 + 5 * i - 3
+    local alg = ARGV[b + 1]
+    if alg == '1' then
+      local l, P = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
+      if l == nil or P == nil or P <= 0 or fmod(P, 1000000) ~= 0 then
+        return nil
+      end
+      local start = win_start(P)
+      local key = base .. ARGV[b + 5] .. ':' .. start / 1000000
+      local k = #keys + 1
+      for x = 1, #keys do
+        if keys[x] == key then k = x break end
+      end
+      if k > #keys then keys[k], wend[k], mult[k] = key, start + P, 0 end
+      mult[k] = mult[k] + 1
+      local w = start + P - now
+      if w > MAXWAIT then w = MAXWAIT end
+      L[i], j[i], reset[i] = l, k, w
+      if n > l then fits = false end
+    elseif alg == '0' then
+      L[i], j[i], reset[i] = false, 0, 0
+      if n ~= 0 and not ref then fits = false end
+    else
       return nil
     end
-    for j = 0, i - 1 do
-      if x[6 * j + 1] == id then return nil end -- a shared state
-    end
-    local m = fmod(now, P) -- floormod
-    if m < 0 then m = m + P end
-    local start = now - m
-    x[6 * i + 1], x[6 * i + 2], x[6 * i + 3], x[6 * i + 4], x[6 * i + 5], x[6 * i + 6] =
-      id, L, start, start + P, 0, 0
   end
-  local key = KEYS[k0 + 1]
-  local v = call('MGET', key)[1]
-  if v then
-    -- Records "<id> <e> <w> <c>" separated by '|', each of one of the
-    -- rules.
-    local pos, len = 1, #v
-    while true do
-      local id, e, w, c, nxt = string.match(v, '^([^ |]+) (%d+) (%d+) (%d+)()', pos)
-      if not id then return nil end
-      local i = -1
-      for j = 0, nr - 1 do
-        if x[6 * j + 1] == id then i = j break end
-      end
-      if i < 0 or x[6 * i + 6] ~= 0 then return nil end -- another id, or twice
-      e = tonumber(e) * 1000
-      if e > now then -- else expired: the zero state
-        x[6 * i + 6] = e
-        if tonumber(w) == x[6 * i + 3] then x[6 * i + 5] = tonumber(c) end
+
+  -- The counts before the call; "add" is what each key takes (every rule
+  -- of its id applies the cost), at most 2^53.
+  -- A key whose INCRBY reaches 2^53 (a float, inexact past it) is put
+  -- back at once (DECRBY's reply is its count exactly) and marked in over,
+  -- to be written once decided.
+  local c, add, over = {}, {}, {}
+  local write = n ~= 0 and (ref or chg or fits)
+  for k = 1, #keys do
+    local key = keys[k]
+    if write then
+      local a = math.min(n * mult[k], MAXCHARGE)
+      add[k] = a
+      if saving then win_save(key) end
+      if ref then
+        local v = call('DECRBY', key, a)
+        if v <= 0 then call('DEL', key) end
+        c[k] = v + a
       else
-        x[6 * i + 6] = -1 -- seen
+        local v = call('INCRBY', key, a)
+        if v >= MAXCHARGE then
+          v = call('DECRBY', key, a)
+          if v == 0 then call('DEL', key) end
+          c[k], over[k] = v, true
+        else
+          c[k] = v - a
+        end
       end
-      if nxt > len then break end
-      if string.byte(v, nxt) ~= 124 then return nil end -- '|'
-      pos = nxt + 1
+    else
+      c[k] = tonumber(call('GET', key)) or 0
     end
   end
-  -- Check every rule (fw_check); the reply holds each rule's ok, remaining
-  -- and reset from out[3].
+
+  -- Check every rule on the counts before the call (fw_check).
   local out = { 1, -1 }
   local allowed = true
-  for i = 0, nr - 1 do
-    local L, count = x[6 * i + 2], x[6 * i + 5]
-    local ok = n <= L and count <= L - n -- fits
-    if ok then count = count + n else allowed = false end
-    local w = x[6 * i + 4] - now -- resetof
-    if w > MAXWAIT then w = MAXWAIT end
-    out[3 * i + 3], out[3 * i + 4], out[3 * i + 5] = ok and 1 or 0, count >= L and 0 or L - count, w > 0 and w or 0
+  for i = 1, nr do
+    local l = L[i]
+    local ok, rem = false, 0
+    if l then
+      local count = c[j[i]]
+      if ref then
+        ok = true
+        count = count > n and count - n or 0
+      elseif n <= l and count <= l - n then
+        ok = true
+        count = count + n
+      elseif chg then
+        count = math.min(count + n, MAXCHARGE)
+      end
+      rem = count >= l and 0 or l - count
+    else
+      ok = n == 0 or ref -- unknown unit: only peeks and refunds
+    end
+    if not ok then allowed = false end
+    out[3 * i], out[3 * i + 1], out[3 * i + 2] = ok and 1 or 0, rem, reset[i]
   end
   -- Decision.Bind, on the checks (binding is 1-based here), before the
   -- peeks below, as decision.lua binds.
   local binding = -1
   for i = 1, nr do
-    local ok, rem, reset = out[3 * i], out[3 * i + 1], out[3 * i + 2]
+    local ok, rem, rs = out[3 * i], out[3 * i + 1], out[3 * i + 2]
     if binding < 0 then
       if allowed or ok == 0 then binding = i end
     elseif not allowed then
-      if ok == 0 and reset > out[3 * binding + 2] then binding = i end
-    elseif rem < out[3 * binding + 1] or (rem == out[3 * binding + 1] and reset > out[3 * binding + 2]) then
+      if ok == 0 and rs > out[3 * binding + 2] then binding = i end
+    elseif rem < out[3 * binding + 1] or (rem == out[3 * binding + 1] and rs > out[3 * binding + 2]) then
       binding = i
     end
   end
-  out[2] = binding - 1
+  out[2] = binding < 0 and -1 or binding - 1
   if not allowed then
-    -- Nothing was consumed: the rules that alone admitted report a peek.
     out[1] = 0
-    for i = 0, nr - 1 do
-      if out[3 * i + 3] == 1 then
-        local L, count = x[6 * i + 2], x[6 * i + 5]
-        out[3 * i + 3], out[3 * i + 4] = count <= L and 1 or 0, count >= L and 0 or L - count
+    if not chg then
+      -- Nothing was consumed: the cost taken is put back, and the rules
+      -- that alone admitted report a peek.
+      if write then
+        for k = 1, #keys do
+          if over[k] then -- already put back
+          elseif c[k] == 0 then call('DEL', keys[k])
+          else call('DECRBY', keys[k], add[k])
+          end
+        end
       end
+      for i = 1, nr do
+        if out[3 * i] == 1 then
+          local l = L[i]
+          if l then
+            local count = c[j[i]]
+            out[3 * i], out[3 * i + 1] = count <= l and 1 or 0, count >= l and 0 or l - count
+          end
+        end
+      end
+      return out
     end
   end
-  if allowed and n ~= 0 then
-    -- Apply (fw_apply), expiry (fw_expiry: the window's end, never earlier
-    -- than the record's e), one SET of every record in rule order.
-    local recs, latest = {}, 0
-    for i = 0, nr - 1 do
-      local e = math.max(x[6 * i + 6], ceil(x[6 * i + 4] / 1000) * 1000)
-      recs[i + 1] = format('%s %d %d %d', x[6 * i + 1], e / 1000, x[6 * i + 3], math.min(x[6 * i + 5] + n, MAXCHARGE))
-      if e > latest then latest = e end
+  if write and not ref then
+    -- Counts stop at 2^53 (SET drops the TTL: it is set again); a key the
+    -- call created expires with its window.
+    for k = 1, #keys do
+      local key = keys[k]
+      if over[k] then
+        if c[k] > MAXCHARGE - add[k] then
+          call('SET', key, '9007199254740992')
+        else
+          call('INCRBY', key, add[k])
+        end
+        win_expire(key, wend[k])
+      elseif c[k] == 0 then
+        win_expire(key, wend[k])
+      end
     end
-    local px -- pxttl, in decision.lua
-    if testmode then
-      px = ceil((latest - now) / 1000) + TEST_TTL_SLACK_MS
-    else
-      px = ceil(latest / 1000) - floor(now / 1000) + 1
-    end
-    call('SET', key, table.concat(recs, '|'), 'PX', format('%d', px))
   end
   return out
 end

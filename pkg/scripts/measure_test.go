@@ -34,8 +34,9 @@ import (
 // SLUICE_MEASURE_ROUNDS (5) and SLUICE_MEASURE_REQUESTS (20000 per run)
 // change the effort. SLUICE_MEASURE_BASELINE names a file holding another
 // decide script (another version's parts, joined, with the same KEYS and
-// ARGV), measured with EVALSHA beside the others: before and after from
-// one run. SLUICE_MEASURE_ONLY keeps only the scenarios whose name holds
+// ARGV), measured beside the others with EVALSHA and, when it ends as
+// DecideScript's source does, as a function library with FCALL: before and
+// after from one run. SLUICE_MEASURE_ONLY keeps only the scenarios whose name holds
 // it.
 func TestMeasureRedisCost(t *testing.T) {
 	if os.Getenv("SLUICE_MEASURE") != "1" {
@@ -173,6 +174,22 @@ func TestMeasureRedisCost(t *testing.T) {
 			scenario{"baseline EVALSHA, 3 mixed rules, 1 descriptor", 1, 3, base(mixed, 1, false)},
 			scenario{"baseline EVALSHA, 10 descriptors of 1 fixed window, 1 batch", 10, 10, base(fw1, 10, true)},
 		)
+		if parts, ok := strings.CutSuffix(string(src), evalTail); ok {
+			blib := newLibrary(parts, sha)
+			if err := c.FunctionLoadReplace(ctx, blib.Source).Err(); err != nil {
+				t.Fatalf("SLUICE_MEASURE_BASELINE as a function library: %v", err)
+			}
+			basef := func(rules []limit.Rule, descriptors int, batch bool) func(p redis.Pipeliner, key int) {
+				send := decide(rules, descriptors, batch, true)
+				return func(p redis.Pipeliner, key int) { send(&fnPipe{p, blib.Function}, key) }
+			}
+			scenarios = append(scenarios,
+				scenario{"baseline FCALL, 1 fixed window", 1, 1, basef(fw1, 1, false)},
+				scenario{"baseline FCALL, 3 fixed windows, 1 descriptor", 1, 3, basef(fw3, 1, false)},
+				scenario{"baseline FCALL, 3 mixed rules, 1 descriptor", 1, 3, basef(mixed, 1, false)},
+				scenario{"baseline FCALL, 10 descriptors of 1 fixed window, 1 batch", 10, 10, basef(fw1, 10, true)},
+			)
+		}
 	}
 	if err := c.ScriptLoad(ctx, DecideScript().Source).Err(); err != nil {
 		t.Fatal(err)
@@ -241,6 +258,16 @@ type shaPipe struct {
 
 func (p *shaPipe) EvalSha(ctx context.Context, _ string, keys []string, args ...any) *redis.Cmd {
 	return p.Pipeliner.EvalSha(ctx, p.sha, keys, args...)
+}
+
+// fnPipe sends every FCALL of a pipeline to another function: name.
+type fnPipe struct {
+	redis.Pipeliner
+	name string
+}
+
+func (p *fnPipe) FCall(ctx context.Context, _ string, keys []string, args ...any) *redis.Cmd {
+	return p.Pipeliner.FCall(ctx, p.name, keys, args...)
 }
 
 // clientUsec sums commandstats' usec over the commands clients send: the

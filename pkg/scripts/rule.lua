@@ -41,6 +41,8 @@ local function read_rules(KEYS, ARGV)
     -- The fixed window holding now (window.lua).
     if r.alg == 1 then
       r.start, r.wend = epoch_window(r.P)
+      -- Its window key (lean.lua): a third field beside start and wend.
+      if fmod(r.P, 1000000) == 0 then r.wkey = KEYS[1] .. ':' .. r.id .. ':' .. r.start / 1000000 end
     elseif r.alg == 5 then
       r.alg = 1
       local start, wend = calendar_window(ARGV, b, i)

@@ -38,6 +38,7 @@ local function read_record(rec)
   local id, e, x, y, z = string.match(rec, '^(%S+) (%d+) ([0-9.e+-]+) ([0-9.e+-]+) ?([0-9.e+-]*)$')
   if not id then return end
   local st = states[id]
+  if st and st.win then return end -- a window key's rule: an older layout's record
   local at = tonumber(e) * 1000
   if at <= now then return end -- expired: the zero state
   if st then
@@ -70,6 +71,9 @@ local function load_states(KEYS)
         -- (sliding_log.lua).
         call('ZREMRANGEBYSCORE', r.key, '-inf', format('%d', now - r.P))
         st = sl_load(r.key)
+      elseif r.wkey then
+        -- An epoch-aligned fixed window: its window key (lean.lua).
+        st = { w = r.start, c = tonumber(call('GET', r.wkey)) or 0, p = 0, l = 0, t = 0, e = 0, own = false, x = false, win = true }
       else
         st = { w = 0, c = 0, p = 0, l = 0, t = 0, e = 0, own = false, x = false }
         ncounters = ncounters + 1

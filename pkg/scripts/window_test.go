@@ -2,9 +2,16 @@ package scripts
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strconv"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
 // TestClusterAllowsUndeclaredKeyOfDeclaredSlot proves what the window
@@ -78,5 +85,225 @@ func TestClusterAllowsUndeclaredKeyOfDeclaredSlot(t *testing.T) {
 				t.Logf("%s (FCALL %v): %v", tc.name, fcall, err)
 			}
 		}
+	}
+}
+
+// windowRule reports whether the decide script keeps r's state in window
+// keys (CONTRACT.md, "Window keys"): an epoch-aligned fixed window.
+func windowRule(r limit.Rule) bool {
+	return r.PeriodMicros() > 0 && r.Algorithm == limit.FixedWindow && r.Location == nil
+}
+
+// windowPath reports whether the decide script decides rules on the window
+// path, which never reads the counter key: every rule an epoch-aligned
+// fixed window or of an unknown unit.
+func windowPath(rules []limit.Rule) bool {
+	for _, r := range rules {
+		if r.PeriodMicros() > 0 && !windowRule(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// windowKey is the key holding rule r's count in the window holding now,
+// for the descriptor whose counter key is counter.
+func windowKey(counter string, r limit.Rule, now limit.Micros) string {
+	p := r.PeriodMicros()
+	start := now - (now%p+p)%p
+	return counter + ":" + r.ID() + ":" + strconv.FormatInt(start/1_000_000, 10)
+}
+
+// compareWindows is compareState for a descriptor on the window path: each
+// fixed window's key is compared (compareWindow), and the counter key is
+// not read. It reports whether the descriptor is on the window path.
+func (h *harness) compareWindows(step string, now limit.Micros) bool {
+	h.t.Helper()
+	if !windowPath(h.rules) {
+		return false
+	}
+	for i, r := range h.rules {
+		if r.PeriodMicros() > 0 {
+			h.compareWindow(step, now, i)
+		}
+	}
+	return true
+}
+
+// compareWindow checks the window key of rule i (an epoch-aligned fixed
+// window) for the window holding now: it holds pkg/limit's count, exists
+// only when that count is not 0, and expires at the window's end (plus
+// the test slack).
+func (h *harness) compareWindow(step string, now limit.Micros, i int) {
+	h.t.Helper()
+	r := h.rules[i]
+	s, key := h.states[i], windowKey(h.counter, r, now)
+	start := now - (now%r.PeriodMicros()+r.PeriodMicros())%r.PeriodMicros()
+	var want uint64
+	if s.Expires > now && s.Window == start {
+		want = s.Count
+	}
+	got, err := h.c.Get(h.ctx, key).Uint64()
+	if err == redis.Nil {
+		if want != 0 {
+			h.t.Fatalf("%s: %s absent, go counts %d", step, key, want)
+		}
+		return
+	}
+	if err != nil || got != want || want == 0 {
+		h.t.Fatalf("%s: %s holds %d (%v), go counts %d", step, key, got, err, want)
+	}
+	// Set when the key was created, at an earlier (test) now of the
+	// same window: it lives until the window's end, and at most a
+	// whole window, plus the slack.
+	pttl, err := h.c.PTTL(h.ctx, key).Result()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	slack := 600 * time.Second
+	least := time.Duration((start+r.PeriodMicros()-now+999)/1000)*time.Millisecond + slack - 30*time.Second
+	most := time.Duration(r.PeriodMicros())*time.Microsecond + slack
+	if pttl < least || pttl > most {
+		h.t.Fatalf("%s: %s PTTL %v, want within [%v, %v]", step, key, pttl, least, most)
+	}
+}
+
+// TestTogetherRestoresWindowKeys: a batch decided together whose last
+// descriptor is denied leaves every key as it was -- the window keys too,
+// which are not in KEYS: one that held a count keeps it and its expiry,
+// one the batch created is gone -- and the admitted descriptors reply as
+// peeks.
+func TestTogetherRestoresWindowKeys(t *testing.T) {
+	c := redistest.Standalone(t).Client()
+	ctx := context.Background()
+	now := limit.Micros(1_800_000_000_000_000)
+	minute := limit.Rule{Unit: limit.Minute, Limit: 5}
+	bucket := limit.Rule{Algorithm: limit.TokenBucket, Unit: limit.Hour, Limit: 10}
+	items := []struct {
+		key   string
+		rules []limit.Rule
+	}{
+		{"t:{held}", []limit.Rule{minute}},          // a window key holding 2
+		{"t:{fresh}", []limit.Rule{minute}},         // no key yet
+		{"t:{mixed}", []limit.Rule{minute, bucket}}, // the general way: window key and record
+		{"t:{denied}", []limit.Rule{{Unit: limit.Hour, Limit: 0}}},
+	}
+	if d := windowCall(t, c, items[0].key, items[0].rules, now, limit.Cost{N: 2}); !d.Allowed {
+		t.Fatal(d)
+	}
+	dump := func() map[string]string {
+		keys, err := c.Keys(ctx, "t:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, k := range keys {
+			m[k] = c.Dump(ctx, k).Val() + " ttl " + c.PTTL(ctx, k).Val().Round(time.Minute).String()
+		}
+		return m
+	}
+	before := dump()
+	clock := Time{Fixed: true, At: now + 1}
+	args := AppendTogetherHead(nil, clock)
+	var keys []string
+	for _, it := range items {
+		var prepared []*RuleArgs
+		for _, r := range it.rules {
+			a, err := PrepareRule(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prepared = append(prepared, a)
+		}
+		keys = append(keys, it.key)
+		args = AppendBatchItem(args, 1, limit.Cost{N: 1}, prepared, clock)
+	}
+	ints, err := c.Eval(ctx, DecideScript().Source, keys, args...).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLeft := []uint64{3, 5, 5, 0}
+	for i, it := range items {
+		var d limit.Decision
+		d, ints, err = ParseBatchInts(ints, make([]limit.Outcome, len(it.rules)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != (i < 3) || d.Outcomes[0].Remaining != wantLeft[i] {
+			t.Errorf("descriptor %d: %+v, want remaining %d (a peek when admitted)", i, d, wantLeft[i])
+		}
+	}
+	after := dump()
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("keys after a denied batch decided together:\n %q\nbefore:\n %q", after, before)
+	}
+}
+
+// TestWindowKeyNamesTheScriptsKey: WindowKey names the key the decide
+// script writes for an epoch-aligned fixed window, and no key for other
+// rules.
+func TestWindowKeyNamesTheScriptsKey(t *testing.T) {
+	c := redistest.Standalone(t).Client()
+	ctx := context.Background()
+	now := limit.Micros(1_800_000_012_345_678)
+	rules := []limit.Rule{{Unit: limit.Second, Multiplier: 7, Limit: 5}, {Unit: limit.Day, Limit: 5}}
+	if d := windowCall(t, c, CounterKey("wk:", "api|k=v"), rules, now, limit.Cost{N: 1}); !d.Allowed {
+		t.Fatal(d)
+	}
+	var want []string
+	for _, r := range rules {
+		k, ok := WindowKey("wk:", "api|k=v", r, now)
+		if !ok {
+			t.Fatalf("no window key for %v", r)
+		}
+		want = append(want, k)
+	}
+	got := c.Keys(ctx, "wk:*").Val()
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("the script wrote %q, WindowKey names %q", got, want)
+	}
+	for _, r := range []limit.Rule{
+		{Algorithm: limit.SlidingWindow, Unit: limit.Second, Limit: 1},
+		{Unit: limit.Day, Limit: 1, Location: time.UTC},
+		{Unit: limit.UnitUnknown, Limit: 1},
+	} {
+		if k, ok := WindowKey("wk:", "x", r, now); ok {
+			t.Errorf("WindowKey(%v) = %q, want none", r, k)
+		}
+	}
+}
+
+// TestResetForgetsWindowKeys: the reset script deletes the window key of
+// each chosen fixed window for the window holding now, drops the chosen
+// records of the counter key, keeps the rest, and counts what it removed.
+func TestResetForgetsWindowKeys(t *testing.T) {
+	c := redistest.Standalone(t).Client()
+	ctx := context.Background()
+	now := limit.Micros(1_800_000_000_000_000)
+	minute, hour := limit.Rule{Unit: limit.Minute, Limit: 5}, limit.Rule{Unit: limit.Hour, Limit: 5}
+	bucket := limit.Rule{Algorithm: limit.TokenBucket, Unit: limit.Hour, Limit: 10}
+	rules := []limit.Rule{minute, hour, bucket}
+	key := CounterKey("r:", "id")
+	if d := windowCall(t, c, key, rules, now, limit.Cost{N: 2}); !d.Allowed {
+		t.Fatal(d)
+	}
+	keys, argv, err := ResetArgs("r:", "id", []limit.Rule{minute, bucket}, Time{Fixed: true, At: now + 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Eval(ctx, ResetScript().Source, keys, argv...).Int64()
+	if err != nil || n != 2 {
+		t.Fatalf("reset removed %d (%v), want 2: the minute's window key, the bucket's record", n, err)
+	}
+	d := windowCall(t, c, key, rules, now+10, limit.Cost{})
+	for i, want := range []uint64{5, 3, 10} {
+		if got := d.Outcomes[i].Remaining; got != want {
+			t.Errorf("after the reset, rule %d has %d left, want %d", i, got, want)
+		}
+	}
+	if n := c.Exists(ctx, key).Val(); n != 0 {
+		t.Errorf("the counter key is left without records: %q", c.Get(ctx, key).Val())
 	}
 }

@@ -172,7 +172,7 @@ func testOneEvalshaPerCheckCluster(t *testing.T, disableCoalescing bool) {
 		for cmd, n := range s {
 			switch cmd {
 			case "evalsha", "config|resetstat", "info", "cluster|slots", "cluster|shards", "cluster|nodes", "ping", "hello", "client|setinfo", "command", "command|info", "command|docs",
-				"mget", "get", "set", "pexpireat", "del", "zremrangebyscore", "zcard", "zadd", "zrange", "zcount", "zremrangebyrank", "time",
+				"mget", "get", "set", "pexpireat", "del", "incrby", "decrby", "expireat", "pexpire", "zremrangebyscore", "zcard", "zadd", "zrange", "zcount", "zremrangebyrank", "time",
 				"replconf": // its replica acknowledging replication, every second
 			default:
 				t.Errorf("master %s: unexpected command %s (%d calls)", m, cmd, n)
