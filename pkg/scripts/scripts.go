@@ -45,7 +45,7 @@ var lua embed.FS
 // fixed, so the joined source, and its SHA-1, change only when a file does.
 var decideParts = []string{
 	"decide.lua",         // shared locals
-	"lean.lua",           // the lean path: fixed windows only
+	"lean.lua",           // the window path: fixed windows, window keys
 	"general.lua",        // opens define_general: the general way
 	"arith.lua",          // ~ limit/arith.go
 	"window.lua",         // ~ limit/window.go
