@@ -641,19 +641,7 @@ func TestDecideKeepsOtherRecords(t *testing.T) {
 	now := limit.Micros(1_800_000_000_000_000) // a minute boundary
 	decide := func(rules []limit.Rule, at limit.Micros) limit.Decision {
 		t.Helper()
-		args, err := AppendDecideArgs(nil, rules, limit.Cost{N: 1}, Time{Fixed: true, At: at})
-		if err != nil {
-			t.Fatal(err)
-		}
-		reply, err := c.Eval(ctx, DecideScript().Source, []string{key}, args...).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := ParseDecideReply(reply, len(rules))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
+		return windowCall(t, c, key, rules, at, limit.Cost{N: 1})
 	}
 	ids := func() []string {
 		t.Helper()
