@@ -25,9 +25,15 @@ end
 -- admitted, store, and return the descriptor's reply. Each rule's outcome
 -- goes straight into the reply (out[3i] allowed as 1/0, out[3i+1]
 -- remaining, out[3i+2] reset), which Bind then reads: one table, not one
--- per field.
+-- per field. For up to three rules it is built at its size (every slot is
+-- set below), so that filling it does not grow it twice.
 local function decide_rules(KEYS)
-  local out = { 1, -1 }
+  local out
+  if nrules == 1 then out = { 1, -1, 0, 0, 0 }
+  elseif nrules == 2 then out = { 1, -1, 0, 0, 0, 0, 0, 0 }
+  elseif nrules == 3 then out = { 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+  else out = { 1, -1 }
+  end
   local allowed = true
   for i = 1, nrules do
     local r = rules[i]

@@ -26,7 +26,20 @@ local function define_mt()
     if r.L == 0 then return at + r.P end
     local w = ceilmicros((level * r.P) / r.L)
     if w >= MAXWAIT - at then return MAXWAIT end -- the latest instant (2^53)
-    return settle(at + w, at, function(x) return drain(r, level, at, x) <= 0 end)
+    -- settle(at + w, at, function(x) return drain(r, level, at, x) <= 0 end),
+    -- written out: every admitted cost computes it, and a closure per call
+    -- costs more than the loops.
+    local t = at + w
+    if t <= at then t = at + 1 end
+    for _ = 1, 4 do
+      if drain(r, level, at, t) <= 0 then break end
+      t = t + 1
+    end
+    for _ = 1, 4 do
+      if t - 1 <= at or not (drain(r, level, at, t - 1) <= 0) then break end
+      t = t - 1
+    end
+    return t
   end
 
   function mt_check(r, st, n, ref)
