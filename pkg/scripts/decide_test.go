@@ -700,3 +700,70 @@ func TestPrepareRuleRejectsSeparators(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideRecordsSplitAtBars: the counter value's records are the runs
+// between '|'s, each read whole or not at all, whatever junk surrounds
+// them: a record of the call's rule counts, a parsable record of another
+// id is kept verbatim and in order, anything else is dropped, and no record
+// runs into its neighbour (the script matches each in place, which must
+// read exactly what cutting the value at every '|' reads).
+func TestDecideRecordsSplitAtBars(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := srv.Client()
+	ctx := context.Background()
+	now := limit.Micros(1_800_000_000_000_000) // a minute boundary
+	rules := []limit.Rule{{Algorithm: limit.SlidingWindow, Unit: limit.Minute, Limit: 5}}
+	e := fmt.Sprint(now/1000 + 120_000) // the record's e: the next minute's end, in ms
+	w := fmt.Sprint(now)                // the minute's start
+	mine := func(count string) string { return "sw.1mi " + e + " " + w + " " + count }
+	other := "sw.1ho " + e + " 0 1 0" // another id's record, still counting
+	meter := "tb.1ho " + e + " 1.5e3 " + w
+	for _, tc := range []struct {
+		name   string
+		value  string
+		count  int      // what the call's rule counted before the call
+		others []string // kept records, in order
+	}{
+		{"one record", mine("3 0"), 3, nil},
+		{"junk before", "junk|" + mine("3 0"), 3, nil},
+		{"id glued to junk", "a|" + mine("3 0"), 3, nil},
+		{"trailing and empty runs", "||" + mine("3 0") + "||" + other + "|", 3, []string{other}},
+		{"others around", meter + "|" + mine("2 0") + "|" + other, 2, []string{meter, other}},
+		{"no previous count", mine("3"), 3, nil},
+		{"a sixth field", mine("3 0 5"), 0, nil},
+		{"a letter after", mine("3 0x") + "|" + other, 0, []string{other}},
+		{"two spaces", "sw.1mi " + e + " " + w + "  3 0", 0, nil},
+		{"a tab in the id", "sw.1mi\t" + e + " " + w + " 3 0", 0, nil},
+		{"an id and a record in one run", "x " + mine("3 0") + "|" + mine("2 0"), 2, nil},
+		{"the same id twice", mine("3 0") + "|" + mine("2 0"), 2, nil},
+		{"trailing space", "sw.1ho " + e + " 0 1 |" + mine("3 "), 3, []string{"sw.1ho " + e + " 0 1 "}},
+		{"a bar inside a record", "sw.1mi " + e + " " + w + "|3 0", 0, nil},
+		{"nan", mine("nan 0") + "|" + other, 0, []string{other}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "s:{" + strings.ReplaceAll(tc.name, " ", "-") + "}"
+			if err := c.Set(ctx, key, tc.value, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			args, err := AppendDecideArgs(nil, rules, limit.Cost{N: 1}, Time{Fixed: true, At: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reply, err := c.Eval(ctx, DecideScript().Source, []string{key}, args...).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := ParseDecideReply(reply, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := uint64(5 - tc.count - 1); !d.Allowed || d.Outcomes[0].Remaining != want {
+				t.Fatalf("%q: %+v, want admitted with %d left", tc.value, d, want)
+			}
+			want := strings.Join(append([]string{mine(fmt.Sprint(tc.count+1) + " 0")}, tc.others...), "|")
+			if got := c.Get(ctx, key).Val(); got != want {
+				t.Fatalf("%q: value after the call %q, want %q", tc.value, got, want)
+			}
+		})
+	}
+}
