@@ -157,8 +157,6 @@ func (j *job) request(calls []*call, addr string, enq, deadline time.Time) {
 		j.reqs[n] = r
 	}
 	r.calls, r.addr, r.enq, r.deadline = calls, addr, enq, deadline
-	r.n = nil
-	r.offer.Store(offerClosed)
 }
 
 var jobs = sync.Pool{New: func() any { return new(job) }}

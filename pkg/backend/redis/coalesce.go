@@ -23,16 +23,13 @@ import (
 // Window makes the queue wait that long after its first call for more,
 // before a lane sends it.
 //
-// A lane that finds work queued when it comes back is handed to the caller
-// of a queued request (one waiting on that request alone): the caller,
-// parked until its reply comes, is woken to send the queue's next pipeline
-// itself, its own request first in it, and then passes the lane on the
-// same way. So under load the pipelines go out from the callers'
-// goroutines, each woken once, as it would be for its reply, and no
-// goroutine is started per busy spell (with its stack grown anew through
-// go-redis). When no queued caller can take the lane (a Decide of several
-// cluster nodes waits on each in turn), it continues as a goroutine, which
-// exits when the queue is empty. Callers wait on their
+// A lane that finds work queued when it comes back continues as a lane
+// goroutine, which sends pipelines until the queue is empty and then parks
+// (at most lanes of them per node) until a lane is handed to it again. So
+// under load the pipelines go out from a few long-lived goroutines, whose
+// stacks have grown through go-redis once, instead of from the callers'
+// goroutines or a new goroutine each busy spell, whose stacks grow anew
+// (the garbage collector halves idle stacks). Callers wait on their
 // request with their own deadline and context, so a caller never waits
 // past its own deadline, and a caller that leaves early leaves its memory
 // to the lane (its job is not pooled again).
@@ -51,24 +48,7 @@ type request struct {
 	deadline time.Time // enq + Timeout: the latest its pipeline may end
 	state    atomic.Uint32
 	done     chan struct{} // receives once when state becomes reqDone
-	n        *node         // the node it is queued on
-	// offer is whether the caller takes a lane handed to it (offerOpen),
-	// has been handed one (offerMade: lead holds the token), or no longer
-	// takes one (offerClosed). Only a caller waiting on this request alone
-	// takes lanes.
-	offer atomic.Uint32
-	lead  chan struct{} // receives once when offer becomes offerMade
 }
-
-// Offer states of a request: see request.offer. The lane CASes open to
-// made; the caller CASes open to closed when it stops waiting, and a
-// caller that finds made instead receives the token and passes the lane
-// on, so a lane handed over is never lost.
-const (
-	offerOpen uint32 = iota
-	offerMade
-	offerClosed
-)
 
 // Request states. A request is queued, then sent (in a pipeline), then
 // done (its calls' commands hold their replies). The caller may leave a
@@ -82,9 +62,7 @@ const (
 	reqLeft
 )
 
-func newRequest() *request {
-	return &request{done: make(chan struct{}, 1), lead: make(chan struct{}, 1)}
-}
+func newRequest() *request { return &request{done: make(chan struct{}, 1)} }
 
 // fail completes a request that could not be queued with err.
 func (r *request) fail(err error) {
@@ -161,9 +139,16 @@ func newCoalescer(ctx context.Context, o Options, cluster bool, send func(ctx co
 		c.mergeItems = 1
 	}
 	if !cluster {
-		c.single = &node{c: c}
+		c.single = c.newNode("")
 	}
 	return c
+}
+
+// newNode returns the queue of the node at addr.
+func (c *coalescer) newNode(addr string) *node {
+	// Tokens pending: at most one per lane handed over, one per parked
+	// goroutine stopped.
+	return &node{c: c, addr: addr, wake: make(chan bool, 2*c.lanes)}
 }
 
 // node returns the queue of the node at addr, creating it on first use,
@@ -190,7 +175,7 @@ func (c *coalescer) node(addr string, now time.Time) *node {
 	}
 	if n = c.nodes[addr]; n == nil {
 		c.pruneLocked(now)
-		n = &node{c: c, addr: addr}
+		n = c.newNode(addr)
 		c.nodes[addr] = n
 	}
 	n.touch(now)
@@ -205,6 +190,10 @@ func (c *coalescer) pruneLocked(now time.Time) {
 	for addr, n := range c.nodes {
 		if now.UnixNano()-n.lastUsed.Load() > int64(idleNodeTTL) && n.idle() {
 			delete(c.nodes, addr)
+			n.mu.Lock()
+			n.pruned = true
+			n.unparkLocked()
+			n.mu.Unlock()
 		}
 	}
 }
@@ -242,6 +231,16 @@ type node struct {
 	armed  bool
 	timer  *time.Timer // the window timer, when Window > 0
 	closed bool
+	// parked is how many lane goroutines wait, without a lane, to be
+	// handed one (wake receives true) or to exit (false); at most lanes.
+	// A lane goroutine that empties the queue parks instead of exiting, so
+	// that under load pipelines go out from a few goroutines whose stacks
+	// have grown through go-redis once, not from a new one each time.
+	parked int
+	wake   chan bool
+	// pruned: the node left the coalescer's map (pruneLocked), so close
+	// will not reach it: its lane goroutines exit instead of parking.
+	pruned bool
 }
 
 // touch records a use at now. It writes at most once a second, so that
@@ -261,8 +260,9 @@ func (n *node) idle() bool {
 }
 
 // submit queues r, starting a lane if one is free and the queue is ready.
-// With mayLead, the caller is asked to be that lane itself (lead is true):
-// it then must call n.lead. It fails once the backend is closed.
+// With mayLead, the caller is asked to be that lane itself (lead is true),
+// unless a pipeline is in flight and a lane goroutine is parked: it then
+// must call n.lead. It fails once the backend is closed.
 func (n *node) submit(r *request, mayLead bool) (lead bool, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -273,6 +273,15 @@ func (n *node) submit(r *request, mayLead bool) (lead bool, err error) {
 	n.queue = append(n.queue, r)
 	n.queued += len(r.calls)
 	if mayLead && n.lanes < n.c.lanes && n.readyLocked(r.enq) {
+		if n.lanes > 0 && n.parked > 0 {
+			// Under load (a pipeline in flight): a parked lane goroutine
+			// sends it, rather than the caller's goroutine, whose stack
+			// would grow through go-redis again.
+			n.lanes++
+			n.parked--
+			n.wake <- true
+			return false, nil
+		}
 		n.lanes++
 		n.c.lanesWG.Add(1)
 		return true, nil
@@ -283,8 +292,7 @@ func (n *node) submit(r *request, mayLead bool) (lead bool, err error) {
 
 // lead is a lane run by a caller on its own goroutine, for one pipeline:
 // under light load the caller sends its own call without handing it to
-// another goroutine and back, and under load a caller handed a lane sends
-// the queue's next pipeline. The caller waits for that pipeline (whoever
+// another goroutine and back. The caller waits for that pipeline (whoever
 // sent its own call), so lead sends only one, then passes the lane on
 // (passLocked). When the pipeline is the caller's request alone, it runs
 // under the caller's context, as without coalescing.
@@ -306,17 +314,16 @@ func (n *node) lead(ctx context.Context, own *request, j *job) {
 	n.mu.Unlock()
 }
 
-// passLocked passes on a lane that has sent its pipeline, with its count
-// (n.lanes and lanesWG): if the queue is ready, to the caller of the first
-// queued request that takes lanes, or else to a new lane goroutine;
-// otherwise the lane ends.
+// passLocked passes on a lane that a caller's lead has used, with its
+// count (n.lanes and lanesWG): if the queue is ready, to a parked lane
+// goroutine, or else to a new one; otherwise the lane ends.
 func (n *node) passLocked(now time.Time) {
 	if !n.closed && n.readyLocked(now) {
-		for _, r := range n.queue {
-			if r.state.Load() == reqQueued && r.offer.CompareAndSwap(offerOpen, offerMade) {
-				r.lead <- struct{}{} // never blocks: one token per offer made
-				return
-			}
+		if n.parked > 0 {
+			n.parked--
+			n.wake <- true
+			n.c.lanesWG.Done() // the parked goroutine holds a count of its own
+			return
 		}
 		go n.lane()
 		return
@@ -345,8 +352,20 @@ func (n *node) startLocked(now time.Time) {
 		return
 	}
 	n.lanes++
+	if n.parked > 0 {
+		n.parked--
+		n.wake <- true
+		return
+	}
 	n.c.lanesWG.Add(1)
 	go n.lane()
+}
+
+// unparkLocked stops the parked lane goroutines.
+func (n *node) unparkLocked() {
+	for ; n.parked > 0; n.parked-- {
+		n.wake <- false
+	}
 }
 
 // armLocked arms the window timer for the first queued request.
@@ -372,7 +391,10 @@ func (n *node) kick() {
 }
 
 // lane sends the queue's requests, one pipeline at a time, until the queue
-// is empty (or not ready).
+// is empty (or not ready). It then parks, without its lane, until it is
+// handed one again, unless lanes goroutines are parked already or the node
+// is closed. Its lanesWG count is its lane's while it has one, its own
+// while parked.
 func (n *node) lane() {
 	defer n.c.lanesWG.Done()
 	var batch []*request
@@ -384,9 +406,16 @@ func (n *node) lane() {
 		if len(batch) == 0 {
 			n.lanes--
 			n.armLocked(now)
+			park := !n.closed && !n.pruned && n.parked < n.c.lanes
+			if park {
+				n.parked++
+			}
 			n.mu.Unlock()
 			clear(calls[:cap(calls)])
-			return
+			if !park || !<-n.wake {
+				return
+			}
+			continue
 		}
 		n.mu.Unlock()
 		calls = n.send(n.c.ctx, batch, calls[:0])
@@ -462,43 +491,12 @@ func (n *node) send(parent context.Context, batch []*request, calls []*call) []*
 	return calls
 }
 
-// await waits until r is done, and returns nil, or until the caller stops
-// waiting, and returns why. Handed a lane meanwhile (handed receives), it
-// sends the queue's next pipeline, then takes lanes again.
-func (c *coalescer) await(ctx context.Context, r *request, handed <-chan struct{}, j *job) error {
-	for {
-		select {
-		case <-r.done:
-			return nil
-		case <-handed:
-			r.n.lead(ctx, r, j)
-			r.offer.Store(offerOpen)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-j.timer.C:
-			return fmt.Errorf("no answer within %v: %w", c.timeout, context.DeadlineExceeded)
-		}
-	}
-}
-
-// closeOffer stops r's caller from being handed lanes; a lane handed to it
-// meanwhile is passed on.
-func (r *request) closeOffer() {
-	if r.offer.CompareAndSwap(offerOpen, offerClosed) {
-		return
-	}
-	<-r.lead // made: the token is there, or about to be
-	r.offer.Store(offerClosed)
-	r.n.mu.Lock()
-	r.n.passLocked(time.Now())
-	r.n.mu.Unlock()
-}
-
 // close fails the queued requests and stops the window timer.
 func (n *node) close() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.closed = true
+	n.unparkLocked()
 	if n.timer != nil {
 		n.timer.Stop()
 	}
@@ -528,19 +526,11 @@ func (c *coalescer) decide(ctx context.Context, j *job) (abandoned bool, why err
 			j.request(g.calls, g.addr, now, deadline)
 		}
 	}
-	// A caller waiting on one request alone may be handed a lane while it
-	// waits (passLocked).
-	var handed chan struct{} // nil: never handed a lane
-	if len(j.reqs) == 1 {
-		j.reqs[0].offer.Store(offerOpen)
-		handed = j.reqs[0].lead
-	}
 	// The caller may send the last request's pipeline itself, once the
 	// others are queued.
 	var leader *node
 	for i, r := range j.reqs {
 		n := c.node(r.addr, now)
-		r.n = n
 		if n == nil {
 			r.fail(errClosed)
 			continue
@@ -563,12 +553,14 @@ func (c *coalescer) decide(ctx context.Context, j *job) (abandoned bool, why err
 		j.timer.Reset(deadline.Sub(now))
 	}
 	defer j.timer.Stop()
-	if handed != nil {
-		defer j.reqs[0].closeOffer()
-	}
 	for i, r := range j.reqs {
-		if why = c.await(ctx, r, handed, j); why == nil {
+		select {
+		case <-r.done:
 			continue
+		case <-ctx.Done():
+			why = ctx.Err()
+		case <-j.timer.C:
+			why = fmt.Errorf("no answer within %v: %w", c.timeout, context.DeadlineExceeded)
 		}
 		for _, r := range j.reqs[i:] {
 			if r.state.CompareAndSwap(reqQueued, reqLeft) || r.state.CompareAndSwap(reqSent, reqLeft) {

@@ -338,19 +338,16 @@ func TestCoalescerNodesAreIndependent(t *testing.T) {
 	f.none(t)
 }
 
-// TestCoalescerLaneHandedToQueuedCaller: a lane that comes back to a
-// queue is handed to the caller of the first queued request that waits on
-// it alone, which sends the next pipeline (its own request first) from its
-// own goroutine; only a Decide of several nodes, which waits on each in
-// turn, leaves it to a lane goroutine.
-func TestCoalescerLaneHandedToQueuedCaller(t *testing.T) {
+// TestCoalescerQueueSentByLaneGoroutine: a lane that comes back to a
+// queue passes it to a lane goroutine, whether the queued Decide waits on
+// one node or on several, never to a queued caller's goroutine.
+func TestCoalescerQueueSentByLaneGoroutine(t *testing.T) {
 	for _, tt := range []struct {
-		name   string
-		addrs  []string // the queued Decide's nodes; the first is busy
-		sentBy string
+		name  string
+		addrs []string // the queued Decide's nodes; the first is busy
 	}{
-		{"one node", []string{"a:1"}, "caller"},
-		{"two nodes", []string{"a:1", "b:1"}, "lane"},
+		{"one node", []string{"a:1"}},
+		{"two nodes", []string{"a:1", "b:1"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, f := testCoalescer(t, true, 1, 128)
@@ -358,7 +355,9 @@ func TestCoalescerLaneHandedToQueuedCaller(t *testing.T) {
 			busy := testJob(1, "a:1")
 			d0 := decideAsyncJob(context.Background(), c, busy)
 			f.next(t)
-			<-f.senders
+			if by := <-f.senders; by != "caller" {
+				t.Errorf("a lone Decide with a lane free was sent by a %s, want its caller", by)
+			}
 			queuedJob := testJob(1, tt.addrs...)
 			d1 := decideAsyncJob(context.Background(), c, queuedJob)
 			if len(tt.addrs) > 1 {
@@ -372,13 +371,12 @@ func TestCoalescerLaneHandedToQueuedCaller(t *testing.T) {
 			if got := f.next(t); len(got) != 1 || got[0] != queuedJob.ptrs[0] {
 				t.Fatal("node a's queued call was not sent once its lane came back")
 			}
-			if by := <-f.senders; by != tt.sentBy {
-				t.Errorf("the queued call was sent by a %s, want a %s", by, tt.sentBy)
+			if by := <-f.senders; by != "lane" {
+				t.Errorf("the queued call was sent by a %s, want a lane goroutine", by)
 			}
-			for range len(tt.addrs) - 1 {
+			for range len(tt.addrs) {
 				f.release <- struct{}{}
 			}
-			f.release <- struct{}{}
 			if d := wait(t, d1); d.abandoned || d.why != nil {
 				t.Fatalf("decide: %+v", d)
 			}
@@ -389,56 +387,168 @@ func TestCoalescerLaneHandedToQueuedCaller(t *testing.T) {
 	}
 }
 
-// TestCoalescerHandedLaneNeverLost: a caller that stops waiting after a
-// lane was handed to it (its reply came, or it left) passes the lane on,
-// to the next queued caller that takes lanes, or else to a lane goroutine:
-// the queue is still sent, and the lane count comes back to zero.
-func TestCoalescerHandedLaneNeverLost(t *testing.T) {
-	c, f := testCoalescer(t, false, 1, 128)
-	f.senders = make(chan string, 64)
+// TestCoalescerParkedLanesBounded: at most lanes lane goroutines park on a
+// node; one more that empties the queue exits, and closing the coalescer
+// stops the parked ones.
+func TestCoalescerParkedLanesBounded(t *testing.T) {
+	f := newFakeRedis()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newCoalescer(ctx, Options{PipelineLimit: 128, pipelineLanes: 2, Timeout: time.Minute}, false, f.send)
 	n := c.single
-	jobs := []*job{testJob(1), testJob(1)}
-	var reqs []*request
-	n.mu.Lock()
-	for _, j := range jobs {
-		r := newRequest()
-		r.calls, r.n, r.deadline = j.ptrs, n, time.Now().Add(time.Minute)
-		r.offer.Store(offerOpen)
-		n.queue = append(n.queue, r)
-		n.queued++
-		reqs = append(reqs, r)
+	for range 3 {
+		startLane(n)
 	}
-	n.lanes++ // a lane that has just sent its pipeline
-	c.lanesWG.Add(1)
-	n.passLocked(time.Now())
-	n.mu.Unlock()
-
-	if len(reqs[0].lead) != 1 || len(reqs[1].lead) != 0 {
-		t.Fatal("the lane was not handed to the first queued caller")
-	}
-	reqs[0].closeOffer()
-	if len(reqs[1].lead) != 1 {
-		t.Fatal("the first caller did not pass the lane to the next queued caller")
+	waitUntil(t, 10*time.Second, "two lanes parked, the third gone", func() bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.parked == 2 && n.lanes == 0
+	})
+	c.close()
+	lanesEnded(t, c)
+	if parkedLanes(n) != 0 {
+		t.Error("parked lanes are counted after close")
 	}
 	f.none(t)
-	reqs[1].closeOffer()
-	if got := f.next(t); !sameCalls(got, jobs...) {
-		t.Fatalf("pipeline of %d calls, want the 2 queued", len(got))
+}
+
+// lanesEnded waits, at most 10 seconds, until every lane of c has ended
+// and no lane goroutine is left (parked ones included).
+func lanesEnded(t *testing.T, c *coalescer) {
+	t.Helper()
+	ended := make(chan struct{})
+	go func() {
+		c.lanesWG.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lane goroutine is left")
+	}
+}
+
+// parkedLanes reads how many lane goroutines of n are parked.
+func parkedLanes(n *node) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.parked
+}
+
+// startLane starts a lane goroutine on n, as startLocked does.
+func startLane(n *node) {
+	n.mu.Lock()
+	n.lanes++
+	n.c.lanesWG.Add(1)
+	n.mu.Unlock()
+	go n.lane()
+}
+
+// TestCoalescerParkedLaneTakesOver: a lane goroutine that empties the
+// queue parks instead of exiting, and the next lane handed over goes to it
+// rather than to a queued caller; closing the coalescer stops it.
+func TestCoalescerParkedLaneTakesOver(t *testing.T) {
+	f := newFakeRedis()
+	f.senders = make(chan string, 64)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newCoalescer(ctx, Options{PipelineLimit: 128, pipelineLanes: 1, Timeout: time.Minute}, false, f.send)
+	n := c.single
+	startLane(n)
+	waitUntil(t, 10*time.Second, "the lane to park", func() bool { return parkedLanes(n) == 1 })
+
+	first := testJob(1)
+	d0 := decideAsyncJob(context.Background(), c, first)
+	f.next(t)
+	if by := <-f.senders; by != "caller" {
+		t.Errorf("a lone Decide with a lane free was sent by a %s, want its caller", by)
+	}
+	queuedJob := testJob(1)
+	d1 := decideAsyncJob(context.Background(), c, queuedJob)
+	waitUntil(t, 10*time.Second, "queued", func() bool { return queued(n) == 1 })
+	f.release <- struct{}{}
+	wait(t, d0)
+	if got := f.next(t); !sameCalls(got, queuedJob) {
+		t.Fatal("the queued Decide was not sent once the lane came back")
 	}
 	if by := <-f.senders; by != "lane" {
-		t.Errorf("the queue was sent by a %s, want a lane goroutine", by)
+		t.Errorf("the queued Decide was sent by a %s, want the parked lane goroutine", by)
 	}
 	f.release <- struct{}{}
-	for i, r := range reqs {
-		select {
-		case <-r.done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("request %d not done", i)
-		}
-		if r.offer.Load() != offerClosed {
-			t.Errorf("request %d: offer %d, want closed", i, r.offer.Load())
-		}
+	wait(t, d1)
+	replied(t, queuedJob)
+	waitUntil(t, 10*time.Second, "the lane to park again", func() bool { return parkedLanes(n) == 1 && n.idle() })
+
+	c.close()
+	lanesEnded(t, c)
+	f.none(t)
+}
+
+// TestCoalescerPrunedNodeParksNoLane: pruning an idle cluster node stops
+// its parked lane goroutines, and a lane that runs on it afterwards (a
+// caller still held it) exits instead of parking, since closing the
+// coalescer no longer reaches the node.
+func TestCoalescerPrunedNodeParksNoLane(t *testing.T) {
+	f := newFakeRedis()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newCoalescer(ctx, Options{PipelineLimit: 128, pipelineLanes: 2, Timeout: time.Minute}, true, f.send)
+	now := time.Now()
+	n := c.node("a:1", now)
+	startLane(n)
+	waitUntil(t, 10*time.Second, "the lane to park", func() bool { return parkedLanes(n) == 1 })
+
+	c.mu.Lock()
+	c.pruneLocked(now.Add(2 * idleNodeTTL))
+	_, kept := c.nodes["a:1"]
+	c.mu.Unlock()
+	if kept {
+		t.Fatal("the idle node was not pruned")
 	}
-	waitUntil(t, 10*time.Second, "the lane to end", n.idle)
+	lanesEnded(t, c)
+	if parkedLanes(n) != 0 {
+		t.Fatal("a parked lane is counted after pruning")
+	}
+	startLane(n)
+	lanesEnded(t, c)
+	if parkedLanes(n) != 0 {
+		t.Error("a lane parked on a pruned node")
+	}
+	c.close()
+	f.none(t)
+}
+
+// TestCoalescerParkedLaneUnderLoad: with a pipeline in flight, a Decide
+// that finds a lane free goes to a parked lane goroutine rather than
+// being sent by its caller; with none in flight (light load) its caller
+// sends it, without a hand-off.
+func TestCoalescerParkedLaneUnderLoad(t *testing.T) {
+	c, f := testCoalescer(t, false, 2, 128)
+	f.senders = make(chan string, 64)
+	n := c.single
+	startLane(n)
+	waitUntil(t, 10*time.Second, "the lane to park", func() bool { return parkedLanes(n) == 1 })
+
+	first := testJob(1)
+	d0 := decideAsyncJob(context.Background(), c, first)
+	f.next(t)
+	if by := <-f.senders; by != "caller" {
+		t.Errorf("with nothing in flight, a Decide was sent by a %s, want its caller", by)
+	}
+	second := testJob(1)
+	d1 := decideAsyncJob(context.Background(), c, second)
+	if got := f.next(t); !sameCalls(got, second) {
+		t.Fatal("the second Decide did not go out at once on the free lane")
+	}
+	if by := <-f.senders; by != "lane" {
+		t.Errorf("with a pipeline in flight, a Decide was sent by a %s, want the parked lane goroutine", by)
+	}
+	f.release <- struct{}{}
+	f.release <- struct{}{}
+	wait(t, d0)
+	wait(t, d1)
+	replied(t, first)
+	replied(t, second)
+	waitUntil(t, 10*time.Second, "the lanes to end", n.idle)
 	f.none(t)
 }
