@@ -5,10 +5,10 @@
 -- read_rules reads the descriptor's rules from its ARGV into rules, and
 -- gives each sliding log its key. A rule's table is built with its five
 -- slots, which sizes its hash part to 8 entries; each algorithm adds at
--- most two more fields (a sliding log its key; a fixed window start and
--- wend; a meter wl and wat, the level after apply and its whole_at), so
--- the table is never resized, and it is built faster than one naming every
--- algorithm's fields. It returns an error reply for malformed slots, else
+-- most three more fields (a sliding log its key; a fixed window start,
+-- wend and wkey; a meter wl and wat, the level after apply and its
+-- whole_at), so the table is never resized, and it is built faster than
+-- one naming every algorithm's fields. It returns an error reply for malformed slots, else
 -- nil.
 local function read_rules(KEYS, ARGV)
   nrules, rules = 0, {}
