@@ -102,14 +102,18 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
   if n == nil or n < 0 or n ~= floor(n) then return nil end
   local ref = mode == '1'
   local chg = mode == '2' and n ~= 0
-  -- Per rule i (from 1): L[i] (nil: alg 0), its key's index j[i], its
-  -- reset; per key j: the key, its window's end, how many rules apply the
-  -- cost to it (mult), the count before the call (c).
-  local L, j, reset, keys, wend, mult = {}, {}, {}, {}, {}, {}
+  -- Two flat tables (each table costs Redis time): x holds per rule i
+  -- (from 0), at 3i+1..3i+3, its limit (false: alg 0), the index in y of
+  -- its key, its reset; y holds per key, at j..j+5, the key, its window's
+  -- end, how many rules apply the cost to it, the count before the call,
+  -- what the call adds to it (at most 2^53), and whether it was put back
+  -- at once (its INCRBY reached 2^53, where the reply is an inexact float).
+  local x, y = {}, {}
+  local ny = 0 -- y's length
   local fits = true -- no rule refuses the cost whatever the count
   local base = KEYS[k0 + 1] .. ':'
-  for i = 1, nr do
-    local b = a0 + 5 * i - 3
+  for i = 0, nr - 1 do
+    local b = a0 + 5 * i + 2
     local alg = ARGV[b + 1]
     if alg == '1' then
       local l, P = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
@@ -118,64 +122,62 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
       end
       local start = win_start(P)
       local key = base .. ARGV[b + 5] .. ':' .. start / 1000000
-      local k = #keys + 1
-      for x = 1, #keys do
-        if keys[x] == key then k = x break end
+      local j = 1
+      while j < ny and y[j] ~= key do j = j + 6 end
+      if j > ny then
+        y[j], y[j + 1], y[j + 2], y[j + 3], y[j + 4], y[j + 5] = key, start + P, 0, 0, 0, false
+        ny = ny + 6
       end
-      if k > #keys then keys[k], wend[k], mult[k] = key, start + P, 0 end
-      mult[k] = mult[k] + 1
+      y[j + 2] = y[j + 2] + 1
       local w = start + P - now
       if w > MAXWAIT then w = MAXWAIT end
-      L[i], j[i], reset[i] = l, k, w
+      x[3 * i + 1], x[3 * i + 2], x[3 * i + 3] = l, j, w
       if n > l then fits = false end
     elseif alg == '0' then
-      L[i], j[i], reset[i] = false, 0, 0
+      x[3 * i + 1], x[3 * i + 2], x[3 * i + 3] = false, 0, 0
       if n ~= 0 and not ref then fits = false end
     else
       return nil
     end
   end
 
-  -- The counts before the call; "add" is what each key takes (every rule
-  -- of its id applies the cost), at most 2^53.
-  -- A key whose INCRBY reaches 2^53 (a float, inexact past it) is put
-  -- back at once (DECRBY's reply is its count exactly) and marked in over,
-  -- to be written once decided.
-  local c, add, over = {}, {}, {}
+  -- The counts before the call.
   local write = n ~= 0 and (ref or chg or fits)
-  for k = 1, #keys do
-    local key = keys[k]
+  for j = 1, ny, 6 do
+    local key = y[j]
     if write then
-      local a = math.min(n * mult[k], MAXCHARGE)
-      add[k] = a
+      local a = n * y[j + 2]
+      if a > MAXCHARGE then a = MAXCHARGE end
+      y[j + 4] = a
       if saving then win_save(key) end
       if ref then
         local v = call('DECRBY', key, a)
         if v <= 0 then call('DEL', key) end
-        c[k] = v + a
+        y[j + 3] = v + a
       else
         local v = call('INCRBY', key, a)
         if v >= MAXCHARGE then
           v = call('DECRBY', key, a)
           if v == 0 then call('DEL', key) end
-          c[k], over[k] = v, true
+          y[j + 3], y[j + 5] = v, true
         else
-          c[k] = v - a
+          y[j + 3] = v - a
         end
       end
     else
-      c[k] = tonumber(call('GET', key)) or 0
+      y[j + 3] = tonumber(call('GET', key)) or 0
     end
   end
 
-  -- Check every rule on the counts before the call (fw_check).
+  -- Check every rule on the counts before the call (fw_check); the reply
+  -- holds each rule's ok, remaining and reset from out[3].
   local out = { 1, -1 }
   local allowed = true
-  for i = 1, nr do
-    local l = L[i]
+  for i = 0, nr - 1 do
+    local l = x[3 * i + 1]
     local ok, rem = false, 0
     if l then
-      local count = c[j[i]]
+      local count = y[x[3 * i + 2] + 3]
       if ref then
         ok = true
         count = count > n and count - n or 0
@@ -183,14 +185,15 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
         ok = true
         count = count + n
       elseif chg then
-        count = math.min(count + n, MAXCHARGE)
+        count = count + n
+        if count > MAXCHARGE then count = MAXCHARGE end
       end
       rem = count >= l and 0 or l - count
     else
       ok = n == 0 or ref -- unknown unit: only peeks and refunds
     end
     if not ok then allowed = false end
-    out[3 * i], out[3 * i + 1], out[3 * i + 2] = ok and 1 or 0, rem, reset[i]
+    out[3 * i + 3], out[3 * i + 4], out[3 * i + 5] = ok and 1 or 0, rem, x[3 * i + 3]
   end
   -- Decision.Bind, on the checks (binding is 1-based here), before the
   -- peeks below, as decision.lua binds.
@@ -212,20 +215,18 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
       -- Nothing was consumed: the cost taken is put back, and the rules
       -- that alone admitted report a peek.
       if write then
-        for k = 1, #keys do
-          if over[k] then -- already put back
-          elseif c[k] == 0 then call('DEL', keys[k])
-          else call('DECRBY', keys[k], add[k])
+        for j = 1, ny, 6 do
+          if y[j + 5] then -- already put back
+          elseif y[j + 3] == 0 then call('DEL', y[j])
+          else call('DECRBY', y[j], y[j + 4])
           end
         end
       end
-      for i = 1, nr do
-        if out[3 * i] == 1 then
-          local l = L[i]
-          if l then
-            local count = c[j[i]]
-            out[3 * i], out[3 * i + 1] = count <= l and 1 or 0, count >= l and 0 or l - count
-          end
+      for i = 0, nr - 1 do
+        local l = x[3 * i + 1]
+        if l and out[3 * i + 3] == 1 then
+          local count = y[x[3 * i + 2] + 3]
+          out[3 * i + 3], out[3 * i + 4] = count <= l and 1 or 0, count >= l and 0 or l - count
         end
       end
       return out
@@ -234,17 +235,17 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
   if write and not ref then
     -- Counts stop at 2^53 (SET drops the TTL: it is set again); a key the
     -- call created expires with its window.
-    for k = 1, #keys do
-      local key = keys[k]
-      if over[k] then
-        if c[k] > MAXCHARGE - add[k] then
+    for j = 1, ny, 6 do
+      local key = y[j]
+      if y[j + 5] then
+        if y[j + 3] > MAXCHARGE - y[j + 4] then
           call('SET', key, '9007199254740992')
         else
-          call('INCRBY', key, add[k])
+          call('INCRBY', key, y[j + 4])
         end
-        win_expire(key, wend[k])
-      elseif c[k] == 0 then
-        win_expire(key, wend[k])
+        win_expire(key, y[j + 1])
+      elseif y[j + 3] == 0 then
+        win_expire(key, y[j + 1])
       end
     end
   end
