@@ -49,15 +49,23 @@ local function win_expire(key, wend)
 end
 
 -- win_set writes c, the count the general way computed, to the window key
--- key of the window ending at wend (us), or deletes it when c is 0.
+-- key of the window ending at wend (us), or deletes it when c is 0. One
+-- SET ... PX (PXAT needs Redis 6.2): PX counts from a command time up to a
+-- millisecond before TIME (decision.lua's pxttl), so the key may live up
+-- to 2 ms past the window's end, when it no longer counts anyway.
 local function win_set(key, c, wend)
   if saving then win_save(key) end
   if c == 0 then
     call('DEL', key)
     return
   end
-  call('SET', key, format('%d', c))
-  win_expire(key, wend)
+  local px
+  if testmode then
+    px = ceil((wend - now) / 1000) + TEST_TTL_SLACK_MS
+  else
+    px = wend / 1000 - floor(now / 1000) + 1
+  end
+  call('SET', key, format('%d', c), 'PX', px)
 end
 
 -- win_start returns the start (us) of the epoch-aligned window of period P
