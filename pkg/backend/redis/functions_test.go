@@ -16,7 +16,7 @@ import (
 )
 
 // functionRules are three rules of a descriptor: the general path (a token
-// bucket) and the lean path (fixed windows only).
+// bucket) and the window path (fixed windows only).
 var functionRules = map[string][]limit.Rule{
 	"mixed": {
 		{Unit: limit.Second, Limit: 10},
