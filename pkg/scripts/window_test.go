@@ -21,6 +21,8 @@ import (
 // refuse an undeclared key of another node, and a function one of another
 // slot, so the check is there. (A script without a shebang, run by EVAL, is
 // let touch other slots of its node: Redis 7 keeps that for old scripts.)
+// Then the decide script, as a function and as a script, decides fixed
+// windows there, on window keys in the slot of KEYS[1].
 func TestClusterAllowsUndeclaredKeyOfDeclaredSlot(t *testing.T) {
 	c := redistest.Cluster(t, redistest.ClusterOptions{})
 	cc := c.Client()
@@ -83,6 +85,53 @@ func TestClusterAllowsUndeclaredKeyOfDeclaredSlot(t *testing.T) {
 				t.Errorf("%s (%s, FCALL %v): error %v", tc.name, tc.key, fcall, err)
 			} else {
 				t.Logf("%s (FCALL %v): %v", tc.name, fcall, err)
+			}
+		}
+	}
+
+	// The decide script itself, as a function and as a script, on a
+	// descriptor of fixed windows (the window path) and a mixed one (the
+	// general way): it decides, and its window keys are in the slot of
+	// KEYS[1].
+	dlib := DecideLibrary()
+	for _, m := range c.Masters() {
+		if err := c.NodeClient(m).FunctionLoadReplace(ctx, dlib.Source).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := limit.Micros(1_800_000_000_000_000)
+	minute := limit.Rule{Unit: limit.Minute, Limit: 5}
+	for i, rules := range [][]limit.Rule{
+		{minute, {Unit: limit.Hour, Limit: 50}},
+		{minute, {Algorithm: limit.TokenBucket, Unit: limit.Hour, Limit: 50}},
+	} {
+		for _, fcall := range []bool{false, true} {
+			id := fmt.Sprintf("cluster|case=%d|fcall=%v", i, fcall)
+			counter := CounterKey("sluice_", id)
+			args, err := AppendDecideArgs(nil, rules, limit.Cost{N: 1}, Time{Fixed: true, At: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cmd *redis.Cmd
+			if fcall {
+				cmd = cc.FCall(ctx, dlib.Function, []string{counter}, args...)
+			} else {
+				cmd = cc.Eval(ctx, DecideScript().Source, []string{counter}, args...)
+			}
+			d, err := ParseDecideReply(cmd.Val(), len(rules))
+			if cmd.Err() != nil || err != nil || !d.Allowed || d.Outcomes[0].Remaining != 4 {
+				t.Fatalf("%s: %+v, %v, %v", id, d, cmd.Err(), err)
+			}
+			wk, _ := WindowKey("sluice_", id, minute, now)
+			if got := cc.Get(ctx, wk).Val(); got != "1" {
+				t.Errorf("%s: %s holds %q, want 1", id, wk, got)
+			}
+			ws, err := c.KeySlot(wk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cs, err := c.KeySlot(counter); err != nil || cs != ws {
+				t.Errorf("%s: window key in slot %d, counter key in %d (%v)", id, ws, cs, err)
 			}
 		}
 	}
