@@ -14,8 +14,10 @@ import (
 //
 // Each node has a queue of requests (the calls of one Decide for that
 // node) and at most lanes pipelines in flight. A request that arrives while
-// a lane is free (with Window 0) is sent at once, alone, by its own caller
-// (node.lead), as without coalescing; requests that arrive while every lane
+// a lane is free (with Window 0) is sent at once, alone: on an idle node
+// by its own caller (node.lead), as without coalescing; while another
+// pipeline is in flight, by a parked lane goroutine (below), if there is
+// one. Requests that arrive while every lane
 // is busy queue, and the first lane to come back takes them all (up to
 // Limit commands) into its next pipeline. So under light load nothing waits
 // and no goroutine hand-off is added, and under heavy load the pipelines
