@@ -46,16 +46,87 @@ local function decide_item(KEYS, ARGV, k, a, nk, na)
   return decide_one(keys, argv)
 end
 
+-- put_error appends to out, after its n-th slot, a failed descriptor's
+-- reply: -1, the length of the error message msg, then its bytes. It
+-- returns out's new length.
+local function put_error(out, n, msg)
+  local byte = string.byte
+  out[n + 1], out[n + 2] = -1, #msg
+  n = n + 2
+  for j = 1, #msg do out[n + j] = byte(msg, j) end
+  return n + #msg
+end
+
+-- decide_batch decides each descriptor of a batch (decided one by one; its
+-- shape already checked), in order, and returns the batch's reply: each
+-- descriptor's reply, one after the other, written straight into one
+-- table. A descriptor whose call fails (an error reply, or a command
+-- failing inside it, such as a key of the wrong type) replies -1, the
+-- length of the error message, then its bytes: the others are decided all
+-- the same. The commonest descriptor -- one epoch-aligned fixed window, a
+-- cost taken, as windows' first lines decide it -- is decided here, its
+-- one command that can fail (INCRBY) through redis.pcall; any other goes
+-- through decide_item, under pcall.
+local function decide_batch(KEYS, ARGV, nargv)
+  local out, n = {}, 0
+  local a, k = 2, 0 -- ARGV index before the descriptor's nk; KEYS before its keys
+  while a < nargv do
+    local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    local done = false
+    if WINDOWS and nk == 1 and na == 7 and ARGV[a + 4] == '0' and ARGV[a + 5] == '1' then
+      local ns = ARGV[a + 3]
+      local c, L, P = tonumber(ns), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 8])
+      if c and L and P and c > 0 and c <= L and P > 0 and fmod(P, 1000000) == 0 then
+        done = true
+        local start = win_start(P)
+        local key = KEYS[k + 1] .. ':' .. ARGV[a + 9] .. ':' .. start / 1000000
+        local v = pcall_redis('INCRBY', key, ns)
+        if type(v) == 'table' then
+          n = put_error(out, n, v.err)
+        else
+          local w = start + P - now
+          if w > MAXWAIT then w = MAXWAIT end
+          if v <= L then
+            if v == c then win_expire(key, start + P) end
+            out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 1, 0, 1, L - v, w
+          else
+            -- Put it back, as windows does.
+            if v == c then v = 0 call('DEL', key) else v = call('DECRBY', key, ns) end
+            out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 0, 0, 0, v >= L and 0 or L - v, w
+          end
+          n = n + 5
+        end
+      end
+    end
+    if not done then
+      local ok, r = pcall(decide_item, KEYS, ARGV, k, a + 1, nk, na)
+      if not ok then
+        n = put_error(out, n, type(r) == 'table' and r.err or tostring(r))
+      elseif r.err then
+        n = put_error(out, n, r.err)
+      else
+        for j = 1, #r do out[n + j] = r[j] end
+        n = n + #r
+      end
+    end
+    a, k = a + 2 + na, k + nk
+  end
+  return out
+end
+
 -- decide_call decides one call: it reads the clock once, whatever the
 -- number of descriptors, then decides the call's descriptor or each of a
 -- batch's.
 local function decide_call(KEYS, ARGV)
-  tonumber, fmod, floor, ceil, format, call =
-    _G.tonumber, math.fmod, math.floor, math.ceil, string.format, redis.call
-  -- Effects replication, so that TIME may come before writes (Redis 5 and
-  -- 6; Redis 7 always replicates effects, and functions have no choice).
-  if redis.replicate_commands then
-    redis.replicate_commands()
+  if not call then
+    tonumber, fmod, floor, ceil, format, call, pcall_redis =
+      _G.tonumber, math.fmod, math.floor, math.ceil, string.format, redis.call, redis.pcall
+    -- Effects replication, so that TIME may come before writes (Redis 5 and
+    -- 6, where only a script runs, which binds on every call; Redis 7 always
+    -- replicates effects, and functions have no choice).
+    if redis.replicate_commands then
+      redis.replicate_commands()
+    end
   end
   testmode = ARGV[1] ~= ''
   saving = nil
@@ -69,19 +140,19 @@ local function decide_call(KEYS, ARGV)
     return redis.error_reply('sluice decide: bad ARGV (now, cost)')
   end
 
-  if ARGV[2] ~= 'b' and ARGV[2] ~= 't' then
+  local kind = ARGV[2]
+  if kind ~= 'b' and kind ~= 't' then
     return decide_one(KEYS, ARGV)
   end
   -- "t" instead of "b": the batch is decided together (CONTRACT.md, "Batches
   -- decided together"): if any descriptor is denied, none consumes.
-  local together = ARGV[2] == 't'
+  local together = kind == 't'
 
   -- A batch: ARGV[1] now, ARGV[2] "b", then per descriptor: nk (its number of
   -- KEYS), na (its number of slots after na: N, refund, the rules' slots),
   -- and those slots. Its shape is checked whole before any descriptor is
   -- decided, so a malformed batch writes nothing.
   local nargv, nkeys = #ARGV, #KEYS
-  local heads = {} -- ARGV index of each descriptor's nk
   do
     local a, k = 2, 0
     while a < nargv do
@@ -89,7 +160,6 @@ local function decide_call(KEYS, ARGV)
       if nk == nil or na == nil or nk < 1 or na < 2 or a + 2 + na > nargv or k + nk > nkeys then
         return redis.error_reply('sluice decide: bad batch ARGV at slot ' .. (a + 1))
       end
-      heads[#heads + 1] = a + 1
       a, k = a + 2 + na, k + nk
     end
     if k ~= nkeys then
@@ -97,56 +167,48 @@ local function decide_call(KEYS, ARGV)
     end
   end
 
+  if not together then
+    return decide_batch(KEYS, ARGV, nargv)
+  end
   -- Together: every key's value and time to live before anything is
   -- decided, so that a denial can put them all back (script time stands
   -- still, so the restored TTLs are exact); the window keys, which are not
   -- in KEYS, are added by the window path before its first write to each.
-  local saved
-  if together then
-    -- Refuse before writing anything when a denial could not be undone.
-    if redis.acl_check_cmd and not (redis.acl_check_cmd('RESTORE', KEYS[1], '0', '') and
-        redis.acl_check_cmd('DUMP', KEYS[1])) then
-      return redis.error_reply('sluice decide: NOPERM: deciding descriptors together needs DUMP and RESTORE, which this Redis user may not run')
-    end
-    saved = {}
-    for j = 1, nkeys do
-      local key = KEYS[j]
-      if saved[key] == nil then
-        saved[key] = { call('DUMP', key), call('PTTL', key) }
-      end
-    end
-    saving = saved
+  -- Refuse before writing anything when a denial could not be undone.
+  if redis.acl_check_cmd and not (redis.acl_check_cmd('RESTORE', KEYS[1], '0', '') and
+      redis.acl_check_cmd('DUMP', KEYS[1])) then
+    return redis.error_reply('sluice decide: NOPERM: deciding descriptors together needs DUMP and RESTORE, which this Redis user may not run')
   end
+  local saved = {}
+  for j = 1, nkeys do
+    local key = KEYS[j]
+    if saved[key] == nil then
+      saved[key] = { call('DUMP', key), call('PTTL', key) }
+    end
+  end
+  saving = saved
 
-  -- Decide each descriptor in order; together, a denial undoes them all and
-  -- decides them again: a refund and a denied charged cost as before, an
-  -- admitted cost as a peek, a denied one keeps its reply.
+  -- Decide each descriptor in order; a denial undoes them all and decides
+  -- them again: a refund and a denied charged cost as before, an admitted
+  -- cost as a peek, a denied one keeps its reply.
   local replies, args, keyss = {}, {}, {}
   local denied = false
   do
-    local k = 0
-    for h = 1, #heads do
-      local a = heads[h]
-      local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-      local r
-      if together then
-        local keys, argv = {}, { ARGV[1] }
-        for j = 1, nk do keys[j] = KEYS[k + j] end
-        for j = 1, na do argv[j + 1] = ARGV[a + 1 + j] end
-        r, args[h], keyss[h] = decide_one(keys, argv), argv, keys
-      else
-        -- A descriptor's failure is its own, also when a command fails
-        -- inside it (a key of the wrong type): the others are decided.
-        local ok, e = pcall(decide_item, KEYS, ARGV, k, a, nk, na)
-        r = ok and e or { err = type(e) == 'table' and e.err or tostring(e) }
-      end
-      replies[h] = r
-      k = k + nk
-      denied = denied or (replies[h].err == nil and replies[h][1] == 0)
+    local a, k = 2, 0
+    while a < nargv do
+      local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+      local keys, argv = {}, { ARGV[1] }
+      for j = 1, nk do keys[j] = KEYS[k + j] end
+      for j = 1, na do argv[j + 1] = ARGV[a + 2 + j] end
+      local h = #replies + 1
+      local r = decide_one(keys, argv)
+      replies[h], args[h], keyss[h] = r, argv, keys
+      denied = denied or (r.err == nil and r[1] == 0)
+      a, k = a + 2 + na, k + nk
     end
   end
   saving = nil
-  if together and denied then
+  if denied then
     for key, v in pairs(saved) do
       if v[1] then
         call('RESTORE', key, v[2] > 0 and v[2] or 0, v[1], 'REPLACE')
@@ -154,7 +216,7 @@ local function decide_call(KEYS, ARGV)
         call('DEL', key)
       end
     end
-    for h = 1, #heads do
+    for h = 1, #replies do
       local r, argv = replies[h], args[h]
       if r.err == nil then
         local no = r[1] == 0
@@ -168,19 +230,12 @@ local function decide_call(KEYS, ARGV)
     end
   end
 
-  -- The reply: each descriptor's reply, one after the other. A descriptor
-  -- whose call fails replies -1, the length of the error message, then its
-  -- bytes: the others are decided all the same.
+  -- The reply: a batch's (decide_batch).
   local out, n = {}, 0
-  local byte = string.byte
-  for h = 1, #heads do
+  for h = 1, #replies do
     local r = replies[h]
     if r.err then
-      local msg = r.err
-      out[n + 1], out[n + 2] = -1, #msg
-      n = n + 2
-      for j = 1, #msg do out[n + j] = byte(msg, j) end
-      n = n + #msg
+      n = put_error(out, n, r.err)
     else
       for j = 1, #r do out[n + j] = r[j] end
       n = n + #r

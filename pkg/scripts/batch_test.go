@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
@@ -80,7 +82,7 @@ func TestBatchMatchesSeparateCalls(t *testing.T) {
 	if testing.Short() {
 		scenarios = 30
 	}
-	repeated := 0
+	repeated, oneWindow := 0, 0
 	for sc := range scenarios {
 		rng := rand.New(rand.NewPCG(uint64(sc), 0xba7c4))
 		hs := make([]*harness, 1+rng.IntN(5))
@@ -103,12 +105,19 @@ func TestBatchMatchesSeparateCalls(t *testing.T) {
 				}
 				seen[h] = true
 				items[i] = batchItem{h, randomCost(rng, h.rules)}
+				if r, cost := h.rules[0], items[i].cost; len(h.rules) == 1 && r.Algorithm == limit.FixedWindow &&
+					r.Location == nil && r.Unit != limit.UnitUnknown && cost.N > 0 && !cost.Refund && !cost.Charge {
+					oneWindow++ // decided by the batch's own loop
+				}
 			}
 			runBatch(t, fmt.Sprintf("scenario %d step %d", sc, step), now, items)
 		}
 	}
 	if repeated < 100 {
 		t.Errorf("only %d repeated descriptors in a batch; the scenarios do not exercise them", repeated)
+	}
+	if oneWindow < 100 {
+		t.Errorf("only %d descriptors of one fixed window taking a cost; the scenarios do not exercise them", oneWindow)
 	}
 }
 
@@ -189,5 +198,73 @@ func TestBatchMalformedWritesNothing(t *testing.T) {
 		if n, _ := c.Exists(h.ctx, h.counter).Result(); n != 0 {
 			t.Fatalf("%s: the refused batch wrote", tt.name)
 		}
+	}
+}
+
+// TestBatchWindowErrorSameOnEveryPath: a window key of another type fails
+// its descriptor with the same error bytes whichever code decides it (the
+// batch's own loop for one fixed window taking a cost, the window path's
+// general loop for several rules or a peek), the other descriptors decided
+// and written; and the same batch sent as a function library replies the
+// same.
+func TestBatchWindowErrorSameOnEveryPath(t *testing.T) {
+	c := redistest.Standalone(t).Client()
+	ctx := t.Context()
+	now := limit.Micros(1_800_000_000_000_000)
+	minute, hour := limit.Rule{Unit: limit.Minute, Limit: 5}, limit.Rule{Unit: limit.Hour, Limit: 5}
+	bad, good := "w:{bad}", "w:{good}"
+	if err := c.HSet(ctx, windowKey(bad, minute, now), "c", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pm, err := PrepareRule(minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph, err := PrepareRule(hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := Time{Fixed: true, At: now}
+	args := AppendBatchHead(nil, clock)
+	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{pm}, clock)     // the batch's loop
+	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{pm, ph}, clock) // windows' loop
+	args = AppendBatchItem(args, 1, limit.Cost{N: 0}, []*RuleArgs{pm}, clock)     // a peek: GET
+	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{pm}, clock)
+	keys := []string{bad, bad, bad, good}
+	lib := DecideLibrary()
+	if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var replies [][]int64
+	for _, fcall := range []bool{false, true} {
+		var cmd *redis.Cmd
+		if fcall {
+			cmd = c.FCall(ctx, lib.Function, keys, args...)
+		} else {
+			cmd = c.Eval(ctx, DecideScript().Source, keys, args...)
+		}
+		ints, err := cmd.Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		replies = append(replies, ints)
+		rest := ints
+		for i, rules := range []int{1, 2, 1} {
+			var err error
+			_, rest, err = ParseBatchInts(rest, make([]limit.Outcome, rules))
+			if err == nil || err.Error() != "WRONGTYPE Operation against a key holding the wrong kind of value" {
+				t.Fatalf("fcall %v, descriptor %d: error %v, want Redis's WRONGTYPE message", fcall, i, err)
+			}
+		}
+		d, rest, err := ParseBatchInts(rest, make([]limit.Outcome, 1))
+		if err != nil || !d.Allowed || len(rest) != 0 {
+			t.Fatalf("fcall %v, the good descriptor: %+v, rest %v, err %v", fcall, d, rest, err)
+		}
+	}
+	if got := c.Get(ctx, windowKey(good, minute, now)).Val(); got != "2" {
+		t.Fatalf("the good descriptor's key holds %q, want 2 (one per call)", got)
+	}
+	if len(replies[0]) != len(replies[1]) {
+		t.Fatalf("script and function replies differ in length: %d, %d", len(replies[0]), len(replies[1]))
 	}
 }

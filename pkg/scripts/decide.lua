@@ -24,9 +24,11 @@
 -- level may read a global: a library is loaded where none can be read.
 
 -- Globals used on every call, as locals (an upvalue beats a table lookup),
--- set by decide_call on every call: a library is loaded where no global
--- (math, string, tonumber, redis.call) may be read yet (Redis 7.0).
-local tonumber, fmod, floor, ceil, format, call
+-- set by decide_call when call is nil: on every call of a script (each runs
+-- the whole source), on the first call of a function library (loaded where
+-- no global -- math, string, tonumber, redis.call -- may be read yet, on
+-- Redis 7.0), and never again.
+local tonumber, fmod, floor, ceil, format, call, pcall_redis
 
 local MAXWAIT = 9007199254740992 -- 2^53 us: limit.MaxWaitMicros
 local MAXCHARGE = 9007199254740992 -- 2^53: limit.MaxCharge

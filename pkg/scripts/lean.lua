@@ -106,6 +106,11 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
 
   local nr = (na - 2) / 5
   if nr < 0 or nr ~= floor(nr) then return nil end -- a calendar rule's 10 slots
+  -- Any other algorithm: the general way, before building anything.
+  for i = a0 + 3, a0 + 5 * nr - 2, 5 do
+    local alg = ARGV[i]
+    if alg ~= '1' and alg ~= '0' then return nil end
+  end
   local n, mode = tonumber(ARGV[a0 + 1]), ARGV[a0 + 2]
   if n == nil or n < 0 or n ~= floor(n) then return nil end
   local ref = mode == '1'

@@ -172,6 +172,7 @@ func TestMeasureRedisCost(t *testing.T) {
 			scenario{"baseline EVALSHA, 1 sliding log", 1, 1, base(one(limit.SlidingLog), 1, false)},
 			scenario{"baseline EVALSHA, 3 fixed windows, 1 descriptor", 1, 3, base(fw3, 1, false)},
 			scenario{"baseline EVALSHA, 3 mixed rules, 1 descriptor", 1, 3, base(mixed, 1, false)},
+			scenario{"baseline EVALSHA, 3 descriptors of 1 fixed window, 1 batch", 3, 3, base(fw1, 3, true)},
 			scenario{"baseline EVALSHA, 10 descriptors of 1 fixed window, 1 batch", 10, 10, base(fw1, 10, true)},
 		)
 		if parts, ok := strings.CutSuffix(string(src), evalTail); ok {
@@ -187,6 +188,7 @@ func TestMeasureRedisCost(t *testing.T) {
 				scenario{"baseline FCALL, 1 fixed window", 1, 1, basef(fw1, 1, false)},
 				scenario{"baseline FCALL, 3 fixed windows, 1 descriptor", 1, 3, basef(fw3, 1, false)},
 				scenario{"baseline FCALL, 3 mixed rules, 1 descriptor", 1, 3, basef(mixed, 1, false)},
+				scenario{"baseline FCALL, 3 descriptors of 1 fixed window, 1 batch", 3, 3, basef(fw1, 3, true)},
 				scenario{"baseline FCALL, 10 descriptors of 1 fixed window, 1 batch", 10, 10, basef(fw1, 10, true)},
 			)
 		}
