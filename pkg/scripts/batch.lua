@@ -65,40 +65,63 @@ end
 -- length of the error message, then its bytes: the others are decided all
 -- the same. The commonest descriptor -- one epoch-aligned fixed window, a
 -- cost taken, as windows' first lines decide it -- is decided here, its
--- one command that can fail (INCRBY) through redis.pcall; any other goes
+-- one command that can fail (INCRBY) through redis.pcall, with what its
+-- slots give (numbers, the window, the key's tail) kept from the previous
+-- such descriptor when its slots are the same strings; any other goes
 -- through decide_item, under pcall.
 local function decide_batch(KEYS, ARGV, nargv)
   local out, n = {}, 0
+  -- The slots the values below come from (ns0, ls0, ps0: N, L, P; id0:
+  -- the rule id), and those values: good (such a descriptor is decided
+  -- here), the cost, the limit, the window's start and end (us; the end
+  -- also in s, as EXPIREAT takes it), the reset, the key's tail.
+  local ns0, ls0, ps0, id0
+  local good, c, L, start, wend, wends, w, tail
   local a, k = 2, 0 -- ARGV index before the descriptor's nk; KEYS before its keys
   while a < nargv do
-    local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-    local done = false
-    if WINDOWS and nk == 1 and na == 7 and ARGV[a + 4] == '0' and ARGV[a + 5] == '1' then
-      local ns = ARGV[a + 3]
-      local c, L, P = tonumber(ns), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 8])
-      if c and L and P and c > 0 and c <= L and P > 0 and fmod(P, 1000000) == 0 then
+    local na, done = 7, false
+    if WINDOWS and ARGV[a + 1] == '1' and ARGV[a + 2] == '7' and ARGV[a + 4] == '0' and ARGV[a + 5] == '1' then
+      local ns, ls, ps = ARGV[a + 3], ARGV[a + 6], ARGV[a + 8]
+      if ns ~= ns0 or ls ~= ls0 or ps ~= ps0 then
+        ns0, ls0, ps0, id0 = ns, ls, ps, nil
+        local P
+        c, L, P = tonumber(ns), tonumber(ls), tonumber(ps)
+        good = c and L and P and c > 0 and c <= L and P > 0 and fmod(P, 1000000) == 0
+        if good then
+          start = win_start(P)
+          wend = start + P
+          wends = format('%d', wend / 1000000)
+          w = wend - now
+          if w > MAXWAIT then w = MAXWAIT end
+        end
+      end
+      if good then
         done = true
-        local start = win_start(P)
-        local key = KEYS[k + 1] .. ':' .. ARGV[a + 9] .. ':' .. start / 1000000
+        local id = ARGV[a + 9]
+        if id ~= id0 then
+          id0, tail = id, ':' .. id .. ':' .. start / 1000000
+        end
+        local key = KEYS[k + 1] .. tail
         local v = pcall_redis('INCRBY', key, ns)
         if type(v) == 'table' then
           n = put_error(out, n, v.err)
-        else
-          local w = start + P - now
-          if w > MAXWAIT then w = MAXWAIT end
-          if v <= L then
-            if v == c then win_expire(key, start + P) end
-            out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 1, 0, 1, L - v, w
-          else
-            -- Put it back, as windows does.
-            if v == c then v = 0 call('DEL', key) else v = call('DECRBY', key, ns) end
-            out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 0, 0, 0, v >= L and 0 or L - v, w
+        elseif v <= L then
+          if v == c then
+            if testmode then win_expire(key, wend) else call('EXPIREAT', key, wends) end
           end
+          out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 1, 0, 1, L - v, w
+          n = n + 5
+        else
+          -- Put it back, as windows does.
+          if v == c then v = 0 call('DEL', key) else v = call('DECRBY', key, ns) end
+          out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 0, 0, 0, v >= L and 0 or L - v, w
           n = n + 5
         end
       end
     end
     if not done then
+      local nk
+      nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
       local ok, r = pcall(decide_item, KEYS, ARGV, k, a + 1, nk, na)
       if not ok then
         n = put_error(out, n, type(r) == 'table' and r.err or tostring(r))
@@ -108,8 +131,9 @@ local function decide_batch(KEYS, ARGV, nargv)
         for j = 1, #r do out[n + j] = r[j] end
         n = n + #r
       end
+      k = k + nk - 1
     end
-    a, k = a + 2 + na, k + nk
+    a, k = a + 2 + na, k + 1
   end
   return out
 end
@@ -156,7 +180,12 @@ local function decide_call(KEYS, ARGV)
   do
     local a, k = 2, 0
     while a < nargv do
-      local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+      local nk, na
+      if ARGV[a + 1] == '1' and ARGV[a + 2] == '7' then
+        nk, na = 1, 7 -- one rule (the commonest), without tonumber
+      else
+        nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+      end
       if nk == nil or na == nil or nk < 1 or na < 2 or a + 2 + na > nargv or k + nk > nkeys then
         return redis.error_reply('sluice decide: bad batch ARGV at slot ' .. (a + 1))
       end

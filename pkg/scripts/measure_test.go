@@ -37,7 +37,7 @@ import (
 // ARGV), measured beside the others with EVALSHA and, when it ends as
 // DecideScript's source does, as a function library with FCALL: before and
 // after from one run. SLUICE_MEASURE_ONLY keeps only the scenarios whose name holds
-// it.
+// it, or one of its |-separated parts.
 func TestMeasureRedisCost(t *testing.T) {
 	if os.Getenv("SLUICE_MEASURE") != "1" {
 		t.Skip("set SLUICE_MEASURE=1 to measure Redis time per decision")
@@ -197,7 +197,10 @@ func TestMeasureRedisCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	if only := os.Getenv("SLUICE_MEASURE_ONLY"); only != "" {
-		scenarios = slices.DeleteFunc(scenarios, func(s scenario) bool { return !strings.Contains(s.name, only) })
+		alts := strings.Split(only, "|")
+		scenarios = slices.DeleteFunc(scenarios, func(s scenario) bool {
+			return !slices.ContainsFunc(alts, func(a string) bool { return strings.Contains(s.name, a) })
+		})
 	}
 	usec := make([][]float64, len(scenarios)) // per request
 	cpu := make([][]float64, len(scenarios))  // per request
