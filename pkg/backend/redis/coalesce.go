@@ -27,8 +27,9 @@ import (
 //
 // A lane that finds work queued when it comes back continues as a lane
 // goroutine, which sends pipelines until the queue is empty and then parks
-// (at most lanes of them per node) until a lane is handed to it again. So
-// under load the pipelines go out from a few long-lived goroutines, whose
+// (at most lanes of them per node) until a lane is handed to it again, or
+// until it has waited parkIdle for one and exits (a node that lost its
+// traffic, such as a failed master, keeps no goroutine). So under load the pipelines go out from a few long-lived goroutines, whose
 // stacks have grown through go-redis once, instead of from the callers'
 // goroutines or a new goroutine each busy spell, whose stacks grow anew
 // (the garbage collector halves idle stacks). Callers wait on their
@@ -100,6 +101,9 @@ type coalescer struct {
 	byTag bool
 	// timeout bounds a Decide's wait, from its submission (Options.Timeout).
 	timeout time.Duration
+	// parkIdle is how long a parked lane goroutine waits to be handed a
+	// lane before it exits (parkIdle; tests shorten it).
+	parkIdle time.Duration
 
 	ctx     context.Context // cancelled by Close
 	lanesWG sync.WaitGroup
@@ -118,6 +122,12 @@ type coalescer struct {
 // address the cluster ever had.
 const idleNodeTTL = time.Minute
 
+// parkIdle is how long a parked lane goroutine waits for a lane before it
+// exits: far longer than the gaps between pipelines under load, so a busy
+// node keeps its goroutines, and short enough that an idle node (a master
+// that failed over, a quiet spell) holds none for long.
+const parkIdle = 2 * time.Second
+
 // newCoalescer returns the coalescer of a backend with options o
 // (normalized), whose pipelines send sends; cluster says whether calls are
 // bound for several nodes (by address) or all for one. ctx ends with the
@@ -131,6 +141,7 @@ func newCoalescer(ctx context.Context, o Options, cluster bool, send func(ctx co
 		mergeItems: o.mergeItems,
 		byTag:      cluster,
 		timeout:    o.Timeout,
+		parkIdle:   parkIdle,
 		ctx:        ctx,
 		nodes:      map[string]*node{},
 	}
@@ -401,6 +412,7 @@ func (n *node) lane() {
 	defer n.c.lanesWG.Done()
 	var batch []*request
 	var calls []*call
+	var idle *time.Timer
 	for {
 		now := time.Now()
 		n.mu.Lock()
@@ -414,13 +426,44 @@ func (n *node) lane() {
 			}
 			n.mu.Unlock()
 			clear(calls[:cap(calls)])
-			if !park || !<-n.wake {
+			if !park {
+				return
+			}
+			if idle == nil {
+				idle = time.NewTimer(n.c.parkIdle)
+			} else {
+				idle.Reset(n.c.parkIdle)
+			}
+			if !n.parkedWait(idle) {
 				return
 			}
 			continue
 		}
 		n.mu.Unlock()
 		calls = n.send(n.c.ctx, batch, calls[:0])
+	}
+}
+
+// parkedWait waits, parked, until a token comes on wake (it returns the
+// token: true, a lane; false, exit) or idle fires. Then, unless a token
+// is pending after all (sent while it took n.mu), it unparks itself and
+// returns false: the lane goroutine exits.
+func (n *node) parkedWait(idle *time.Timer) bool {
+	select {
+	case ok := <-n.wake:
+		idle.Stop()
+		return ok
+	case <-idle.C:
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	select {
+	case ok := <-n.wake: // handed one while it took the lock
+		return ok
+	default:
+		// No token pending: this goroutine is one of those parked counts.
+		n.parked--
+		return false
 	}
 }
 

@@ -412,6 +412,31 @@ func TestCoalescerParkedLanesBounded(t *testing.T) {
 	f.none(t)
 }
 
+// TestCoalescerParkedLaneExitsWhenIdle: a parked lane goroutine that is
+// handed no lane for parkIdle exits, so a node that lost its traffic (a
+// master that failed over) keeps no goroutine until it is pruned; the node
+// still starts lanes afterwards.
+func TestCoalescerParkedLaneExitsWhenIdle(t *testing.T) {
+	f := newFakeRedis()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newCoalescer(ctx, Options{PipelineLimit: 128, pipelineLanes: 2, Timeout: time.Minute}, false, f.send)
+	c.parkIdle = 20 * time.Millisecond
+	n := c.single
+	for round := range 2 {
+		for range 2 {
+			startLane(n)
+		}
+		// Without the idle exit the two lanes stay parked until Close.
+		lanesEnded(t, c)
+		if p := parkedLanes(n); p != 0 {
+			t.Fatalf("round %d: %d lanes counted as parked after they exited", round, p)
+		}
+	}
+	c.close()
+	f.none(t)
+}
+
 // lanesEnded waits, at most 10 seconds, until every lane of c has ended
 // and no lane goroutine is left (parked ones included).
 func lanesEnded(t *testing.T, c *coalescer) {
