@@ -43,7 +43,10 @@
 # save a CPU profile of the service, sluice or the incumbent, taken after
 # the warm-up, as NAME.ROUND.pprof; read it with go tool pprof -top).
 #
-# Each run takes DURATION + WARMUP + about 1.5 s (server start and stop);
+# Each run takes DURATION + WARMUP + about 1.5 s (server start and stop),
+# and is bounded: the load generator by DURATION + WARMUP + 60 s, the
+# servers by 3 minutes more (DURATION and WARMUP: a whole number and ms, s
+# or m);
 # the cluster takes about 3 s to form, once. `all` is 29 runs a round with
 # the incumbent (21 without): about 6 minutes a round at the defaults.
 #
@@ -60,6 +63,24 @@ out=${1:?usage: measure.sh OUTDIR}
 rounds=${ROUNDS:-3}
 duration=${DURATION:-10s}
 warmup=${WARMUP:-2s}
+
+seconds() { # a duration as measure.sh takes it (500ms, 10s, 5m): whole seconds, rounded up
+	if [[ $1 =~ ^([0-9]+)(ms|s|m)$ ]]; then
+		case ${BASH_REMATCH[2]} in
+		ms) echo $(((BASH_REMATCH[1] + 999) / 1000)) ;;
+		s) echo $((BASH_REMATCH[1])) ;;
+		m) echo $((BASH_REMATCH[1] * 60)) ;;
+		esac
+	else
+		echo "measure.sh: a duration is a whole number followed by ms, s or m (DURATION, WARMUP), got '$1'" >&2
+		return 2
+	fi
+}
+# Every process of a run is bounded in time: the load generator by its
+# run plus a minute, the servers by that plus three more minutes.
+d_s=$(seconds "$duration") && w_s=$(seconds "$warmup") || exit 2
+load_limit=$((d_s + w_s + 60))
+server_limit=$((load_limit + 180))
 c=${C:-64}
 keys=${KEYS:-10000}
 
@@ -302,13 +323,13 @@ run() {
 	if [ "$kind" = redis ] || [ "$kind" = incumbent ]; then each_node flushall >/dev/null; fi
 	case $kind in
 	noop)
-		"${prio[@]}" timeout 300 "$out/bin/sluice-bench" noop --addr 127.0.0.1:$noop_port --for 120s 2>"$out/$name.$round.server.log" &
+		"${prio[@]}" timeout $server_limit "$out/bin/sluice-bench" noop --addr 127.0.0.1:$noop_port --for ${load_limit}s 2>"$out/$name.$round.server.log" &
 		pid=$! port=$noop_port
 		;;
 	memory | redis)
 		"${prio[@]}" env GRPC_HOST=127.0.0.1 GRPC_PORT=$grpc_port HOST=127.0.0.1 PORT=$http_port LOG_LEVEL=warn \
 			SLUICE_ADMIN_ADDR=127.0.0.1:$admin_port BACKEND_TYPE=$kind REDIS_TYPE=$rtype REDIS_URL="$url" REDIS_SOCKET_TYPE=tcp ${SLUICE_ENV:-} \
-			$target_env timeout 300 "$out/bin/sluice" serve --config "$out/$conf" >"$out/$name.$round.server.log" 2>&1 &
+			$target_env timeout $server_limit "$out/bin/sluice" serve --config "$out/$conf" >"$out/$name.$round.server.log" 2>&1 &
 		pid=$! port=$grpc_port pprof=127.0.0.1:$admin_port
 		;;
 	incumbent)
@@ -321,7 +342,7 @@ run() {
 			DEBUG_HOST=127.0.0.1 DEBUG_PORT=$debug_port LOG_LEVEL=warn USE_STATSD=false \
 			RUNTIME_ROOT="$out/inc-$conf" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
 			BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_TYPE=$rtype REDIS_URL="$url" REDIS_PIPELINE_WINDOW=$window \
-			timeout 300 "$out/bin/incumbent" >"$out/$name.$round.server.log" 2>&1 &
+			timeout $server_limit "$out/bin/incumbent" >"$out/$name.$round.server.log" 2>&1 &
 		pid=$! port=$grpc_port pprof=127.0.0.1:$debug_port
 		;;
 	esac
@@ -336,12 +357,12 @@ run() {
 	local profiler=
 	if [ -n "${PROFILE:-}" ] && [ -n "$pprof" ]; then
 		# The server's CPU profile, PROFILE seconds from the end of the warm-up.
-		(sleep "$warmup" && exec timeout 120 curl -sf -o "$out/$name.$round.pprof" \
+		(sleep "$warmup" && exec timeout $load_limit curl -sf -o "$out/$name.$round.pprof" \
 			"http://$pprof/debug/pprof/profile?seconds=$PROFILE") &
 		profiler=$!
 		pids+=("$profiler")
 	fi
-	"${prio[@]}" timeout 120 "$out/bin/sluice-bench" --addr 127.0.0.1:$port --duration "$duration" --warmup "$warmup" \
+	"${prio[@]}" timeout $load_limit "$out/bin/sluice-bench" --addr 127.0.0.1:$port --duration "$duration" --warmup "$warmup" \
 		-c "$conc" --keys "$keys" --quiet "$@" >"$out/$name.$round.json"
 	if [ -n "$profiler" ]; then wait "$profiler" || echo "$name round $round: no CPU profile" >&2; fi
 	if [ "$kind" = memory ] || [ "$kind" = redis ]; then # sluice's own counters (the denial cache's hits)

@@ -21,22 +21,27 @@ func TestMeasureTargets(t *testing.T) {
 		"redis1cl inc1cl redis6fw redis10d inc10 redis1nc redis1nm redis1ev memorynw attacknc"
 	for _, tt := range []struct {
 		name, targets, incumbent, want string
+		env                            []string // more settings
 	}{
-		{"default: every group", "", "/bin/ratelimit", all},
-		{"all", "all", "/bin/ratelimit", all},
-		{"without the incumbent", "", "", "noop memory redis1 redis3 redis3fw redis3d attack noop-c1 redis1-c1 noop-c16 redis1-c16 noop-c256 redis1-c256 redis1cl redis6fw redis10d redis1nc redis1nm redis1ev memorynw attacknc"},
-		{"groups share targets", "rules descriptors", "/bin/ratelimit", "redis1 redis3fw redis6fw inc1 redis3d inc3 redis10d inc10"},
-		{"concurrency keeps the default c in its place", "concurrency", "x", "noop-c1 redis1-c1 inc1-c1 noop-c16 redis1-c16 inc1-c16 noop redis1 inc1 noop-c256 redis1-c256 inc1-c256"},
-		{"cluster", "cluster", "x", "redis1 inc1 redis1cl inc1cl"},
-		{"defaults", "defaults", "", "redis1 redis1nc redis1nm redis1ev memory memorynw attack attacknc"},
-		{"plain targets and a repeat", "redis1 noop-c8 redis1", "", "redis1 noop-c8"},
-		{"an unknown target stops it", "redis1 redis2", "", "exit status 2"},
-		{"a bad concurrency suffix stops it", "redis1-cx", "", "exit status 2"},
+		{"default: every group", "", "/bin/ratelimit", all, nil},
+		{"all", "all", "/bin/ratelimit", all, nil},
+		{"without the incumbent", "", "", "noop memory redis1 redis3 redis3fw redis3d attack noop-c1 redis1-c1 noop-c16 redis1-c16 noop-c256 redis1-c256 redis1cl redis6fw redis10d redis1nc redis1nm redis1ev memorynw attacknc", nil},
+		{"groups share targets", "rules descriptors", "/bin/ratelimit", "redis1 redis3fw redis6fw inc1 redis3d inc3 redis10d inc10", nil},
+		{"concurrency keeps the default c in its place", "concurrency", "x", "noop-c1 redis1-c1 inc1-c1 noop-c16 redis1-c16 inc1-c16 noop redis1 inc1 noop-c256 redis1-c256 inc1-c256", nil},
+		{"cluster", "cluster", "x", "redis1 inc1 redis1cl inc1cl", nil},
+		{"defaults", "defaults", "", "redis1 redis1nc redis1nm redis1ev memory memorynw attack attacknc", nil},
+		{"plain targets and a repeat", "redis1 noop-c8 redis1", "", "redis1 noop-c8", nil},
+		{"an unknown target stops it", "redis1 redis2", "", "exit status 2", nil},
+		{"a bad concurrency suffix stops it", "redis1-cx", "", "exit status 2", nil},
+		{"a run longer than two minutes, a warm-up under a second", "redis1", "", "redis1", []string{"DURATION=310s", "WARMUP=500ms"}},
+		{"a duration it cannot bound stops it", "redis1", "", "exit status 2", []string{"DURATION=1m30s"}},
+		{"so does a bad warm-up", "redis1", "", "exit status 2", []string{"WARMUP=2"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out := t.TempDir()
 			cmd := exec.Command(bash, "measure.sh", filepath.Join(out, "o"))
 			cmd.Env = append(os.Environ(), "LIST=1", "TARGETS="+tt.targets, "INCUMBENT_BIN="+tt.incumbent)
+			cmd.Env = append(cmd.Env, tt.env...)
 			got, err := cmd.Output()
 			if err != nil {
 				got = []byte(err.Error())
