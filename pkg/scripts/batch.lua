@@ -57,6 +57,14 @@ local function put_error(out, n, msg)
   return n + #msg
 end
 
+-- put_reply appends to out, after its n-th slot, one descriptor's reply r
+-- (an error reply as put_error writes it). It returns out's new length.
+local function put_reply(out, n, r)
+  if r.err then return put_error(out, n, r.err) end
+  for j = 1, #r do out[n + j] = r[j] end
+  return n + #r
+end
+
 -- decide_batch decides each descriptor of a batch (decided one by one; its
 -- shape already checked), in order, and returns the batch's reply: each
 -- descriptor's reply, one after the other, written straight into one
@@ -123,13 +131,10 @@ local function decide_batch(KEYS, ARGV, nargv)
       local nk
       nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
       local ok, r = pcall(decide_item, KEYS, ARGV, k, a + 1, nk, na)
-      if not ok then
-        n = put_error(out, n, type(r) == 'table' and r.err or tostring(r))
-      elseif r.err then
-        n = put_error(out, n, r.err)
+      if ok then
+        n = put_reply(out, n, r)
       else
-        for j = 1, #r do out[n + j] = r[j] end
-        n = n + #r
+        n = put_error(out, n, type(r) == 'table' and r.err or tostring(r))
       end
       k = k + nk - 1
     end
@@ -262,13 +267,7 @@ local function decide_call(KEYS, ARGV)
   -- The reply: a batch's (decide_batch).
   local out, n = {}, 0
   for h = 1, #replies do
-    local r = replies[h]
-    if r.err then
-      n = put_error(out, n, r.err)
-    else
-      for j = 1, #r do out[n + j] = r[j] end
-      n = n + #r
-    end
+    n = put_reply(out, n, replies[h])
   end
   return out
 end
