@@ -391,10 +391,7 @@ func TestCoalescerQueueSentByLaneGoroutine(t *testing.T) {
 // node; one more that empties the queue exits, and closing the coalescer
 // stops the parked ones.
 func TestCoalescerParkedLanesBounded(t *testing.T) {
-	f := newFakeRedis()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := newCoalescer(ctx, Options{PipelineLimit: 128, pipelineLanes: 2, Timeout: time.Minute}, false, f.send)
+	f, c := parkingCoalescer(t, false)
 	n := c.single
 	for range 3 {
 		startLane(n)
@@ -417,10 +414,7 @@ func TestCoalescerParkedLanesBounded(t *testing.T) {
 // master that failed over) keeps no goroutine until it is pruned; the node
 // still starts lanes afterwards.
 func TestCoalescerParkedLaneExitsWhenIdle(t *testing.T) {
-	f := newFakeRedis()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := newCoalescer(ctx, Options{PipelineLimit: 128, pipelineLanes: 2, Timeout: time.Minute}, false, f.send)
+	f, c := parkingCoalescer(t, false)
 	c.parkIdle = 20 * time.Millisecond
 	n := c.single
 	for round := range 2 {
@@ -435,6 +429,17 @@ func TestCoalescerParkedLaneExitsWhenIdle(t *testing.T) {
 	}
 	c.close()
 	f.none(t)
+}
+
+// parkingCoalescer returns a fake Redis and a coalescer sending to it, of
+// two lanes per node (cluster: nodes by address), whose lane goroutines
+// park; it is cancelled when the test ends.
+func parkingCoalescer(t *testing.T, cluster bool) (*fakeRedis, *coalescer) {
+	t.Helper()
+	f := newFakeRedis()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return f, newCoalescer(ctx, Options{PipelineLimit: 128, pipelineLanes: 2, Timeout: time.Minute}, cluster, f.send)
 }
 
 // lanesEnded waits, at most 10 seconds, until every lane of c has ended
@@ -514,10 +519,7 @@ func TestCoalescerParkedLaneTakesOver(t *testing.T) {
 // caller still held it) exits instead of parking, since closing the
 // coalescer no longer reaches the node.
 func TestCoalescerPrunedNodeParksNoLane(t *testing.T) {
-	f := newFakeRedis()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := newCoalescer(ctx, Options{PipelineLimit: 128, pipelineLanes: 2, Timeout: time.Minute}, true, f.send)
+	f, c := parkingCoalescer(t, true)
 	now := time.Now()
 	n := c.node("a:1", now)
 	startLane(n)
