@@ -181,10 +181,46 @@ func TestParseDecideInts(t *testing.T) {
 				{Allowed: true, Remaining: 2, Reset: 500 * time.Microsecond},
 			}},
 		},
-		{name: "too short", ints: []int64{1, 0, 1, 9}, n: 1, wantErr: true},
-		{name: "negative remaining", ints: []int64{1, 0, 1, -1, 5}, n: 1, wantErr: true},
+		{
+			name: "one rule admitted: its remaining, its reset",
+			ints: []int64{9, 1000},
+			n:    1,
+			want: limit.Decision{Allowed: true, Binding: 0, Outcomes: []limit.Outcome{
+				{Allowed: true, Remaining: 9, Reset: time.Millisecond},
+			}},
+		},
+		{
+			name: "one rule admitted, none left",
+			ints: []int64{0, 7},
+			n:    1,
+			want: limit.Decision{Allowed: true, Binding: 0, Outcomes: []limit.Outcome{
+				{Allowed: true, Remaining: 0, Reset: 7 * time.Microsecond},
+			}},
+		},
+		{
+			name: "one rule denied, none left: -1",
+			ints: []int64{-1, 500},
+			n:    1,
+			want: limit.Decision{Allowed: false, Binding: 0, Outcomes: []limit.Outcome{
+				{Allowed: false, Remaining: 0, Reset: 500 * time.Microsecond},
+			}},
+		},
+		{
+			name: "one rule denied with 2^53-1 left (a cost above it): exact",
+			ints: []int64{-(1 << 53), 500},
+			n:    1,
+			want: limit.Decision{Allowed: false, Binding: 0, Outcomes: []limit.Outcome{
+				{Allowed: false, Remaining: 1<<53 - 1, Reset: 500 * time.Microsecond},
+			}},
+		},
+		{name: "one rule in the long form", ints: []int64{1, 0, 1, 9, 5}, n: 1, wantErr: true},
+		{name: "one rule, too short", ints: []int64{9}, n: 1, wantErr: true},
+		{name: "one rule, negative reset", ints: []int64{9, -1}, n: 1, wantErr: true},
+		{name: "one rule, the failed marker", ints: []int64{ItemFailed, 5}, n: 1, wantErr: true},
+		{name: "too short", ints: []int64{1, 0, 1, 9, 5, 1, 2}, n: 2, wantErr: true},
+		{name: "negative remaining", ints: []int64{1, 0, 1, -1, 5, 1, 2, 5}, n: 2, wantErr: true},
 		{name: "binding disagrees with Bind", ints: []int64{1, 0, 1, 9, 1000, 1, 2, 500}, n: 2, wantErr: true}, // rule 1 has less left
-		{name: "allowed disagrees with Bind", ints: []int64{0, 0, 1, 3, 5}, n: 1, wantErr: true},
+		{name: "allowed disagrees with Bind", ints: []int64{0, 1, 1, 3, 5, 1, 2, 5}, n: 2, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

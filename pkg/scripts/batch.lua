@@ -47,35 +47,52 @@ local function decide_item(KEYS, ARGV, k, a, nk, na)
 end
 
 -- put_error appends to out, after its n-th slot, a failed descriptor's
--- reply: -1, the length of the error message msg, then its bytes. It
--- returns out's new length.
+-- reply: -(2^53 + 2) (no decided descriptor's reply starts with it), the
+-- length of the error message msg, then its bytes. It returns out's new
+-- length.
 local function put_error(out, n, msg)
   local byte = string.byte
-  out[n + 1], out[n + 2] = -1, #msg
+  out[n + 1], out[n + 2] = -9007199254740994, #msg
   n = n + 2
   for j = 1, #msg do out[n + j] = byte(msg, j) end
   return n + #msg
 end
 
+-- one_rule returns the two integers a descriptor of one rule replies
+-- instead of r's five (CONTRACT.md, "Reply"): its remaining when it was
+-- admitted, else -1 minus its remaining (exact: a remaining is below
+-- 2^53); then its reset.
+local function one_rule(r)
+  if r[1] == 1 then return r[4], r[5] end
+  return -1 - r[4], r[5]
+end
+
 -- put_reply appends to out, after its n-th slot, one descriptor's reply r
--- (an error reply as put_error writes it). It returns out's new length.
+-- (an error reply as put_error writes it; a descriptor of one rule's as
+-- one_rule gives it). It returns out's new length.
 local function put_reply(out, n, r)
   if r.err then return put_error(out, n, r.err) end
-  for j = 1, #r do out[n + j] = r[j] end
-  return n + #r
+  local m = #r
+  if m == 5 then
+    out[n + 1], out[n + 2] = one_rule(r)
+    return n + 2
+  end
+  for j = 1, m do out[n + j] = r[j] end
+  return n + m
 end
 
 -- decide_batch decides each descriptor of a batch (decided one by one; its
 -- shape already checked), in order, and returns the batch's reply: each
 -- descriptor's reply, one after the other, written straight into one
 -- table. A descriptor whose call fails (an error reply, or a command
--- failing inside it, such as a key of the wrong type) replies -1, the
--- length of the error message, then its bytes: the others are decided all
+-- failing inside it, such as a key of the wrong type) replies as
+-- put_error writes it: the others are decided all
 -- the same. The commonest descriptor -- one epoch-aligned fixed window, a
 -- cost taken, as windows' first lines decide it -- is decided here, its
 -- one command that can fail (INCRBY) through redis.pcall, with what its
 -- slots give (numbers, the window, the key's tail) kept from the previous
--- such descriptor when its slots are the same strings; any other goes
+-- such descriptor when its slots are the same strings, and not looked at
+-- again for an item "=" (the previous descriptor's slots); any other goes
 -- through decide_item, under pcall.
 local function decide_batch(KEYS, ARGV, nargv)
   local out, n = {}, 0
@@ -85,60 +102,68 @@ local function decide_batch(KEYS, ARGV, nargv)
   -- also in s, as EXPIREAT takes it), the reset, the key's tail.
   local ns0, ls0, ps0, id0
   local good, c, L, start, wend, wends, w, tail
-  local a, k = 2, 0 -- ARGV index before the descriptor's nk; KEYS before its keys
+  -- The descriptor's slots: the index before their nk (d), whether it is
+  -- decided here (fast), its nk and na; an item "=" keeps the previous.
+  local d, fast, nk, na
+  local a, k = 2, 0 -- ARGV index before the item; KEYS before its keys
   while a < nargv do
-    local na, done = 7, false
-    if WINDOWS and ARGV[a + 1] == '1' and ARGV[a + 2] == '7' and ARGV[a + 4] == '0' and ARGV[a + 5] == '1' then
-      local ns, ls, ps = ARGV[a + 3], ARGV[a + 6], ARGV[a + 8]
-      if ns ~= ns0 or ls ~= ls0 or ps ~= ps0 then
-        ns0, ls0, ps0, id0 = ns, ls, ps, nil
-        local P
-        c, L, P = tonumber(ns), tonumber(ls), tonumber(ps)
-        good = c and L and P and c > 0 and c <= L and P > 0 and fmod(P, 1000000) == 0
-        if good then
-          start = win_start(P)
-          wend = start + P
-          wends = format('%d', wend / 1000000)
-          w = wend - now
-          if w > MAXWAIT then w = MAXWAIT end
-        end
-      end
-      if good then
-        done = true
-        local id = ARGV[a + 9]
-        if id ~= id0 then
-          id0, tail = id, ':' .. id .. ':' .. start / 1000000
-        end
-        local key = KEYS[k + 1] .. tail
-        local v = pcall_redis('INCRBY', key, ns)
-        if type(v) == 'table' then
-          n = put_error(out, n, v.err)
-        elseif v <= L then
-          if v == c then
-            if testmode then win_expire(key, wend) else call('EXPIREAT', key, wends) end
+    local step = 1
+    if ARGV[a + 1] ~= '=' then
+      d, fast = a, false
+      if WINDOWS and ARGV[a + 1] == '1' and ARGV[a + 2] == '7' and ARGV[a + 4] == '0' and ARGV[a + 5] == '1' then
+        nk, na = 1, 7
+        local ns, ls, ps = ARGV[a + 3], ARGV[a + 6], ARGV[a + 8]
+        if ns ~= ns0 or ls ~= ls0 or ps ~= ps0 then
+          ns0, ls0, ps0, id0 = ns, ls, ps, nil
+          local P
+          c, L, P = tonumber(ns), tonumber(ls), tonumber(ps)
+          good = c and L and P and c > 0 and c <= L and P > 0 and fmod(P, 1000000) == 0
+          if good then
+            start = win_start(P)
+            wend = start + P
+            wends = format('%d', wend / 1000000)
+            w = wend - now
+            if w > MAXWAIT then w = MAXWAIT end
           end
-          out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 1, 0, 1, L - v, w
-          n = n + 5
-        else
-          -- Put it back, as windows does.
-          if v == c then v = 0 call('DEL', key) else v = call('DECRBY', key, ns) end
-          out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 0, 0, 0, v >= L and 0 or L - v, w
-          n = n + 5
         end
+        if good then
+          fast = true
+          local id = ARGV[a + 9]
+          if id ~= id0 then
+            id0, tail = id, ':' .. id .. ':' .. start / 1000000
+          end
+        end
+      else
+        nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
       end
+      step = 2 + na
     end
-    if not done then
-      local nk
-      nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-      local ok, r = pcall(decide_item, KEYS, ARGV, k, a + 1, nk, na)
+    if fast then
+      local key = KEYS[k + 1] .. tail
+      local v = pcall_redis('INCRBY', key, ns0)
+      if type(v) == 'table' then
+        n = put_error(out, n, v.err)
+      elseif v <= L then
+        if v == c then
+          if testmode then win_expire(key, wend) else call('EXPIREAT', key, wends) end
+        end
+        out[n + 1], out[n + 2] = L - v, w
+        n = n + 2
+      else
+        -- Put it back, as windows does.
+        if v == c then v = 0 call('DEL', key) else v = call('DECRBY', key, ns0) end
+        out[n + 1], out[n + 2] = v >= L and -1 or -1 - (L - v), w
+        n = n + 2
+      end
+    else
+      local ok, r = pcall(decide_item, KEYS, ARGV, k, d + 1, nk, na)
       if ok then
         n = put_reply(out, n, r)
       else
         n = put_error(out, n, type(r) == 'table' and r.err or tostring(r))
       end
-      k = k + nk - 1
     end
-    a, k = a + 2 + na, k + 1
+    a, k = a + step, k + nk
   end
   return out
 end
@@ -171,30 +196,39 @@ local function decide_call(KEYS, ARGV)
 
   local kind = ARGV[2]
   if kind ~= 'b' and kind ~= 't' then
-    return decide_one(KEYS, ARGV)
+    local r = decide_one(KEYS, ARGV)
+    if r.err or #r ~= 5 then return r end
+    return { one_rule(r) }
   end
   -- "t" instead of "b": the batch is decided together (CONTRACT.md, "Batches
   -- decided together"): if any descriptor is denied, none consumes.
   local together = kind == 't'
 
-  -- A batch: ARGV[1] now, ARGV[2] "b", then per descriptor: nk (its number of
-  -- KEYS), na (its number of slots after na: N, refund, the rules' slots),
-  -- and those slots. Its shape is checked whole before any descriptor is
-  -- decided, so a malformed batch writes nothing.
+  -- A batch: ARGV[1] now, ARGV[2] "b", then per descriptor an item: nk (its
+  -- number of KEYS), na (its number of slots after na: N, refund, the
+  -- rules' slots), and those slots; or "=", one slot: the previous
+  -- descriptor's nk, na and slots again. Its shape is checked whole before
+  -- any descriptor is decided, so a malformed batch writes nothing.
   local nargv, nkeys = #ARGV, #KEYS
   do
-    local a, k = 2, 0
+    local a, k, nk = 2, 0, nil
     while a < nargv do
-      local nk, na
-      if ARGV[a + 1] == '1' and ARGV[a + 2] == '7' then
-        nk, na = 1, 7 -- one rule (the commonest), without tonumber
+      local step
+      if ARGV[a + 1] == '=' then
+        step = 1 -- nk stays the previous descriptor's (none: refused below)
       else
-        nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+        local na
+        if ARGV[a + 1] == '1' and ARGV[a + 2] == '7' then
+          nk, na = 1, 7 -- one rule (the commonest), without tonumber
+        else
+          nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+        end
+        if na == nil or na < 2 then nk = nil else step = 2 + na end
       end
-      if nk == nil or na == nil or nk < 1 or na < 2 or a + 2 + na > nargv or k + nk > nkeys then
+      if nk == nil or nk < 1 or a + step > nargv or k + nk > nkeys then
         return redis.error_reply('sluice decide: bad batch ARGV at slot ' .. (a + 1))
       end
-      a, k = a + 2 + na, k + nk
+      a, k = a + step, k + nk
     end
     if k ~= nkeys then
       return redis.error_reply('sluice decide: batch names ' .. k .. ' KEYS, got ' .. nkeys)
@@ -228,17 +262,21 @@ local function decide_call(KEYS, ARGV)
   local replies, args, keyss = {}, {}, {}
   local denied = false
   do
-    local a, k = 2, 0
+    local a, k, d = 2, 0, nil -- d: the index before the descriptor's slots' nk
     while a < nargv do
-      local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+      local step = 1
+      if ARGV[a + 1] ~= '=' then
+        d, step = a, 2 + tonumber(ARGV[a + 2])
+      end
+      local nk, na = tonumber(ARGV[d + 1]), tonumber(ARGV[d + 2])
       local keys, argv = {}, { ARGV[1] }
       for j = 1, nk do keys[j] = KEYS[k + j] end
-      for j = 1, na do argv[j + 1] = ARGV[a + 2 + j] end
+      for j = 1, na do argv[j + 1] = ARGV[d + 2 + j] end
       local h = #replies + 1
       local r = decide_one(keys, argv)
       replies[h], args[h], keyss[h] = r, argv, keys
       denied = denied or (r.err == nil and r[1] == 0)
-      a, k = a + 2 + na, k + nk
+      a, k = a + step, k + nk
     end
   end
   saving = nil

@@ -23,11 +23,14 @@ type batchItem struct {
 // runBatch decides items in one batch call at now and compares every
 // descriptor's Decision with limit.Decide run on the items in order, as
 // separate calls would be, then each written descriptor's stored state.
-func runBatch(t *testing.T, step string, now limit.Micros, items []batchItem) []limit.Decision {
+// An item whose slots are the item before's goes as a RepeatItem, as the
+// Redis backend sends it; repeats counts them.
+func runBatch(t *testing.T, step string, now limit.Micros, items []batchItem, repeats *int) []limit.Decision {
 	t.Helper()
 	clock := Time{Fixed: true, At: now}
 	args := AppendBatchHead(nil, clock)
 	var keys []string
+	var prev []any
 	for _, it := range items {
 		prepared := make([]*RuleArgs, len(it.h.rules))
 		for i, r := range it.h.rules {
@@ -38,7 +41,13 @@ func runBatch(t *testing.T, step string, now limit.Micros, items []batchItem) []
 			prepared[i] = a
 		}
 		keys = append(keys, it.h.keys...)
-		args = AppendBatchItem(args, len(it.h.keys), it.cost, prepared, clock)
+		item := AppendBatchItem(nil, len(it.h.keys), it.cost, prepared, clock)
+		if slices.Equal(item, prev) {
+			args = AppendRepeatItem(args)
+			*repeats++
+			continue
+		}
+		args, prev = append(args, item...), item
 	}
 	h0 := items[0].h
 	ints, err := h0.c.Eval(h0.ctx, DecideScript().Source, keys, args...).Int64Slice()
@@ -72,8 +81,10 @@ func runBatch(t *testing.T, step string, now limit.Micros, items []batchItem) []
 // TestBatchMatchesSeparateCalls: one batch call decides each of its
 // descriptors exactly as its own call would, in order: random rule sets,
 // random costs, several descriptors per batch and the same descriptor more
-// than once in one batch (the second sees the first's writes), compared
-// with limit.Decide at every step and in the stored state.
+// than once in one batch (the second sees the first's writes), items
+// repeating the item before (the same descriptor again, or another of the
+// same limits), compared with limit.Decide at every step and in the stored
+// state.
 func TestBatchMatchesSeparateCalls(t *testing.T) {
 	srv := redistest.Standalone(t)
 	c := srv.Client()
@@ -82,7 +93,7 @@ func TestBatchMatchesSeparateCalls(t *testing.T) {
 	if testing.Short() {
 		scenarios = 30
 	}
-	repeated, oneWindow := 0, 0
+	repeated, oneWindow, repeatItems := 0, 0, 0
 	for sc := range scenarios {
 		rng := rand.New(rand.NewPCG(uint64(sc), 0xba7c4))
 		hs := make([]*harness, 1+rng.IntN(5))
@@ -90,6 +101,9 @@ func TestBatchMatchesSeparateCalls(t *testing.T) {
 			rules := make([]limit.Rule, 1+rng.IntN(3))
 			for k := range rules {
 				rules[k] = randomRule(rng, zones)
+			}
+			if i > 0 && rng.IntN(2) == 0 {
+				rules = hs[0].rules // another descriptor of the same limits
 			}
 			hs[i] = newHarness(t, c, fmt.Sprintf("batch%d.%d", sc, i), rules)
 		}
@@ -110,8 +124,12 @@ func TestBatchMatchesSeparateCalls(t *testing.T) {
 					oneWindow++ // decided by the batch's own loop
 				}
 			}
-			runBatch(t, fmt.Sprintf("scenario %d step %d", sc, step), now, items)
+			runBatch(t, fmt.Sprintf("scenario %d step %d", sc, step), now, items, &repeatItems)
 		}
+	}
+	t.Logf("%d repeated descriptors, %d one-window, %d repeat items", repeated, oneWindow, repeatItems)
+	if repeatItems < 100 {
+		t.Errorf("only %d items repeating the item before; the scenarios do not exercise them", repeatItems)
 	}
 	if repeated < 100 {
 		t.Errorf("only %d repeated descriptors in a batch; the scenarios do not exercise them", repeated)
@@ -168,6 +186,143 @@ func TestBatchErrorIsPerDescriptor(t *testing.T) {
 	}
 }
 
+// TestBatchRepeatItems: a batch whose items repeating the item before are
+// written as RepeatItem decides, replies and writes exactly as the same
+// descriptors decided by separate calls, in order, and as the same batch
+// written in full: for each shape of descriptor (the batch's own loop,
+// several fixed windows, the general way, a sliding log's key of its own),
+// repeats of one descriptor and of others of the same limits, after items
+// of other limits; decided one by one ("b") or together ("t"). A second
+// batch decided together, whose last descriptor is denied, puts every key
+// back, written in full or not.
+func TestBatchRepeatItems(t *testing.T) {
+	c := redistest.Standalone(t).Client()
+	ctx := t.Context()
+	now := limit.Micros(1_800_000_000_000_000)
+	clock := Time{Fixed: true, At: now}
+	prepare := func(rules ...limit.Rule) []*RuleArgs {
+		var out []*RuleArgs
+		for _, r := range rules {
+			a, err := PrepareRule(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, a)
+		}
+		return out
+	}
+	other, deny := prepare(limit.Rule{Unit: limit.Hour, Limit: 5}), prepare(limit.Rule{Unit: limit.Hour, Limit: 0})
+	shapes := []struct {
+		name  string
+		rules []*RuleArgs
+	}{
+		{"one fixed window", prepare(limit.Rule{Unit: limit.Minute, Limit: 3})},
+		{"several fixed windows", prepare(limit.Rule{Unit: limit.Minute, Limit: 3}, limit.Rule{Unit: limit.Hour, Limit: 4})},
+		{"the general way", prepare(limit.Rule{Unit: limit.Minute, Limit: 3}, limit.Rule{Algorithm: limit.TokenBucket, Unit: limit.Hour, Limit: 4})},
+		{"a sliding log", prepare(limit.Rule{Algorithm: limit.SlidingLog, Unit: limit.Minute, Limit: 3})},
+	}
+	type item struct {
+		id    string
+		rules []*RuleArgs
+	}
+	// stored renders every key under ns (without ns): its value and TTL.
+	stored := func(ns string) string {
+		found, err := c.Keys(ctx, ns+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, k := range found {
+			v := c.Dump(ctx, k).Val()
+			if c.Type(ctx, k).Val() == "zset" {
+				v = fmt.Sprint(c.ZRangeWithScores(ctx, k, 0, -1).Val())
+			}
+			m[strings.TrimPrefix(k, ns)] = v + " ttl " + c.PTTL(ctx, k).Val().Round(time.Minute).String()
+		}
+		return fmt.Sprint(m)
+	}
+	// batch decides items under ns in one call, each repeating the item
+	// before written as RepeatItem when fold is set.
+	batch := func(ns string, items []item, together, fold bool) []int64 {
+		args := AppendBatchHead(nil, clock)
+		if together {
+			args = AppendTogetherHead(nil, clock)
+		}
+		var keys []string
+		var err error
+		for i, it := range items {
+			k := len(keys)
+			if keys, err = AppendKeys(keys, ns, it.id, it.rules); err != nil {
+				t.Fatal(err)
+			}
+			if fold && i > 0 && slices.Equal(it.rules, items[i-1].rules) {
+				args = AppendRepeatItem(args)
+				continue
+			}
+			args = AppendBatchItem(args, len(keys)-k, limit.Cost{N: 1}, it.rules, clock)
+		}
+		ints, err := c.Eval(ctx, DecideScript().Source, keys, args...).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ints
+	}
+	// separate decides items under ns, each in its own call.
+	separate := func(ns string, items []item) []int64 {
+		var all []int64
+		for _, it := range items {
+			keys, err := AppendKeys(nil, ns, it.id, it.rules)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := AppendHead(nil, limit.Cost{N: 1}, clock)
+			for _, r := range it.rules {
+				args = r.Append(args, clock)
+			}
+			ints, err := c.Eval(ctx, DecideScript().Source, keys, args...).Int64Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, ints...)
+		}
+		return all
+	}
+	for _, together := range []bool{false, true} {
+		for _, sh := range shapes {
+			t.Run(fmt.Sprintf("%s together=%v", sh.name, together), func(t *testing.T) {
+				p := sh.rules
+				// a, b three times (its limit), two of other limits, c, a
+				// twice: nothing is denied the first time.
+				items := []item{{"a", p}, {"b", p}, {"b", p}, {"b", p}, {"x", other}, {"y", other}, {"c", p}, {"a", p}, {"a", p}}
+				ns := fmt.Sprintf("%s %v ", sh.name, together)
+				one, full, fold := ns+"one:", ns+"full:", ns+"fold:"
+				want := separate(one, items)
+				for _, f := range []bool{false, true} {
+					got := batch(map[bool]string{false: full, true: fold}[f], items, together, f)
+					if !slices.Equal(got, want) {
+						t.Fatalf("batch (repeat items %v) replies\n %v\nseparate calls\n %v", f, got, want)
+					}
+				}
+				if a, b, w := stored(full), stored(fold), stored(one); a != w || b != w {
+					t.Fatalf("keys: written in full\n %s\nwith repeat items\n %s\nseparate calls\n %s", a, b, w)
+				}
+				if !together {
+					return
+				}
+				before := stored(one)
+				items = append(items, item{"denied", deny})
+				a, b := batch(full, items, true, false), batch(fold, items, true, true)
+				if !slices.Equal(a, b) {
+					t.Fatalf("denied together: repeat items reply\n %v\nwritten in full\n %v", b, a)
+				}
+				if f, g := stored(full), stored(fold); f != before || g != before {
+					t.Fatalf("denied together: keys written in full\n %s\nwith repeat items\n %s\nwant as before\n %s", f, g, before)
+				}
+			})
+		}
+	}
+}
+
 // TestBatchMalformedWritesNothing: a batch whose shape does not add up is
 // refused whole before any descriptor is decided.
 func TestBatchMalformedWritesNothing(t *testing.T) {
@@ -190,6 +345,8 @@ func TestBatchMalformedWritesNothing(t *testing.T) {
 		{"a key short", []string{h.counter}, args},
 		{"a slot short", []string{h.counter, h.counter}, args[:len(args)-1]},
 		{"a key too many", []string{h.counter, h.counter, h.counter}, args},
+		{"a repeat item first", []string{h.counter}, append(AppendBatchHead(nil, clock), RepeatItem)},
+		{"a repeat item without its key", []string{h.counter, h.counter}, AppendRepeatItem(AppendRepeatItem(args))},
 	} {
 		err := c.Eval(h.ctx, DecideScript().Source, tt.keys, tt.args...).Err()
 		if err == nil || !strings.Contains(err.Error(), "sluice decide: ") {

@@ -250,6 +250,17 @@ func AppendBatchItem(dst []any, nkeys int, cost limit.Cost, rules []*RuleArgs, c
 	return dst
 }
 
+// RepeatItem is the one slot of a batch item that decides the next
+// descriptor with the previous item's slots: its number of KEYS, of slots,
+// its cost and its rules' slots, the same values (CONTRACT.md, "Batches").
+// Its KEYS are its own. The batch's first item cannot be one.
+const RepeatItem = "="
+
+// AppendRepeatItem appends a RepeatItem.
+func AppendRepeatItem(dst []any) []any {
+	return append(dst, any(RepeatItem)) // a boxed constant: no allocation
+}
+
 // RuleArgs holds the ARGV slots of one rule that depend on the rule alone
 // (alg, L, C, P, id), formatted and boxed once, so that deciding the same
 // rule again appends them without formatting or allocating. It is immutable
@@ -380,23 +391,52 @@ var ErrReply = errors.New("unexpected decide reply")
 // would have had an error reply) gives an error holding the script's
 // message, and the rest.
 func ParseBatchInts(ints []int64, outcomes []limit.Outcome) (d limit.Decision, rest []int64, err error) {
-	if len(ints) >= 2 && ints[0] == -1 {
-		n := ints[1]
-		if n < 0 || int64(len(ints)-2) < n {
-			return d, nil, fmt.Errorf("%w: error of %d bytes in %d values", ErrReply, n, len(ints)-2)
+	n, ok, failed := NextBatchItem(ints, len(outcomes))
+	switch {
+	case !ok:
+		return d, nil, fmt.Errorf("%w: %d values left for a descriptor of %d rules", ErrReply, len(ints), len(outcomes))
+	case failed != nil:
+		return d, ints[n:], failed
+	}
+	d, err = ParseDecideInts(ints[:n], outcomes)
+	return d, ints[n:], err
+}
+
+// ItemFailed is the first integer of the reply of a descriptor of a batch
+// that the script failed, followed by the length of the error message and
+// its bytes: -(2^53 + 2), which no decided descriptor's reply starts with
+// (CONTRACT.md, "Batches").
+const ItemFailed = -(1<<53 + 2)
+
+// NextBatchItem returns the length n of the reply of the next descriptor
+// of a batch call, of rules rules, at the start of ints, and failed, the
+// script's error (holding its message), when it failed the descriptor; ok
+// is false if ints cannot hold it.
+func NextBatchItem(ints []int64, rules int) (n int, ok bool, failed error) {
+	if len(ints) >= 2 && ints[0] == ItemFailed {
+		l := ints[1]
+		if l < 0 || l > int64(len(ints)-2) {
+			return 0, false, nil
 		}
-		msg := make([]byte, n)
+		msg := make([]byte, l)
 		for i := range msg {
 			msg[i] = byte(ints[2+i])
 		}
-		return d, ints[2+n:], errors.New(string(msg))
+		return 2 + int(l), true, errors.New(string(msg))
 	}
-	size := 2 + 3*len(outcomes)
-	if len(ints) < size {
-		return d, nil, fmt.Errorf("%w: %d values left for %d rules", ErrReply, len(ints), len(outcomes))
+	n = ReplyLen(rules)
+	return n, len(ints) >= n, nil
+}
+
+// ReplyLen returns how many integers the decide script replies for a
+// descriptor of n rules that it decided: two for one rule (its remaining,
+// or -1 minus it when denied, then its reset), else allowed, binding and
+// three per rule.
+func ReplyLen(n int) int {
+	if n == 1 {
+		return 2
 	}
-	d, err = ParseDecideInts(ints[:size], outcomes)
-	return d, ints[size:], err
+	return 2 + 3*n
 }
 
 // ParseDecideInts reads the decide script's reply, already read as integers (as
@@ -406,10 +446,13 @@ func ParseBatchInts(ints []int64, outcomes []limit.Outcome) (d limit.Decision, r
 // slice.
 func ParseDecideInts(ints []int64, outcomes []limit.Outcome) (limit.Decision, error) {
 	n := len(outcomes)
-	if len(ints) != 2+3*n {
+	if len(ints) != ReplyLen(n) {
 		return limit.Decision{}, fmt.Errorf("%w: %d values for %d rules", ErrReply, len(ints), n)
 	}
 	d := limit.Decision{Outcomes: outcomes}
+	if n == 1 {
+		return parseOneRule(ints[0], ints[1], d)
+	}
 	for i := range d.Outcomes {
 		a, rem, reset := ints[2+3*i], ints[3+3*i], ints[4+3*i]
 		if rem < 0 || reset < 0 {
@@ -426,5 +469,20 @@ func ParseDecideInts(ints []int64, outcomes []limit.Outcome) (limit.Decision, er
 		return limit.Decision{}, fmt.Errorf("%w: script says allowed=%d binding=%d, Bind says %v %d",
 			ErrReply, ints[0], ints[1], d.Allowed, d.Binding)
 	}
+	return d, nil
+}
+
+// parseOneRule reads the reply of a descriptor of one rule (x: its
+// remaining, or -1 minus it when it was denied; reset in µs) into d.
+func parseOneRule(x, reset int64, d limit.Decision) (limit.Decision, error) {
+	allowed, rem := x >= 0, x
+	if !allowed {
+		rem = -1 - x
+	}
+	if rem < 0 || rem >= 1<<53 || reset < 0 { // a remaining is below 2^53
+		return limit.Decision{}, fmt.Errorf("%w: one rule replies %d, reset %d", ErrReply, x, reset)
+	}
+	d.Outcomes[0] = limit.Outcome{Allowed: allowed, Remaining: uint64(rem), Reset: time.Duration(reset) * time.Microsecond}
+	d.Bind()
 	return d, nil
 }

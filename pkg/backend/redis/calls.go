@@ -314,10 +314,13 @@ func (b *Backend) addBatch(j *job, idx []int, checks []backend.Check, clock scri
 	} else {
 		j.argv = scripts.AppendBatchHead(j.argv, clock)
 	}
+	var rep repeats
 	for _, it := range j.items[i0:] {
 		c := checks[it.result]
 		rules, _ := b.prepare(j, c) // cached: cannot fail now
+		s := len(j.argv)
 		j.argv = scripts.AppendBatchItem(j.argv, it.nkeys, c.Cost, rules, clock)
+		j.argv = rep.fold(j.argv, s)
 	}
 	j.addCall(a0, i0, true)
 	j.calls[len(j.calls)-1].together = j.together

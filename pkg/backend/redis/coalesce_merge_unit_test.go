@@ -79,21 +79,25 @@ func fakeAnswer(c *call) {
 	key := func(k int) string { return *c.argv[3+k].(*string) }
 	one := func(key string, rules int) []int64 {
 		if strings.Contains(key, "{bad}") {
-			out := []int64{-1, int64(len(wrongType))}
+			out := []int64{scripts.ItemFailed, int64(len(wrongType))}
 			for _, ch := range []byte(wrongType) {
 				out = append(out, int64(ch))
 			}
 			return out
 		}
+		left := int64(key[len(key)-2] - '0')
+		if rules == 1 {
+			return []int64{left, 0}
+		}
 		out := []int64{1, 0}
 		for range rules {
-			out = append(out, 1, int64(key[len(key)-2]-'0'), 0)
+			out = append(out, 1, left, 0)
 		}
 		return out
 	}
 	if !c.batch {
 		r := one(key(0), (len(c.argv)-4-nk)/5)
-		if r[0] == -1 {
+		if r[0] == scripts.ItemFailed {
 			c.cmd.SetErr(scriptError(wrongType))
 			return
 		}
@@ -101,11 +105,16 @@ func fakeAnswer(c *call) {
 		return
 	}
 	var out []int64
-	a, k := 3+nk+2, 0
+	a, k, ik, na := 3+nk+2, 0, 0, 0
 	for a < len(c.argv) {
-		ik, na := c.argv[a].(int), c.argv[a+1].(int)
+		if c.argv[a] == any(scripts.RepeatItem) {
+			a++ // the item before's ik and na
+		} else {
+			ik, na = c.argv[a].(int), c.argv[a+1].(int)
+			a += 2 + na
+		}
 		out = append(out, one(key(k), (na-2)/5)...)
-		a, k = a+2+na, k+ik
+		k += ik
 	}
 	c.cmd.SetVal(out)
 }
@@ -228,6 +237,65 @@ func threeMerged(t *testing.T, b *Backend, clock scripts.Time) ([]*unitJob, *mer
 	return jobs, m, wire[0]
 }
 
+// TestMergedCallRepeatsItems: a merged call writes a descriptor whose
+// slots (its KEYS count, cost and rules) are the descriptor before's as
+// one slot, scripts.RepeatItem, whether the two come from one Decide or
+// from two, and is then exactly the batch one Decide of all the checks
+// sends.
+func TestMergedCallRepeatsItems(t *testing.T) {
+	b := unitBackend()
+	clock := scripts.Time{At: 1}
+	hour := []limit.Rule{{Unit: limit.Hour, Limit: 7}}
+	two := []limit.Rule{{Unit: limit.Hour, Limit: 7}, {Algorithm: limit.SlidingLog, Unit: limit.Minute, Limit: 3}}
+	check := func(id string, rules []limit.Rule, n uint64) backend.Check {
+		return backend.Check{Identity: id, Rules: rules, Cost: limit.Cost{N: n}}
+	}
+	tests := []struct {
+		name    string
+		decides [][]backend.Check
+		want    string // per descriptor: F in full, R a repeat item
+	}{
+		{"one limit, many clients", [][]backend.Check{{check("a", hour, 1)}, {check("b", hour, 1)}, {check("c", hour, 1)}}, "FRR"},
+		{"a Decide of two between", [][]backend.Check{{check("a", hour, 1)}, {check("b", hour, 1), check("c", hour, 1)}, {check("d", hour, 1)}}, "FRRR"},
+		{"another cost", [][]backend.Check{{check("a", hour, 1)}, {check("b", hour, 2)}, {check("c", hour, 2)}}, "FFR"},
+		{"other rules between", [][]backend.Check{{check("a", hour, 1)}, {check("b", two, 1), check("c", two, 1)}, {check("d", hour, 1)}}, "FFRF"},
+		{"the same descriptor again", [][]backend.Check{{check("a", two, 1)}, {check("a", two, 1)}}, "FR"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls []*call
+			var all []backend.Check
+			for _, checks := range tt.decides {
+				calls = append(calls, buildJob(t, b, false, clock, checks...).j.ptrs...)
+				all = append(all, checks...)
+			}
+			m := new(merger)
+			defer m.release()
+			wire := m.merge(calls, maxMergeItems, false)
+			if len(wire) != 1 || wire[0].parts == nil {
+				t.Fatalf("%d calls, want one merged", len(wire))
+			}
+			argv := wire[0].argv
+			var got strings.Builder
+			for a := 3 + wire[0].nkeys() + 2; a < len(argv); {
+				if argv[a] == any(scripts.RepeatItem) {
+					got.WriteByte('R')
+					a++
+					continue
+				}
+				got.WriteByte('F')
+				a += 2 + argv[a+1].(int)
+			}
+			if got.String() != tt.want {
+				t.Errorf("items %s, want %s", got.String(), tt.want)
+			}
+			if g, w := argvText(wire[0]), argvText(buildJob(t, b, false, clock, all...).j.ptrs[0]); g != w {
+				t.Errorf("merged call\n%s\nwant the batch one Decide of the same checks sends\n%s", g, w)
+			}
+		})
+	}
+}
+
 // TestMergedCallErrorReachesEvery: an error of the merged call as a whole
 // (Redis refused it, or never answered) reaches every request in it, with
 // the classification a lone request gets for the same error: the same
@@ -337,7 +405,7 @@ func TestMergedMalformedReply(t *testing.T) {
 	clock := scripts.Time{At: 1}
 	jobs, m, merged := threeMerged(t, b, clock)
 	fakeAnswer(merged)
-	merged.cmd.SetVal(merged.cmd.Val()[:8]) // the first descriptor and part of the second
+	merged.cmd.SetVal(merged.cmd.Val()[:3]) // the first descriptor (two integers) and part of the second
 	m.split()
 	for i, u := range jobs {
 		if !u.fill(b) {

@@ -1,8 +1,11 @@
 package redis
 
 import (
+	"slices"
 	"strings"
 	"sync"
+
+	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // Cross-request batching: the calls of the requests one coalesced pipeline
@@ -165,16 +168,55 @@ func (m *merger) join(parts []*call) *call {
 		m.argv = append(m.argv, p.argv[3:3+p.nkeys()]...)
 	}
 	m.argv = append(m.argv, first.now(), any("b"))
+	var rep repeats
 	for _, p := range parts {
+		a := p.itemArgs()
 		if !p.batch {
-			a := p.itemArgs()
+			s := len(m.argv)
 			m.argv = append(m.argv, p.nkeys(), len(a))
+			m.argv = append(m.argv, a...)
+			m.argv = rep.fold(m.argv, s)
+			continue
 		}
-		m.argv = append(m.argv, p.itemArgs()...)
+		// A batch's items, each written in full then folded again: an
+		// item may repeat the last one of the call before.
+		var last []any // the part's item before, in full
+		for len(a) > 0 {
+			item := last
+			if a[0] == any(scripts.RepeatItem) {
+				a = a[1:]
+			} else {
+				item, a = a[:2+a[1].(int)], a[2+a[1].(int):]
+			}
+			s := len(m.argv)
+			m.argv = append(m.argv, item...)
+			m.argv = rep.fold(m.argv, s)
+			last = item
+		}
 	}
 	argv := m.argv[a0:len(m.argv):len(m.argv)]
 	m.calls = append(m.calls, call{batch: true, argv: argv, cmd: newDecideCmd(argv), parts: parts})
 	return &m.calls[len(m.calls)-1]
+}
+
+// repeats writes batch items that repeat the item before as one slot,
+// scripts.RepeatItem (the common case: one limit, many clients). A Decide
+// of several checks and a merged call fold alike, so a merged call is the
+// batch one Decide of the same checks would send.
+type repeats struct {
+	prev []any // the last item written in full: nk, na, then its slots
+}
+
+// fold returns argv with its last item, which starts at argv[start] (nk,
+// na, its slots), written as scripts.RepeatItem when it is the same as the
+// last item written in full.
+func (r *repeats) fold(argv []any, start int) []any {
+	item := argv[start:len(argv):len(argv)]
+	if r.prev != nil && slices.Equal(item, r.prev) {
+		return scripts.AppendRepeatItem(argv[:start])
+	}
+	r.prev = item
+	return argv
 }
 
 // split records the outcome of every call sent, and hands each part of
@@ -199,13 +241,13 @@ func (m *merger) split() {
 			start, size, ok := ints, 0, true
 			var itemErr error
 			for _, it := range p.items {
-				n, good, ierr := nextItem(ints[size:], it.rules)
+				n, good, ierr := scripts.NextBatchItem(ints[size:], it.rules)
 				if !good {
 					ok = false
 					break
 				}
 				if ierr != nil {
-					itemErr = ierr
+					itemErr = scriptError(ierr.Error())
 				}
 				size += n
 			}
@@ -228,25 +270,6 @@ func (m *merger) split() {
 			}
 		}
 	}
-}
-
-// nextItem returns the length of the reply of the next descriptor of a
-// batch reply, of rules rules, at the start of ints, and the script's
-// error when it failed the descriptor; ok is false if ints cannot hold it.
-func nextItem(ints []int64, rules int) (n int, ok bool, err error) {
-	if len(ints) >= 2 && ints[0] == -1 {
-		l := ints[1]
-		if l < 0 || l > int64(len(ints)-2) {
-			return 0, false, nil
-		}
-		b := make([]byte, l)
-		for i := range b {
-			b[i] = byte(ints[2+i])
-		}
-		return 2 + int(l), true, scriptError(b)
-	}
-	n = 2 + 3*rules
-	return n, len(ints) >= n, nil
 }
 
 // release clears m's references and returns it to the pool.
