@@ -29,6 +29,7 @@ type harness struct {
 	keys    []string       // KEYS: the counter key, then one per sliding log
 	logKey  []string       // each rule's sliding log key, "" for others
 	states  []*limit.State // shared by rules with the same ID, as in a store
+	fcall   string         // when set, run calls this function of the loaded library instead of EVALSHA
 }
 
 func newHarness(t *testing.T, c *redis.Client, name string, rules []limit.Rule) *harness {
@@ -58,8 +59,13 @@ func (h *harness) run(step string, now limit.Micros, cost limit.Cost) limit.Deci
 	if err != nil {
 		h.t.Fatalf("%s: args: %v", step, err)
 	}
-	reply, err := h.c.EvalSha(h.ctx, DecideScript().SHA1, h.keys, args...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	var reply any
+	if h.fcall != "" {
+		reply, err = h.c.FCall(h.ctx, h.fcall, h.keys, args...).Result()
+	} else {
+		reply, err = h.c.EvalSha(h.ctx, DecideScript().SHA1, h.keys, args...).Result()
+	}
+	if err != nil && h.fcall == "" && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		reply, err = h.c.Eval(h.ctx, DecideScript().Source, h.keys, args...).Result()
 	}
 	if err != nil {

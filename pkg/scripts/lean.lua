@@ -76,6 +76,111 @@ local function win_start(P)
   return now - m
 end
 
+-- win_rule returns, for the rule at position i (1 to 3) of a descriptor
+-- win_take decides, whose limit, period and id slots are ls, ps and id: its
+-- limit, its window's end (us) and its window key's tail after KEYS[1]
+-- (':<id>:<window start s>'), or nil when the slots are not an epoch-aligned
+-- fixed window's. It keeps them per position in wr (at 7i-6 .. 7i: the three
+-- slots, the limit, the window's start and end, the tail), so that a rule
+-- of the same slots in the same window parses and formats nothing: a
+-- function library keeps wr from one call to the next, a script from one
+-- descriptor of a batch to the next.
+local wr
+local function win_rule(i, ls, ps, id)
+  if not wr then wr = {} end
+  local c = 7 * i
+  if ls == wr[c - 6] and ps == wr[c - 5] and id == wr[c - 4] and now < wr[c - 1] and now >= wr[c - 2] then
+    return wr[c - 3], wr[c - 1], wr[c]
+  end
+  local L, P = tonumber(ls), tonumber(ps)
+  if not (L and P and P > 0 and fmod(P, 1000000) == 0) then return nil end
+  local start = win_start(P)
+  local tail = ':' .. id .. ':' .. start / 1000000
+  wr[c - 6], wr[c - 5], wr[c - 4], wr[c - 3], wr[c - 2], wr[c - 1], wr[c] = ls, ps, id, L, start, start + P, tail
+  return L, start + P, tail
+end
+
+-- win_take decides a descriptor of nr = 2 or 3 epoch-aligned fixed windows
+-- of distinct ids (so distinct keys) taking a cost that every limit can
+-- hold -- the commonest call after one rule's -- written out in locals,
+-- with no table but the reply: the counts are taken (INCRBY), and on a
+-- denial put back, as the general part below would. It returns nil,
+-- before writing anything, when the slots are not such a descriptor's.
+local function win_take(KEYS, ARGV, k0, a0, nr)
+  if ARGV[a0 + 2] ~= '0' or ARGV[a0 + 3] ~= '1' or ARGV[a0 + 8] ~= '1' then return nil end
+  local id1, id2 = ARGV[a0 + 7], ARGV[a0 + 12]
+  if id1 == id2 then return nil end
+  local ns = ARGV[a0 + 1]
+  local n = tonumber(ns)
+  if not (n and n > 0) then return nil end
+  local L1, e1, t1 = win_rule(1, ARGV[a0 + 4], ARGV[a0 + 6], id1)
+  if not L1 or n > L1 then return nil end
+  local L2, e2, t2 = win_rule(2, ARGV[a0 + 9], ARGV[a0 + 11], id2)
+  if not L2 or n > L2 then return nil end
+  local L3, e3, t3, id3
+  if nr == 3 then
+    id3 = ARGV[a0 + 17]
+    if ARGV[a0 + 13] ~= '1' or id3 == id1 or id3 == id2 then return nil end
+    L3, e3, t3 = win_rule(3, ARGV[a0 + 14], ARGV[a0 + 16], id3)
+    if not L3 or n > L3 then return nil end
+  end
+  local base = KEYS[k0 + 1]
+  local k1, k2 = base .. t1, base .. t2
+  local w1, w2 = e1 - now, e2 - now
+  if w1 > MAXWAIT then w1 = MAXWAIT end
+  if w2 > MAXWAIT then w2 = MAXWAIT end
+  if nr == 2 then
+    if saving then win_save(k1) win_save(k2) end
+    local v1 = call('INCRBY', k1, ns)
+    local v2 = call('INCRBY', k2, ns)
+    if v1 <= L1 and v2 <= L2 then
+      if v1 == n then win_expire(k1, e1) end
+      if v2 == n then win_expire(k2, e2) end
+      local r1, r2 = L1 - v1, L2 - v2
+      -- Decision.Bind: the least remaining, then the latest reset.
+      local b = 0
+      if r2 < r1 or (r2 == r1 and w2 > w1) then b = 1 end
+      return { 1, b, 1, r1, w1, 1, r2, w2 }
+    end
+    -- Denied: every count put back (DECRBY's reply is exact, INCRBY's a
+    -- float past 2^53); the rule that admitted reports a peek.
+    local a1, a2 = v1 <= L1, v2 <= L2
+    if v1 == n then v1 = 0 call('DEL', k1) else v1 = call('DECRBY', k1, ns) end
+    if v2 == n then v2 = 0 call('DEL', k2) else v2 = call('DECRBY', k2, ns) end
+    local b = 0
+    if a1 or (not a2 and w2 > w1) then b = 1 end
+    return { 0, b, a1 and 1 or 0, v1 >= L1 and 0 or L1 - v1, w1, a2 and 1 or 0, v2 >= L2 and 0 or L2 - v2, w2 }
+  end
+  local k3 = base .. t3
+  local w3 = e3 - now
+  if w3 > MAXWAIT then w3 = MAXWAIT end
+  if saving then win_save(k1) win_save(k2) win_save(k3) end
+  local v1 = call('INCRBY', k1, ns)
+  local v2 = call('INCRBY', k2, ns)
+  local v3 = call('INCRBY', k3, ns)
+  if v1 <= L1 and v2 <= L2 and v3 <= L3 then
+    if v1 == n then win_expire(k1, e1) end
+    if v2 == n then win_expire(k2, e2) end
+    if v3 == n then win_expire(k3, e3) end
+    local r1, r2, r3 = L1 - v1, L2 - v2, L3 - v3
+    local b, r, w = 0, r1, w1
+    if r2 < r or (r2 == r and w2 > w) then b, r, w = 1, r2, w2 end
+    if r3 < r or (r3 == r and w3 > w) then b = 2 end
+    return { 1, b, 1, r1, w1, 1, r2, w2, 1, r3, w3 }
+  end
+  local a1, a2, a3 = v1 <= L1, v2 <= L2, v3 <= L3
+  if v1 == n then v1 = 0 call('DEL', k1) else v1 = call('DECRBY', k1, ns) end
+  if v2 == n then v2 = 0 call('DEL', k2) else v2 = call('DECRBY', k2, ns) end
+  if v3 == n then v3 = 0 call('DEL', k3) else v3 = call('DECRBY', k3, ns) end
+  -- Decision.Bind on a denial: the denying rule of the latest reset.
+  local b, w = -1, 0
+  if not a1 then b, w = 0, w1 end
+  if not a2 and (b < 0 or w2 > w) then b, w = 1, w2 end
+  if not a3 and (b < 0 or w3 > w) then b = 2 end
+  return { 0, b, a1 and 1 or 0, v1 >= L1 and 0 or L1 - v1, w1, a2 and 1 or 0, v2 >= L2 and 0 or L2 - v2, w2,
+    a3 and 1 or 0, v3 >= L3 and 0 or L3 - v3, w3 }
+end
+
 -- windows decides the descriptor whose KEYS are KEYS[k0 + 1 .. k0 + nk] and
 -- whose slots after na are ARGV[a0 + 1 .. a0 + na] (N, mode, the rules),
 -- and returns its reply, or nil when it is not a descriptor of fixed
@@ -104,6 +209,10 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
     end
   end
 
+  if na == 12 or na == 17 then
+    local r = win_take(KEYS, ARGV, k0, a0, na == 12 and 2 or 3)
+    if r then return r end
+  end
   local nr = (na - 2) / 5
   if nr < 0 or nr ~= floor(nr) then return nil end -- a calendar rule's 10 slots
   -- Any other algorithm: the general way, before building anything.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +20,16 @@ import (
 // occur exactly once): a test's way to switch a path off.
 func variant(t *testing.T, old, new string) Script {
 	t.Helper()
-	src := DecideScript().Source
-	if n := strings.Count(src, old); n != 1 {
+	return edit(t, DecideScript(), old, new)
+}
+
+// edit returns s with old replaced by new (which must occur exactly once).
+func edit(t *testing.T, s Script, old, new string) Script {
+	t.Helper()
+	if n := strings.Count(s.Source, old); n != 1 {
 		t.Fatalf("the decide script holds %q %d times, want once", old, n)
 	}
-	return newScript(strings.Replace(src, old, new, 1))
+	return newScript(strings.Replace(s.Source, old, new, 1))
 }
 
 // generalOnly is the decide script without the window path: every
@@ -36,6 +43,15 @@ func generalOnly(t *testing.T) Script {
 func windowsOnly(t *testing.T) Script {
 	return variant(t, "  function decide_general(KEYS, ARGV)\n",
 		"  function decide_general(KEYS, ARGV)\n    do return redis.error_reply('general') end\n")
+}
+
+// takeOnly fails, with an error reply "loop", every descriptor of the
+// window path that win_take (two or three fixed windows of distinct ids
+// taking a cost) does not decide, before anything is written; and every
+// descriptor of the general way, as windowsOnly does.
+func takeOnly(t *testing.T) Script {
+	return edit(t, windowsOnly(t), "  local nr = (na - 2) / 5\n",
+		"  do return redis.error_reply('loop') end\n  local nr = (na - 2) / 5\n")
 }
 
 // side runs one decide call of a script variant on its own copy of a
@@ -384,5 +400,275 @@ func TestWindowKeysExpireAtWindowEnd(t *testing.T) {
 		if !found {
 			t.Fatalf("no window key of %s: %q", r.ID(), c.Keys(ctx, key+"*").Val())
 		}
+	}
+}
+
+// takeStep is one call of a TestWindowTake case, at at µs after the case's
+// start.
+type takeStep struct {
+	at     limit.Micros
+	cost   limit.Cost
+	limits []uint64 // when set, the rules' limits from this call on (the same ids)
+	take   bool     // decided by win_take, the written-out path of two or three rules
+}
+
+// TestWindowTake holds the written-out path of two and three fixed windows
+// of distinct ids taking a cost (win_take) to pkg/limit, call by call: the
+// reply (each rule's outcome, the binding rule) and every window key (its
+// count, its absence after a denial that created it, its expiry). Each
+// case runs twice, with EVALSHA and as a function library (FCALL: what
+// win_rule keeps between calls is used, the cases going back in time from
+// one to the next, so a kept window must not serve a later call of an
+// earlier window), and a third time on keys of its own by a script whose
+// window path fails every descriptor win_take does not decide: the calls
+// marked take must succeed there and reply the same, the others must fail
+// (so they are left to the general part, which decides them the same).
+func TestWindowTake(t *testing.T) {
+	c := redistest.Standalone(t).Client()
+	ctx := context.Background()
+	lib := DecideLibrary()
+	if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	only := takeOnly(t)
+	sec := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Second, Limit: l} }
+	tens := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Second, Multiplier: 10, Limit: l} }
+	minute := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Minute, Limit: l} }
+	hour := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Hour, Limit: l} }
+	one := limit.Cost{N: 1}
+	for i, tc := range []struct {
+		name  string
+		rules []limit.Rule
+		steps []takeStep
+	}{
+		{"two rules, denied by the first", []limit.Rule{sec(2), minute(10)}, []takeStep{
+			{0, one, nil, true}, {1, one, nil, true}, {2, one, nil, true}, {3, limit.Cost{N: 2}, nil, true},
+		}},
+		{"two rules, denied by the second, a key the denial created deleted", []limit.Rule{sec(10), minute(2)}, []takeStep{
+			{0, limit.Cost{N: 2}, nil, true}, {1, one, nil, true}, {1_000_000, one, nil, true}, {1_000_001, one, nil, true},
+		}},
+		{"two rules, both deny, the later reset binds", []limit.Rule{sec(1), minute(1)}, []takeStep{
+			{0, one, nil, true}, {5, one, nil, true},
+		}},
+		{"two rules, a tie on remaining binds the later reset", []limit.Rule{minute(4), tens(4)}, []takeStep{
+			{0, one, nil, true}, {1, limit.Cost{N: 3}, nil, true},
+		}},
+		{"three rules, denied by the first", []limit.Rule{sec(1), minute(5), hour(9)}, []takeStep{
+			{0, one, nil, true}, {1, one, nil, true}, {1_000_000, one, nil, true},
+		}},
+		{"three rules, denied by the second", []limit.Rule{sec(9), minute(2), hour(9)}, []takeStep{
+			{0, limit.Cost{N: 2}, nil, true}, {1, one, nil, true}, {2_000_000, one, nil, true},
+		}},
+		{"three rules, denied by the third, keys the denial created deleted", []limit.Rule{sec(9), tens(9), hour(3)}, []takeStep{
+			{0, limit.Cost{N: 3}, nil, true}, {1, one, nil, true}, {10_000_000, one, nil, true}, {10_000_001, limit.Cost{N: 2}, nil, true},
+		}},
+		{"three rules, two deny, the later reset binds", []limit.Rule{hour(2), sec(2), minute(2)}, []takeStep{
+			{0, limit.Cost{N: 2}, nil, true}, {1, one, nil, true},
+		}},
+		{"three rules admitted, the least remaining binds, then the later reset", []limit.Rule{sec(6), minute(5), hour(6)}, []takeStep{
+			{0, one, nil, true}, {1, one, nil, true}, {2, limit.Cost{N: 3}, nil, true}, {1_000_000, one, nil, true},
+		}},
+		{"three rules, new windows one after the other", []limit.Rule{sec(3), minute(4), tens(5)}, []takeStep{
+			{0, one, nil, true}, {999_999, one, nil, true}, {1_000_000, one, nil, true}, {10_000_000, one, nil, true},
+			{60_000_000, one, nil, true}, {60_000_001, limit.Cost{N: 3}, nil, true},
+		}},
+		{"a limit changed in the window, the same ids", []limit.Rule{sec(5), minute(3)}, []takeStep{
+			{0, limit.Cost{N: 2}, nil, true}, {1, one, []uint64{5, 10}, true}, {2, limit.Cost{N: 2}, []uint64{5, 4}, true},
+		}},
+		{"two rules of one id share a key: the general loop", []limit.Rule{minute(10), minute(3)}, []takeStep{
+			{0, one, nil, false}, {1, one, nil, false}, {2, one, nil, false},
+		}},
+		{"three rules, two of one id: the general loop", []limit.Rule{sec(9), hour(4), hour(9)}, []takeStep{
+			{0, one, nil, false}, {1, limit.Cost{N: 2}, nil, false}, {2, one, nil, false},
+		}},
+		{"a refund: the general loop", []limit.Rule{sec(5), minute(5), hour(5)}, []takeStep{
+			{0, limit.Cost{N: 3}, nil, true}, {1, limit.Cost{N: 2, Refund: true}, nil, false}, {2, limit.Cost{N: 6}, nil, false},
+			{3, limit.Cost{N: 3}, nil, true},
+		}},
+		{"a charge past 2^53, then a cost taken on it", []limit.Rule{sec(5), hour(MaxExact - 1)}, []takeStep{
+			{0, limit.Cost{N: MaxExact - 1, Charge: true}, nil, false}, {1, limit.Cost{N: MaxExact - 1, Charge: true}, nil, false},
+			{2, one, nil, true}, {3, limit.Cost{N: 5}, nil, true}, {1_000_000, limit.Cost{N: 3}, nil, true},
+		}},
+		{"a peek: the general loop", []limit.Rule{sec(2), minute(2), hour(2)}, []takeStep{
+			{0, one, nil, true}, {1, limit.Cost{}, nil, false}, {2, one, nil, true}, {3, limit.Cost{}, nil, false},
+		}},
+		{"a cost above a limit: the general loop", []limit.Rule{sec(9), minute(2)}, []takeStep{
+			{0, limit.Cost{N: 3}, nil, false}, {1, limit.Cost{N: 2}, nil, true},
+		}},
+		{"three rules, a cost above the third's limit: the general loop", []limit.Rule{sec(9), minute(9), hour(2)}, []takeStep{
+			{0, limit.Cost{N: 3}, nil, false}, {1, limit.Cost{N: 2}, nil, true}, {2, limit.Cost{N: 3}, nil, false},
+		}},
+		{"four rules: the general loop", []limit.Rule{sec(3), tens(4), minute(5), hour(6)}, []takeStep{
+			{0, one, nil, false}, {1, limit.Cost{N: 3}, nil, false},
+		}},
+		{"a rule of an unknown unit: the general loop", []limit.Rule{sec(3), {Unit: limit.UnitUnknown, Limit: 5}}, []takeStep{
+			{0, one, nil, false},
+		}},
+		{"the rules of the first case in another order", []limit.Rule{minute(10), sec(2)}, []takeStep{
+			{0, one, nil, true}, {1, limit.Cost{N: 2}, nil, true},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Each case an hour and a bit before the one above it, 0.3 s
+			// into a second.
+			start := limit.Micros(1_800_000_000_300_000) - limit.Micros(i)*3_661_000_000
+			name := fmt.Sprintf("take%d", i)
+			hs := []*harness{newHarness(t, c, name, slices.Clone(tc.rules)), newHarness(t, c, name+"f", slices.Clone(tc.rules))}
+			hs[1].fcall = lib.Function
+			path := side{c, only, "t:{" + name + "}"}
+			for j, st := range tc.steps {
+				now := start + st.at
+				label := fmt.Sprintf("step %d", j)
+				if st.limits != nil {
+					for _, h := range hs {
+						for k := range h.rules {
+							h.rules[k].Limit = st.limits[k]
+						}
+					}
+				}
+				d := hs[0].run(label, now, st.cost)
+				if d2 := hs[1].run(label+" (FCALL)", now, st.cost); fmt.Sprint(d2) != fmt.Sprint(d) {
+					t.Fatalf("%s: FCALL decides %+v, EVALSHA %+v", label, d2, d)
+				}
+				args, err := AppendDecideArgs(nil, hs[0].rules, st.cost, Time{Fixed: true, At: now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := path.eval(ctx, args)
+				if !st.take {
+					if err == nil || !strings.Contains(err.Error(), "loop") {
+						t.Fatalf("%s: cost %+v: the written-out path decided (%v, %v), want the general loop", label, st.cost, got, err)
+					}
+					// Keep this copy's keys in step with the others'.
+					_, err = side{c, DecideScript(), path.key}.eval(ctx, args)
+				}
+				if err != nil {
+					t.Fatalf("%s: cost %+v: %v", label, st.cost, err)
+				}
+				if st.take {
+					want, err := ParseDecideInts(got, make([]limit.Outcome, len(tc.rules)))
+					if err != nil || fmt.Sprint(want) != fmt.Sprint(d) {
+						t.Fatalf("%s: the written-out path alone decides %+v (%v), the script %+v", label, want, err, d)
+					}
+				}
+				sameWindows(t, c, label, hs[0].rules, now, hs[0].counter, path.key)
+				sameWindows(t, c, label, hs[0].rules, now, hs[0].counter, hs[1].counter)
+			}
+		})
+	}
+}
+
+// TestWindowTakeAcrossCalls holds the window path to pkg/limit over many
+// calls of one function library (FCALL), which keeps what win_rule parsed
+// and formatted from one call to the next: descriptors of two or three
+// fixed windows drawn from one small set of rules (so the same slots come
+// back at every position, and the same ids in other orders), now and then
+// a limit changed, a shared id, a refund, a charge or a peek, the clock
+// moving on across the windows' edges.
+func TestWindowTakeAcrossCalls(t *testing.T) {
+	c := redistest.Standalone(t).Client()
+	lib := DecideLibrary()
+	if err := c.FunctionLoadReplace(context.Background(), lib.Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pool := []limit.Rule{
+		{Unit: limit.Second, Limit: 3},
+		{Unit: limit.Second, Multiplier: 10, Limit: 6},
+		{Unit: limit.Minute, Limit: 12},
+		{Unit: limit.Hour, Limit: 40},
+	}
+	rng := rand.New(rand.NewPCG(7, 0x7a4e))
+	var hs []*harness
+	for d := range 12 {
+		rules := make([]limit.Rule, 2+rng.IntN(2))
+		for i, p := range rng.Perm(len(pool))[:len(rules)] {
+			rules[i] = pool[p]
+		}
+		if d%4 == 3 { // two rules of one id
+			rules[len(rules)-1] = rules[0]
+			rules[len(rules)-1].Limit++
+		}
+		h := newHarness(t, c, fmt.Sprintf("across%d", d), rules)
+		h.fcall = lib.Function
+		hs = append(hs, h)
+	}
+	now := bases[0]
+	var taken, admitted, denied int
+	for step := range 3000 {
+		h := hs[rng.IntN(len(hs))]
+		if rng.IntN(4) == 0 {
+			now += 10_000_000 - now%10_000_000 - rng.Int64N(2) // a window's edge, or 1 µs before
+		} else {
+			now += rng.Int64N(150_000)
+		}
+		if rng.IntN(200) == 0 {
+			r := rng.IntN(len(h.rules))
+			h.rules[r].Limit = pool[rng.IntN(len(pool))].Limit
+		}
+		cost := limit.Cost{N: 1 + uint64(rng.IntN(3))}
+		switch rng.IntN(20) {
+		case 0:
+			cost.Refund = true
+		case 1:
+			cost.Charge = true
+		case 2:
+			cost.N = 0
+		}
+		d := h.run(fmt.Sprintf("step %d, %s", step, h.counter), now, cost)
+		if !cost.Refund && !cost.Charge && cost.N > 0 && h.rules[0].ID() != h.rules[len(h.rules)-1].ID() {
+			taken++
+			if d.Allowed {
+				admitted++
+			} else {
+				denied++
+			}
+		}
+	}
+	if taken < 1500 || admitted < 500 || denied < 500 {
+		t.Errorf("%d costs taken by descriptors of distinct ids, %d admitted, %d denied: the steps do not exercise the written-out path", taken, admitted, denied)
+	}
+	t.Logf("%d costs taken by descriptors of distinct ids, %d admitted, %d denied", taken, admitted, denied)
+}
+
+// TestWindowTakeKeysNameTheirIDs: two descriptors whose rules have the same
+// limits and periods but other ids (slots no Go rule gives, as the ids are
+// opaque to the script) write the keys of their own ids, also from one
+// call of a function library to the next, where win_rule keeps what the
+// first parsed.
+func TestWindowTakeKeysNameTheirIDs(t *testing.T) {
+	c := redistest.Standalone(t).Client()
+	ctx := context.Background()
+	lib := DecideLibrary()
+	if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	now := limit.Micros(1_800_000_000_000_000)
+	key := "i:{ids}"
+	for _, ids := range [][]string{{"a", "b", "c"}, {"x", "y", "z"}, {"y", "x", "a"}} {
+		args := []any{strconv.FormatInt(now, 10), "1", "0"}
+		for _, id := range ids {
+			args = append(args, "1", "5", "5", "60000000", id)
+		}
+		for _, via := range []string{"EVAL", "FCALL"} {
+			var err error
+			if via == "FCALL" {
+				err = c.FCall(ctx, lib.Function, []string{key}, args...).Err()
+			} else {
+				err = c.Eval(ctx, DecideScript().Source, []string{key}, args...).Err()
+			}
+			if err != nil {
+				t.Fatalf("%s ids %v: %v", via, ids, err)
+			}
+		}
+	}
+	want := map[string]string{"a": "4", "b": "2", "c": "2", "x": "4", "y": "4", "z": "2"}
+	for id, n := range want {
+		k := fmt.Sprintf("%s:%s:%d", key, id, now/1_000_000)
+		if got := c.Get(ctx, k).Val(); got != n {
+			t.Errorf("%s holds %q, want %s", k, got, n)
+		}
+	}
+	if ks := c.Keys(ctx, key+":*").Val(); len(ks) != len(want) {
+		t.Errorf("keys %q, want %d", ks, len(want))
 	}
 }
