@@ -88,16 +88,17 @@ end
 local wr
 local function win_rule(i, ls, ps, id)
   if not wr then wr = {} end
-  local c = 7 * i
-  if ls == wr[c - 6] and ps == wr[c - 5] and id == wr[c - 4] and now < wr[c - 1] and now >= wr[c - 2] then
-    return wr[c - 3], wr[c - 1], wr[c]
+  local c = 8 * i
+  if ls == wr[c - 7] and ps == wr[c - 6] and id == wr[c - 5] and now < wr[c - 2] and now >= wr[c - 3] then
+    return wr[c - 4], wr[c - 2], wr[c - 1], wr[c]
   end
   local L, P = tonumber(ls), tonumber(ps)
   if not (L and P and P > 0 and fmod(P, 1000000) == 0) then return nil end
   local start = win_start(P)
   local tail = ':' .. id .. ':' .. start / 1000000
-  wr[c - 6], wr[c - 5], wr[c - 4], wr[c - 3], wr[c - 2], wr[c - 1], wr[c] = ls, ps, id, L, start, start + P, tail
-  return L, start + P, tail
+  local es = format('%d', (start + P) / 1000000)
+  wr[c - 7], wr[c - 6], wr[c - 5], wr[c - 4], wr[c - 3], wr[c - 2], wr[c - 1], wr[c] = ls, ps, id, L, start, start + P, tail, es
+  return L, start + P, tail, es
 end
 
 -- win_take decides a descriptor of nr = 2 or 3 epoch-aligned fixed windows
@@ -113,15 +114,15 @@ local function win_take(KEYS, ARGV, k0, a0, nr)
   local ns = ARGV[a0 + 1]
   local n = tonumber(ns)
   if not (n and n > 0) then return nil end
-  local L1, e1, t1 = win_rule(1, ARGV[a0 + 4], ARGV[a0 + 6], id1)
+  local L1, e1, t1, x1 = win_rule(1, ARGV[a0 + 4], ARGV[a0 + 6], id1)
   if not L1 or n > L1 then return nil end
-  local L2, e2, t2 = win_rule(2, ARGV[a0 + 9], ARGV[a0 + 11], id2)
+  local L2, e2, t2, x2 = win_rule(2, ARGV[a0 + 9], ARGV[a0 + 11], id2)
   if not L2 or n > L2 then return nil end
-  local L3, e3, t3, id3
+  local L3, e3, t3, x3, id3
   if nr == 3 then
     id3 = ARGV[a0 + 17]
     if ARGV[a0 + 13] ~= '1' or id3 == id1 or id3 == id2 then return nil end
-    L3, e3, t3 = win_rule(3, ARGV[a0 + 14], ARGV[a0 + 16], id3)
+    L3, e3, t3, x3 = win_rule(3, ARGV[a0 + 14], ARGV[a0 + 16], id3)
     if not L3 or n > L3 then return nil end
   end
   local base = KEYS[k0 + 1]
@@ -134,8 +135,8 @@ local function win_take(KEYS, ARGV, k0, a0, nr)
     local v1 = call('INCRBY', k1, ns)
     local v2 = call('INCRBY', k2, ns)
     if v1 <= L1 and v2 <= L2 then
-      if v1 == n then win_expire(k1, e1) end
-      if v2 == n then win_expire(k2, e2) end
+      if v1 == n then if testmode then win_expire(k1, e1) else call('EXPIREAT', k1, x1) end end
+      if v2 == n then if testmode then win_expire(k2, e2) else call('EXPIREAT', k2, x2) end end
       local r1, r2 = L1 - v1, L2 - v2
       -- Decision.Bind: the least remaining, then the latest reset.
       local b = 0
@@ -159,9 +160,9 @@ local function win_take(KEYS, ARGV, k0, a0, nr)
   local v2 = call('INCRBY', k2, ns)
   local v3 = call('INCRBY', k3, ns)
   if v1 <= L1 and v2 <= L2 and v3 <= L3 then
-    if v1 == n then win_expire(k1, e1) end
-    if v2 == n then win_expire(k2, e2) end
-    if v3 == n then win_expire(k3, e3) end
+    if v1 == n then if testmode then win_expire(k1, e1) else call('EXPIREAT', k1, x1) end end
+    if v2 == n then if testmode then win_expire(k2, e2) else call('EXPIREAT', k2, x2) end end
+    if v3 == n then if testmode then win_expire(k3, e3) else call('EXPIREAT', k3, x3) end end
     local r1, r2, r3 = L1 - v1, L2 - v2, L3 - v3
     local b, r, w = 0, r1, w1
     if r2 < r or (r2 == r and w2 > w) then b, r, w = 1, r2, w2 end
