@@ -349,21 +349,49 @@ func TestWindowWrongTypeKeyFailsItsDescriptor(t *testing.T) {
 
 // TestWindowKeysExpireAtWindowEnd: on Redis's clock (production), a window
 // key is named after the window holding Redis's now and expires exactly at
-// its end (PEXPIRETIME, Redis 7+), with no TTL-less moment.
+// its end (PEXPIRETIME, Redis 7+), with no TTL-less moment: for one rule, two
+// and three (the written-out paths), and four (the general loop), as a
+// script and as a function library, whose second descriptor of the same
+// rules uses what the first call kept.
 func TestWindowKeysExpireAtWindowEnd(t *testing.T) {
 	c := redistest.Standalone(t).Client()
 	ctx := context.Background()
-	rules := []limit.Rule{{Unit: limit.Minute, Limit: 5}, {Unit: limit.Second, Multiplier: 10, Limit: 5}}
+	lib := DecideLibrary()
+	if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	all := []limit.Rule{{Unit: limit.Minute, Limit: 5}, {Unit: limit.Second, Multiplier: 10, Limit: 5},
+		{Unit: limit.Hour, Limit: 5}, {Unit: limit.Second, Limit: 5}}
+	for _, via := range []string{"EVAL", "FCALL"} {
+		for n := 1; n <= len(all); n++ {
+			for d := range 2 {
+				rules := all[:n]
+				key := fmt.Sprintf("e:{expiry-%s-%d-%d}", via, n, d)
+				t.Run(key, func(t *testing.T) { expiresAtWindowEnd(t, c, via, key, rules) })
+			}
+		}
+	}
+}
+
+// expiresAtWindowEnd runs one decide call of rules on Redis's clock, EVAL
+// of the script or FCALL of the library, for the descriptor whose counter
+// key is key, and checks each rule's window key and reset.
+func expiresAtWindowEnd(t *testing.T, c *redis.Client, via, key string, rules []limit.Rule) {
+	ctx := context.Background()
 	args, err := AppendDecideArgs(nil, rules, limit.Cost{N: 1}, Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := "e:{expiry}"
 	before, err := c.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	reply, err := c.Eval(ctx, DecideScript().Source, []string{key}, args...).Result()
+	var reply any
+	if via == "FCALL" {
+		reply, err = c.FCall(ctx, DecideLibrary().Function, []string{key}, args...).Result()
+	} else {
+		reply, err = c.Eval(ctx, DecideScript().Source, []string{key}, args...).Result()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
