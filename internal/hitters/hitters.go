@@ -160,45 +160,71 @@ func New(o Options) *Tracker {
 // rules (the names of the rules decided), and, when denied, a denial
 // under the binding rule's name, whose reset is the denial's wait.
 func (t *Tracker) Record(domain string, entries []descriptor.Entry, rules string, cost uint64, denied bool, binding string, reset time.Duration) {
-	now := t.opts.Now()
-	// The descriptor is formatted (a copy of the values) at most once, and
-	// only when a summary takes it in.
-	desc, formatted := "", false
-	format := func() string {
-		if !formatted {
-			desc, formatted = t.format(entries), true
-		}
-		return desc
-	}
-	seen := func(it *Item) { it.LastSeen = now }
-	t.add(Hits, domain, entries, rules, cost, now, format, seen)
+	ev := event{domain: domain, entries: entries, maxValueLen: t.opts.MaxValueLen, now: t.opts.Now()}
+	hits := t.key(domain, rules, entries)
+	sh := &t.shards[hits%shards]
+	sh.mu.Lock()
+	sh.add(Hits, hits, cost, rules, &ev, false, time.Time{})
 	if denied {
-		t.add(Denials, domain, entries, binding, 1, now, format, func(it *Item) { it.LastSeen, it.ResetAt = now, now.Add(reset) })
+		// With one rule decided, the denial's key is the hit's: same
+		// hash, same shard, same lock.
+		denials := hits
+		if binding != rules {
+			denials = t.key(domain, binding, entries)
+		}
+		if next := &t.shards[denials%shards]; next != sh {
+			sh.mu.Unlock()
+			sh = next
+			sh.mu.Lock()
+		}
+		sh.add(Denials, denials, 1, binding, &ev, true, ev.now.Add(reset))
 	}
+	sh.mu.Unlock()
 }
 
-// add counts w for (domain, rule, entries) in every window of kind.
-func (t *Tracker) add(kind Kind, domain string, entries []descriptor.Entry, rule string, w uint64, now time.Time, format func() string, update func(*Item)) {
-	var h maphash.Hash
-	h.SetSeed(t.seed)
-	h.WriteString(domain)
-	h.WriteByte(0)
-	h.WriteString(rule)
+// keyBuf is the room on the stack for the bytes key hashes; a longer
+// descriptor is hashed in pieces.
+const keyBuf = 256
+
+// key returns the hash naming (domain, rule, entries) and choosing its
+// shard: maphash of domain, 0, rule, then 0, key, 1, value per entry. The
+// bytes are gathered on the stack and hashed in one call when they fit.
+func (t *Tracker) key(domain, rule string, entries []descriptor.Entry) uint64 {
+	n := len(domain) + 1 + len(rule)
 	for _, e := range entries {
+		n += 2 + len(e.Key) + len(e.Value)
+	}
+	if n > keyBuf {
+		var h maphash.Hash
+		h.SetSeed(t.seed)
+		h.WriteString(domain)
 		h.WriteByte(0)
-		h.WriteString(e.Key)
-		h.WriteByte(1)
-		h.WriteString(e.Value)
+		h.WriteString(rule)
+		for _, e := range entries {
+			h.WriteByte(0)
+			h.WriteString(e.Key)
+			h.WriteByte(1)
+			h.WriteString(e.Value)
+		}
+		return h.Sum64()
 	}
-	key := h.Sum64()
-	mk := func() Item {
-		return Item{Domain: domain, Rule: rule, Descriptor: format()}
+	var buf [keyBuf]byte
+	b := append(buf[:0], domain...)
+	b = append(b, 0)
+	b = append(b, rule...)
+	for _, e := range entries {
+		b = append(b, 0)
+		b = append(b, e.Key...)
+		b = append(b, 1)
+		b = append(b, e.Value...)
 	}
-	sh := &t.shards[key%shards]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	return maphash.Bytes(t.seed, b)
+}
+
+// add counts w for key in every window of kind; the caller holds sh.mu.
+func (sh *shard) add(kind Kind, key, w uint64, rule string, ev *event, denial bool, resetAt time.Time) {
 	for win := range windows {
-		sh.rings[kind][win].current(now).add(key, w, mk, update)
+		sh.rings[kind][win].current(ev.now).add(key, w, rule, ev, denial, resetAt)
 	}
 }
 
@@ -232,22 +258,23 @@ func (t *Tracker) Top(kind Kind, window Window, domain, rule string, n int) []En
 			if r.nums[i] < 0 || r.nums[i] > cur || r.nums[i] <= cur-int64(len(r.sums)) {
 				continue
 			}
-			for _, c := range sum.heap.items {
-				if (domain != "" && c.item.Domain != domain) || (rule != "" && c.item.Rule != rule) {
+			for i := range sum.counters {
+				c := &sum.counters[i]
+				if (domain != "" && c.domain != domain) || (rule != "" && c.rule != rule) {
 					continue
 				}
 				e := merged[c.key]
 				if e == nil {
-					e = &Entry{Item: c.item}
+					e = &Entry{Item: Item{Domain: c.domain, Rule: c.rule, Descriptor: string(c.desc), LastSeen: c.lastSeen, ResetAt: c.resetAt}}
 					merged[c.key] = e
 				}
-				e.Count += c.count
+				e.Count += sum.count(c)
 				e.Error += c.err
-				if c.item.LastSeen.After(e.LastSeen) {
-					e.LastSeen = c.item.LastSeen
+				if c.lastSeen.After(e.LastSeen) {
+					e.LastSeen = c.lastSeen
 				}
-				if c.item.ResetAt.After(e.ResetAt) {
-					e.ResetAt = c.item.ResetAt
+				if c.resetAt.After(e.ResetAt) {
+					e.ResetAt = c.resetAt
 				}
 			}
 		}
@@ -274,29 +301,29 @@ func (t *Tracker) Top(kind Kind, window Window, domain, rule string, n int) []En
 	return out[:min(n, len(out))]
 }
 
-// format writes entries as "k=v,k2=v2", cutting long keys and values.
-func (t *Tracker) format(entries []descriptor.Entry) string {
-	var b strings.Builder
+// appendDescriptor appends entries as "k=v,k2=v2" to dst, cutting long
+// keys and values to n bytes.
+func appendDescriptor(dst []byte, entries []descriptor.Entry, n int) []byte {
 	for i, e := range entries {
 		if i > 0 {
-			b.WriteByte(',')
+			dst = append(dst, ',')
 		}
-		b.WriteString(cut(e.Key, t.opts.MaxValueLen))
-		b.WriteByte('=')
-		b.WriteString(cut(e.Value, t.opts.MaxValueLen))
+		dst = appendCut(dst, e.Key, n)
+		dst = append(dst, '=')
+		dst = appendCut(dst, e.Value, n)
 	}
-	return b.String()
+	return dst
 }
 
-// cut bounds s to n bytes, marking a cut with "…" (without splitting a
-// UTF-8 sequence when s is valid UTF-8).
-func cut(s string, n int) string {
+// appendCut appends s bounded to n bytes, marking a cut with "…" (without
+// splitting a UTF-8 sequence when s is valid UTF-8).
+func appendCut(dst []byte, s string, n int) []byte {
 	if len(s) <= n {
-		return s
+		return append(dst, s...)
 	}
 	i := n
 	for i > 0 && i < len(s) && s[i]&0xC0 == 0x80 {
 		i--
 	}
-	return s[:i] + "…"
+	return append(append(dst, s[:i]...), "…"...)
 }

@@ -40,9 +40,9 @@ func TestHeavyItemFoundAmongManyDistinct(t *testing.T) {
 		for k := range kinds {
 			for w := range windows {
 				for _, sum := range tr.shards[s].rings[k][w].sums {
-					held += len(sum.heap.items)
-					if len(sum.idx) != len(sum.heap.items) {
-						t.Fatalf("index holds %d keys for %d counters", len(sum.idx), len(sum.heap.items))
+					held += len(sum.counters)
+					if n := sum.index.occupied(); n != len(sum.counters) {
+						t.Fatalf("index holds %d keys for %d counters", n, len(sum.counters))
 					}
 				}
 			}

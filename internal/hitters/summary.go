@@ -1,13 +1,31 @@
 package hitters
 
-import "container/heap"
+import (
+	"time"
 
-// counter is one monitored item of a space-saving summary.
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+)
+
+// counter is one monitored item of a space-saving summary. It stays in its
+// slot of summary.counters while it is monitored; only its heap node moves.
 type counter struct {
-	key   uint64
-	count uint64 // estimated weight: true weight ≤ count ≤ true weight + err
-	err   uint64 // overestimation bound: the evicted item's count at takeover
-	item  Item   // what the key names, from the latest update
+	key uint64
+	err uint64 // overestimation bound: the evicted item's count at takeover
+	pos int    // position of its node in summary.heap
+	// What the key names, from the item's first count since it was taken
+	// in, and the latest event counted. desc is the descriptor formatted
+	// by appendDescriptor; its buffer is reused when the counter is taken
+	// over, so a takeover allocates nothing.
+	domain, rule      string
+	desc              []byte
+	lastSeen, resetAt time.Time
+}
+
+// node is a counter's place in the min-heap: its estimated weight (true
+// weight ≤ count ≤ true weight + err) and its slot.
+type node struct {
+	count uint64
+	slot  int
 }
 
 // summary is the space-saving algorithm (Metwally, Agrawal and El Abbadi,
@@ -15,82 +33,233 @@ type counter struct {
 // total/capacity is guaranteed to be monitored, and each count
 // overestimates its item's weight by at most err. Memory is the capacity,
 // whatever the number of distinct items.
+//
+// The counters sit in fixed slots; a binary min-heap of nodes orders them
+// by count (the smallest is the one taken over), each counter knowing its
+// node's position, and an open-addressing index maps a key to its slot.
+// Sifting moves nodes and writes positions, never the index, and the heap
+// compares and moves exactly as container/heap would, so which counter a
+// tie leaves at the root, and hence which item a takeover evicts, is what
+// it always was.
 type summary struct {
-	cap   int
-	idx   map[uint64]int // key → position in heap
-	heap  minHeap
-	total uint64
+	counters []counter // in use: len; capacity: cap
+	heap     []node
+	index    index
+	total    uint64
 }
+
+// maxKeptDesc bounds the descriptor buffer a counter keeps across a reset:
+// a longer one (a rare long descriptor) is released rather than held for
+// the life of the process.
+const maxKeptDesc = 256
 
 func newSummary(capacity int) *summary {
-	idx := make(map[uint64]int, capacity)
-	return &summary{cap: capacity, idx: idx, heap: minHeap{items: make([]counter, 0, capacity), idx: idx}}
+	return &summary{
+		counters: make([]counter, 0, capacity),
+		heap:     make([]node, 0, capacity),
+		index:    newIndex(capacity),
+	}
 }
 
-// add counts weight w for key; item names the key and is built only when
-// the key is new to the summary (mk), or refreshed by update.
-func (s *summary) add(key uint64, w uint64, mk func() Item, update func(*Item)) {
+// event is what one Record counts: the descriptor, which each summary
+// formats only when it takes the descriptor in, and the time.
+type event struct {
+	domain      string
+	entries     []descriptor.Entry
+	maxValueLen int
+	now         time.Time
+}
+
+// add counts weight w for key, which names (ev.domain, rule, ev.entries).
+// The counter's last-seen time becomes ev.now; a denial (denial true)
+// also sets its reset time to resetAt.
+func (s *summary) add(key, w uint64, rule string, ev *event, denial bool, resetAt time.Time) {
 	s.total += w
-	if i, ok := s.idx[key]; ok {
-		c := &s.heap.items[i]
-		c.count += w
-		if update != nil {
-			update(&c.item)
-		}
-		heap.Fix(&s.heap, i)
+	pos, found := s.index.find(key)
+	var c *counter
+	switch {
+	case found:
+		c = &s.counters[pos]
+		pos = c.pos
+		s.heap[pos].count += w
+	case len(s.counters) < cap(s.counters):
+		// A free slot: the item is new and counted exactly.
+		slot := len(s.counters)
+		s.counters = s.counters[:slot+1]
+		c = &s.counters[slot]
+		s.index.insertAt(pos, key, slot)
+		s.take(c, key, rule, ev)
+		c.err = 0
+		s.heap = append(s.heap, node{count: w, slot: slot})
+		s.up(len(s.heap) - 1)
+		s.seen(c, ev, denial, resetAt)
 		return
+	default:
+		// Take over the smallest counter: the new item may have been seen
+		// up to its count times while not monitored.
+		root := &s.heap[0]
+		c = &s.counters[root.slot]
+		s.index.insertAt(pos, key, root.slot)
+		s.index.remove(c.key)
+		s.take(c, key, rule, ev)
+		c.err = root.count
+		root.count += w
+		pos = 0
 	}
-	if len(s.heap.items) < s.cap {
-		heap.Push(&s.heap, counter{key: key, count: w, item: mk()})
-		if update != nil {
-			update(&s.heap.items[s.idx[key]].item)
-		}
-		return
-	}
-	// Take over the smallest counter: the new item may have been seen up
-	// to its count times while not monitored.
-	min := &s.heap.items[0]
-	delete(s.idx, min.key)
-	min.err = min.count
-	min.count += w
-	min.key = key
-	min.item = mk()
-	if update != nil {
-		update(&min.item)
-	}
-	s.idx[key] = 0
-	heap.Fix(&s.heap, 0)
+	s.seen(c, ev, denial, resetAt)
+	s.down(pos)
 }
 
-// reset empties the summary, keeping its memory.
+// take makes c name key: the item of ev under rule, with no event counted
+// yet.
+func (s *summary) take(c *counter, key uint64, rule string, ev *event) {
+	c.key, c.domain, c.rule = key, ev.domain, rule
+	c.desc = appendDescriptor(c.desc[:0], ev.entries, ev.maxValueLen)
+	c.lastSeen, c.resetAt = time.Time{}, time.Time{}
+}
+
+// seen records ev on c.
+func (s *summary) seen(c *counter, ev *event, denial bool, resetAt time.Time) {
+	c.lastSeen = ev.now
+	if denial {
+		c.resetAt = resetAt
+	}
+}
+
+// count returns c's estimated weight.
+func (s *summary) count(c *counter) uint64 { return s.heap[c.pos].count }
+
+// down moves the node at i, whose count may have grown, towards the
+// leaves until no child is smaller (container/heap's down, moving the node
+// once instead of swapping at each level).
+func (s *summary) down(i int) {
+	h := s.heap
+	x := h[i]
+	for {
+		j := 2*i + 1
+		if j >= len(h) {
+			break
+		}
+		if j2 := j + 1; j2 < len(h) && h[j2].count < h[j].count {
+			j = j2
+		}
+		if h[j].count >= x.count {
+			break
+		}
+		h[i] = h[j]
+		s.counters[h[i].slot].pos = i
+		i = j
+	}
+	h[i] = x
+	s.counters[x.slot].pos = i
+}
+
+// up moves the node at j towards the root while it is smaller than its
+// parent (container/heap's up).
+func (s *summary) up(j int) {
+	h := s.heap
+	x := h[j]
+	for j > 0 {
+		i := (j - 1) / 2
+		if x.count >= h[i].count {
+			break
+		}
+		h[j] = h[i]
+		s.counters[h[j].slot].pos = j
+		j = i
+	}
+	h[j] = x
+	s.counters[x.slot].pos = j
+}
+
+// reset empties the summary, keeping its memory (but no descriptor buffer
+// longer than maxKeptDesc).
 func (s *summary) reset() {
-	clear(s.idx)
-	clear(s.heap.items)
-	s.heap.items = s.heap.items[:0]
+	for i := range s.counters {
+		c := &s.counters[i]
+		desc := c.desc[:0]
+		if cap(desc) > maxKeptDesc {
+			desc = nil
+		}
+		*c = counter{desc: desc}
+	}
+	s.counters = s.counters[:0]
+	s.heap = s.heap[:0]
+	s.index.clear()
 	s.total = 0
 }
 
-// minHeap orders counters by count, smallest first, and keeps idx in step.
-type minHeap struct {
-	items []counter
-	idx   map[uint64]int
+// index maps the keys of a summary's counters to their slots: open
+// addressing with linear probing over a power-of-two table at most half
+// full, placed by the key's high bits (the low bits choose the shard, so
+// they are alike within a summary). Keys are already hashes, so nothing is
+// hashed again.
+type index struct {
+	cells []cell
+	shift uint // 64 - log2(len(cells))
 }
 
-func (h *minHeap) Len() int           { return len(h.items) }
-func (h *minHeap) Less(i, j int) bool { return h.items[i].count < h.items[j].count }
-func (h *minHeap) Swap(i, j int) {
-	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.idx[h.items[i].key] = i
-	h.idx[h.items[j].key] = j
+// cell is one place of the index; slot is the counter's slot plus one, 0
+// for an empty cell.
+type cell struct {
+	key  uint64
+	slot int
 }
-func (h *minHeap) Push(x any) {
-	c := x.(counter)
-	h.idx[c.key] = len(h.items)
-	h.items = append(h.items, c)
+
+func newIndex(capacity int) index {
+	bits := uint(1)
+	for 1<<bits < 2*capacity {
+		bits++
+	}
+	return index{cells: make([]cell, 1<<bits), shift: 64 - bits}
 }
-func (h *minHeap) Pop() any {
-	c := h.items[len(h.items)-1]
-	h.items = h.items[:len(h.items)-1]
-	delete(h.idx, c.key)
-	return c
+
+// find returns the slot of key and true, or, when key is absent, the cell
+// where it would be inserted and false.
+func (x *index) find(key uint64) (int, bool) {
+	mask := len(x.cells) - 1
+	for i := int(key >> x.shift); ; i = (i + 1) & mask {
+		c := &x.cells[i]
+		if c.slot == 0 {
+			return i, false
+		}
+		if c.key == key {
+			return c.slot - 1, true
+		}
+	}
 }
+
+// insertAt puts key → slot in cell i, which find returned for key.
+func (x *index) insertAt(i int, key uint64, slot int) {
+	x.cells[i] = cell{key: key, slot: slot + 1}
+}
+
+// remove deletes key, which must be present, shifting back the cells
+// after it that would no longer be found across the gap (no tombstones, so
+// probes stay short whatever the churn).
+func (x *index) remove(key uint64) {
+	mask := len(x.cells) - 1
+	i := int(key >> x.shift)
+	for x.cells[i].key != key || x.cells[i].slot == 0 {
+		i = (i + 1) & mask
+	}
+	for {
+		x.cells[i] = cell{}
+		j := i
+		for {
+			j = (j + 1) & mask
+			c := x.cells[j]
+			if c.slot == 0 {
+				return
+			}
+			// c may fill the gap at i if i lies between c's home and j.
+			if home := int(c.key >> x.shift); (j-home)&mask >= (j-i)&mask {
+				x.cells[i] = c
+				i = j
+				break
+			}
+		}
+	}
+}
+
+func (x *index) clear() { clear(x.cells) }
