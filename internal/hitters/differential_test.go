@@ -173,9 +173,9 @@ func TestTrackerMatchesReference(t *testing.T) {
 					got := New(Options{Capacity: capacity, MaxValueLen: 12, Now: clock.Now})
 					ref := newRefTracker(got.opts, got.seed)
 					r := rand.New(rand.NewPCG(uint64(capacity), 11))
-					for step := range 20_000 {
+					for step := range 10_000 {
 						clock.Advance(time.Duration(r.IntN(100)) * time.Millisecond)
-						if r.IntN(5_000) == 0 {
+						if r.IntN(3_000) == 0 {
 							clock.Advance(time.Duration(r.IntN(90)) * time.Minute)
 						}
 						i := st.next(r)
@@ -192,7 +192,7 @@ func TestTrackerMatchesReference(t *testing.T) {
 						cost, reset := wt.next(r), time.Duration(r.IntN(60))*time.Second
 						ref.Record(domain, entries, rs.rules, cost, denied, binding, reset)
 						got.Record(domain, entries, rs.rules, cost, denied, binding, reset)
-						if step%500 != 499 {
+						if step%1_000 != 999 {
 							continue
 						}
 						for _, kind := range []Kind{Hits, Denials} {
