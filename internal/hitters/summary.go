@@ -208,7 +208,7 @@ type cell struct {
 
 func newIndex(capacity int) index {
 	bits := uint(1)
-	for 1<<bits < 2*capacity {
+	for 1<<bits < 4*capacity {
 		bits++
 	}
 	return index{cells: make([]cell, 1<<bits), shift: 64 - bits}
