@@ -234,14 +234,19 @@ func (x *index) insertAt(i int, key uint64, slot int) {
 	x.cells[i] = cell{key: key, slot: slot + 1}
 }
 
-// remove deletes key, which must be present, shifting back the cells
-// after it that would no longer be found across the gap (no tombstones, so
-// probes stay short whatever the churn).
+// remove deletes key, shifting back the cells after it that would no
+// longer be found across the gap (no tombstones, so probes stay short
+// whatever the churn).
 func (x *index) remove(key uint64) {
 	mask := len(x.cells) - 1
 	i := int(key >> x.shift)
-	for x.cells[i].key != key || x.cells[i].slot == 0 {
-		i = (i + 1) & mask
+	for ; x.cells[i].key != key; i = (i + 1) & mask {
+		if x.cells[i].slot == 0 {
+			return // absent
+		}
+	}
+	if x.cells[i].slot == 0 {
+		return // absent: key matched an empty cell's zero key
 	}
 	for {
 		x.cells[i] = cell{}
