@@ -75,11 +75,12 @@ type event struct {
 // also sets its reset time to resetAt.
 func (s *summary) add(key, w uint64, rule string, ev *event, denial bool, resetAt time.Time) {
 	s.total += w
-	pos, found := s.index.find(key)
+	at, found := s.index.find(key) // key's slot, or else the index cell for it
 	var c *counter
+	var pos int // c's node, to sift down once its count has grown
 	switch {
 	case found:
-		c = &s.counters[pos]
+		c = &s.counters[at]
 		pos = c.pos
 		s.heap[pos].count += w
 	case len(s.counters) < cap(s.counters):
@@ -87,7 +88,7 @@ func (s *summary) add(key, w uint64, rule string, ev *event, denial bool, resetA
 		slot := len(s.counters)
 		s.counters = s.counters[:slot+1]
 		c = &s.counters[slot]
-		s.index.insertAt(pos, key, slot)
+		s.index.insertAt(at, key, slot)
 		s.take(c, key, rule, ev)
 		c.err = 0
 		s.heap = append(s.heap, node{count: w, slot: slot})
@@ -99,7 +100,7 @@ func (s *summary) add(key, w uint64, rule string, ev *event, denial bool, resetA
 		// up to its count times while not monitored.
 		root := &s.heap[0]
 		c = &s.counters[root.slot]
-		s.index.insertAt(pos, key, root.slot)
+		s.index.insertAt(at, key, root.slot)
 		s.index.remove(c.key)
 		s.take(c, key, rule, ev)
 		c.err = root.count
@@ -190,8 +191,8 @@ func (s *summary) reset() {
 }
 
 // index maps the keys of a summary's counters to their slots: open
-// addressing with linear probing over a power-of-two table at most half
-// full, placed by the key's high bits (the low bits choose the shard, so
+// addressing with linear probing over a power-of-two table at most a
+// quarter full, placed by the key's high bits (the low bits choose the shard, so
 // they are alike within a summary). Keys are already hashes, so nothing is
 // hashed again.
 type index struct {
