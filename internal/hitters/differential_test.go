@@ -154,7 +154,8 @@ func sameSummary(ref *refSummary, got *summary) error {
 // Tracker and the reference tracker (same seed, so the same keys and
 // shards) on one clock that crosses minute and hour buckets, with several
 // domains, single and multiple rules, denials bound by one of them, costs
-// and values long enough to be cut, and checks that every Top query (each
+// values long enough to be cut and descriptors longer than the key's stack
+// buffer, and checks that every Top query (each
 // kind, window and filter, short and long lists) answers the same.
 func TestTrackerMatchesReference(t *testing.T) {
 	rulesets := []struct{ rules, bindings string }{
@@ -165,12 +166,16 @@ func TestTrackerMatchesReference(t *testing.T) {
 	queries := []struct{ domain, rule string }{
 		{"", ""}, {"api", ""}, {"", "per_user"}, {"web", "per_user+daily"}, {"", "daily"},
 	}
-	for _, capacity := range []int{4, 64} {
+	// Values are cut to 12 bytes, or kept up to 300 so that the long
+	// descriptors (an extra entry of 200 to 400 bytes) are hashed in
+	// pieces and their buffers are released at a bucket's reset.
+	for _, opts := range []struct{ capacity, maxValueLen int }{{4, 12}, {64, 12}, {16, 300}} {
+		capacity := opts.capacity
 		for _, st := range streams() {
 			for _, wt := range weights {
-				t.Run(fmt.Sprintf("cap%d/%s/%s", capacity, st.name, wt.name), func(t *testing.T) {
+				t.Run(fmt.Sprintf("cap%d/cut%d/%s/%s", capacity, opts.maxValueLen, st.name, wt.name), func(t *testing.T) {
 					clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-					got := New(Options{Capacity: capacity, MaxValueLen: 12, Now: clock.Now})
+					got := New(Options{Capacity: capacity, MaxValueLen: opts.maxValueLen, Now: clock.Now})
 					ref := newRefTracker(got.opts, got.seed)
 					r := rand.New(rand.NewPCG(uint64(capacity), 11))
 					for step := range 10_000 {
@@ -184,6 +189,9 @@ func TestTrackerMatchesReference(t *testing.T) {
 						entries := user(strconv.Itoa(i) + strings.Repeat([]string{"", "x", "é"}[i%3], i%11))
 						if i%5 == 0 {
 							entries = append(entries, descriptor.Entry{Key: "path", Value: "/v1/items"})
+						}
+						if i%7 == 0 {
+							entries = append(entries, descriptor.Entry{Key: "note", Value: strings.Repeat("n", 200+i%200)})
 						}
 						domain := []string{"api", "web"}[i%2]
 						rs := rulesets[i%len(rulesets)]

@@ -3,9 +3,13 @@ package hitters
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/fakeclock"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
 // TestIndexMatchesMap drives the index with random inserts and removals
@@ -88,5 +92,45 @@ func TestConcurrentRecords(t *testing.T) {
 				t.Errorf("kind %d: %s count %d error %d, want %d exactly", tc.kind, e.Descriptor, e.Count, e.Error, tc.want)
 			}
 		}
+	}
+}
+
+// TestRecordAllocatesNothing: once its counters have held descriptors as
+// long, a tracker counts new descriptors (takeovers in every summary, hits
+// and two-rule denials) without allocating.
+func TestRecordAllocatesNothing(t *testing.T) {
+	clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	tr := New(Options{Capacity: 4, Now: clock.Now})
+	values := make([][]descriptor.Entry, 1_000)
+	for i := range values {
+		values[i] = user(fmt.Sprintf("user-%04d", i))
+	}
+	i := 0
+	record := func() {
+		tr.Record("api", values[i%len(values)], "per_user+daily", 1, true, "per_user", time.Second)
+		i++
+	}
+	for range 2 * len(values) {
+		record()
+	}
+	if got := testing.AllocsPerRun(1_000, record); got != 0 {
+		t.Errorf("%v allocations per Record, want 0", got)
+	}
+}
+
+// TestResetReleasesLongBuffers: a bucket's reset keeps the descriptor
+// buffers of ordinary counters for reuse and releases the long ones.
+func TestResetReleasesLongBuffers(t *testing.T) {
+	s := newSummary(2)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, value := range []string{"short", strings.Repeat("x", maxKeptDesc)} {
+		s.add(uint64(i), 1, "r", &event{domain: "api", entries: user(value), maxValueLen: 2 * maxKeptDesc, now: now}, false, time.Time{})
+	}
+	s.reset()
+	if len(s.counters) != 0 || s.index.occupied() != 0 || s.total != 0 {
+		t.Fatalf("after reset: %d counters, %d keys indexed, total %d", len(s.counters), s.index.occupied(), s.total)
+	}
+	if short, long := cap(s.counters[:2][0].desc), cap(s.counters[:2][1].desc); short == 0 || long != 0 {
+		t.Errorf("after reset: short buffer capacity %d (want kept), long %d (want released)", short, long)
 	}
 }
