@@ -39,12 +39,14 @@ end
 
 -- win_expire makes key expire at wend (us, a whole second): at the window's
 -- end on Redis's clock, or, on the test clock, that far from now plus
--- TEST_TTL_SLACK_MS.
-local function win_expire(key, wend)
+-- TEST_TTL_SLACK_MS. es, when given, is wend in seconds as a string
+-- (win_rule's): Redis 7.0 formats a number argument of a command with
+-- snprintf's %.17g, a string it takes as it is.
+local function win_expire(key, wend, es)
   if testmode then
     call('PEXPIRE', key, ceil((wend - now) / 1000) + TEST_TTL_SLACK_MS)
   else
-    call('EXPIREAT', key, wend / 1000000)
+    call('EXPIREAT', key, es or wend / 1000000)
   end
 end
 
@@ -76,15 +78,18 @@ local function win_start(P)
   return now - m
 end
 
--- win_rule returns, for the rule at position i (1 to 3) of a descriptor
--- win_take decides, whose limit, period and id slots are ls, ps and id: its
--- limit, its window's end (us) and its window key's tail after KEYS[1]
--- (':<id>:<window start s>'), or nil when the slots are not an epoch-aligned
--- fixed window's. It keeps them per position in wr (at 7i-6 .. 7i: the three
--- slots, the limit, the window's start and end, the tail), so that a rule
--- of the same slots in the same window parses and formats nothing: a
--- function library keeps wr from one call to the next, a script from one
--- descriptor of a batch to the next.
+-- win_rule returns, for the epoch-aligned fixed window at position i (from
+-- 1) of a descriptor whose limit, period and id slots are ls, ps and id:
+-- its limit, its window's end (us), its window key's tail after KEYS[1]
+-- (':<id>:<window start s>') and the end in seconds as a string (for
+-- EXPIREAT); or nil when the slots are not such a window's. It keeps them
+-- for the first WR_RULES positions in wr (at 8i-7 .. 8i: the three slots,
+-- the limit, the window's start and end, the tail, the end's string), so
+-- that a rule of the same slots at the same position, in the same window,
+-- parses and formats nothing: a function library keeps wr from one call to
+-- the next (its size bounded), a script from one descriptor of a batch to
+-- the next.
+local WR_RULES = 16
 local wr
 local function win_rule(i, ls, ps, id)
   if not wr then wr = {} end
@@ -95,10 +100,12 @@ local function win_rule(i, ls, ps, id)
   local L, P = tonumber(ls), tonumber(ps)
   if not (L and P and P > 0 and fmod(P, 1000000) == 0) then return nil end
   local start = win_start(P)
-  local tail = ':' .. id .. ':' .. start / 1000000
-  local es = format('%d', (start + P) / 1000000)
-  wr[c - 7], wr[c - 6], wr[c - 5], wr[c - 4], wr[c - 3], wr[c - 2], wr[c - 1], wr[c] = ls, ps, id, L, start, start + P, tail, es
-  return L, start + P, tail, es
+  local wend = start + P
+  local tail, es = ':' .. id .. ':' .. start / 1000000, format('%d', wend / 1000000)
+  if i <= WR_RULES then
+    wr[c - 7], wr[c - 6], wr[c - 5], wr[c - 4], wr[c - 3], wr[c - 2], wr[c - 1], wr[c] = ls, ps, id, L, start, wend, tail, es
+  end
+  return L, wend, tail, es
 end
 
 -- win_take decides a descriptor of nr = 2 or 3 epoch-aligned fixed windows
@@ -135,8 +142,8 @@ local function win_take(KEYS, ARGV, k0, a0, nr)
     local v1 = call('INCRBY', k1, ns)
     local v2 = call('INCRBY', k2, ns)
     if v1 <= L1 and v2 <= L2 then
-      if v1 == n then if testmode then win_expire(k1, e1) else call('EXPIREAT', k1, x1) end end
-      if v2 == n then if testmode then win_expire(k2, e2) else call('EXPIREAT', k2, x2) end end
+      if v1 == n then win_expire(k1, e1, x1) end
+      if v2 == n then win_expire(k2, e2, x2) end
       local r1, r2 = L1 - v1, L2 - v2
       -- Decision.Bind: the least remaining, then the latest reset.
       local b = 0
@@ -160,9 +167,9 @@ local function win_take(KEYS, ARGV, k0, a0, nr)
   local v2 = call('INCRBY', k2, ns)
   local v3 = call('INCRBY', k3, ns)
   if v1 <= L1 and v2 <= L2 and v3 <= L3 then
-    if v1 == n then if testmode then win_expire(k1, e1) else call('EXPIREAT', k1, x1) end end
-    if v2 == n then if testmode then win_expire(k2, e2) else call('EXPIREAT', k2, x2) end end
-    if v3 == n then if testmode then win_expire(k3, e3) else call('EXPIREAT', k3, x3) end end
+    if v1 == n then win_expire(k1, e1, x1) end
+    if v2 == n then win_expire(k2, e2, x2) end
+    if v3 == n then win_expire(k3, e3, x3) end
     local r1, r2, r3 = L1 - v1, L2 - v2, L3 - v3
     local b, r, w = 0, r1, w1
     if r2 < r or (r2 == r and w2 > w) then b, r, w = 1, r2, w2 end
@@ -221,38 +228,42 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
     local alg = ARGV[i]
     if alg ~= '1' and alg ~= '0' then return nil end
   end
-  local n, mode = tonumber(ARGV[a0 + 1]), ARGV[a0 + 2]
+  local ns, mode = ARGV[a0 + 1], ARGV[a0 + 2]
+  local n = tonumber(ns)
   if n == nil or n < 0 or n ~= floor(n) then return nil end
   local ref = mode == '1'
   local chg = mode == '2' and n ~= 0
   -- Two flat tables (each table costs Redis time): x holds per rule i
   -- (from 0), at 3i+1..3i+3, its limit (false: alg 0), the index in y of
-  -- its key, its reset; y holds per key, at j..j+5, the key, its window's
-  -- end, how many rules apply the cost to it, the count before the call,
-  -- what the call adds to it (at most 2^53), and whether it was put back
-  -- at once (its INCRBY reached 2^53, where the reply is an inexact float).
-  local x, y = {}, {}
+  -- its key, its reset; y holds per key, at j..j+6, the key, its window's
+  -- end (us, and at j+6 in s as a string), how many rules apply the cost to
+  -- it, the count before the call, what the call adds to it (at most 2^53),
+  -- and whether it was put back at once (its INCRBY reached 2^53, where the
+  -- reply is an inexact float). Both, and the reply (out, below), are made
+  -- with room for five rules of five keys: a table that grows is rehashed
+  -- at every power of 2 (Lua 5.1 has no table.new), which cost 2 us of a
+  -- call of four rules.
+  local f = false
+  local x = { f, f, f, f, f, f, f, f, f, f, f, f, f, f, f }
+  local y = { f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f }
   local ny = 0 -- y's length
   local fits = true -- no rule refuses the cost whatever the count
-  local base = KEYS[k0 + 1] .. ':'
+  local base = KEYS[k0 + 1]
   for i = 0, nr - 1 do
     local b = a0 + 5 * i + 2
     local alg = ARGV[b + 1]
     if alg == '1' then
-      local l, P = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
-      if l == nil or P == nil or P <= 0 or fmod(P, 1000000) ~= 0 then
-        return nil
-      end
-      local start = win_start(P)
-      local key = base .. ARGV[b + 5] .. ':' .. start / 1000000
+      local l, wend, tail, es = win_rule(i + 1, ARGV[b + 2], ARGV[b + 4], ARGV[b + 5])
+      if l == nil then return nil end
+      local key = base .. tail
       local j = 1
-      while j < ny and y[j] ~= key do j = j + 6 end
+      while j < ny and y[j] ~= key do j = j + 7 end
       if j > ny then
-        y[j], y[j + 1], y[j + 2], y[j + 3], y[j + 4], y[j + 5] = key, start + P, 0, 0, 0, false
-        ny = ny + 6
+        y[j], y[j + 1], y[j + 2], y[j + 3], y[j + 4], y[j + 5], y[j + 6] = key, wend, 0, 0, 0, false, es
+        ny = ny + 7
       end
       y[j + 2] = y[j + 2] + 1
-      local w = start + P - now
+      local w = wend - now
       if w > MAXWAIT then w = MAXWAIT end
       x[3 * i + 1], x[3 * i + 2], x[3 * i + 3] = l, j, w
       if n > l then fits = false end
@@ -264,23 +275,28 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
     end
   end
 
-  -- The counts before the call.
+  -- The counts before the call. A key of one rule gets the cost's own
+  -- string (ns), Redis formatting no number.
   local write = n ~= 0 and (ref or chg or fits)
-  for j = 1, ny, 6 do
+  for j = 1, ny, 7 do
     local key = y[j]
     if write then
-      local a = n * y[j + 2]
-      if a > MAXCHARGE then a = MAXCHARGE end
+      local a, as = n, ns
+      if y[j + 2] > 1 then
+        a = n * y[j + 2]
+        if a > MAXCHARGE then a = MAXCHARGE end
+        as = a
+      end
       y[j + 4] = a
       if saving then win_save(key) end
       if ref then
-        local v = call('DECRBY', key, a)
+        local v = call('DECRBY', key, as)
         if v <= 0 then call('DEL', key) end
         y[j + 3] = v + a
       else
-        local v = call('INCRBY', key, a)
+        local v = call('INCRBY', key, as)
         if v >= MAXCHARGE then
-          v = call('DECRBY', key, a)
+          v = call('DECRBY', key, as)
           if v == 0 then call('DEL', key) end
           y[j + 3], y[j + 5] = v, true
         else
@@ -293,8 +309,9 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
   end
 
   -- Check every rule on the counts before the call (fw_check); the reply
-  -- holds each rule's ok, remaining and reset from out[3].
-  local out = { 1, -1 }
+  -- holds each rule's ok, remaining and reset from out[3] (its nils make
+  -- room, and end the reply where Redis reads it to the first nil).
+  local out = { 1, -1, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
   local allowed = true
   for i = 0, nr - 1 do
     local l = x[3 * i + 1]
@@ -338,10 +355,10 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
       -- Nothing was consumed: the cost taken is put back, and the rules
       -- that alone admitted report a peek.
       if write then
-        for j = 1, ny, 6 do
+        for j = 1, ny, 7 do
           if y[j + 5] then -- already put back
           elseif y[j + 3] == 0 then call('DEL', y[j])
-          else call('DECRBY', y[j], y[j + 4])
+          else call('DECRBY', y[j], y[j + 2] == 1 and ns or y[j + 4])
           end
         end
       end
@@ -358,7 +375,7 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
   if write and not ref then
     -- Counts stop at 2^53 (SET drops the TTL: it is set again); a key the
     -- call created expires with its window.
-    for j = 1, ny, 6 do
+    for j = 1, ny, 7 do
       local key = y[j]
       if y[j + 5] then
         if y[j + 3] > MAXCHARGE - y[j + 4] then
@@ -366,9 +383,9 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
         else
           call('INCRBY', key, y[j + 4])
         end
-        win_expire(key, y[j + 1])
+        win_expire(key, y[j + 1], y[j + 6])
       elseif y[j + 3] == 0 then
-        win_expire(key, y[j + 1])
+        win_expire(key, y[j + 1], y[j + 6])
       end
     end
   end
