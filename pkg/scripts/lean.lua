@@ -16,6 +16,9 @@
 -- cost is taken optimistically: INCRBY each key, and on a denial put every
 -- key back (DECRBY, or DEL for a key the call created, so no key is left
 -- without its expiry). A peek, and a cost no limit can hold, only read.
+-- One rule taking a cost, and two or three of distinct ids taking a cost
+-- every limit can hold (win_take), are written out; any other shape goes
+-- through one general loop (decision 0059).
 -- Any other descriptor (a sliding window, a meter, a sliding log, a
 -- calendar-aligned window) returns nil and is decided the general way, on
 -- the records of KEYS[1]. It uses no function of the general way (arith.lua's
