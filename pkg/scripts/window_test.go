@@ -220,25 +220,31 @@ func (h *harness) compareWindow(step string, now limit.Micros, i int) {
 // TestTogetherRestoresWindowKeys: a batch decided together whose last
 // descriptor is denied leaves every key as it was -- the window keys too,
 // which are not in KEYS: one that held a count keeps it and its expiry,
-// one the batch created is gone -- and the admitted descriptors reply as
-// peeks.
+// one the batch created is gone, for one rule, for two and three decided
+// written out, and for the general way -- and the admitted descriptors
+// reply as peeks.
 func TestTogetherRestoresWindowKeys(t *testing.T) {
 	c := redistest.Standalone(t).Client()
 	ctx := context.Background()
 	now := limit.Micros(1_800_000_000_000_000)
 	minute := limit.Rule{Unit: limit.Minute, Limit: 5}
 	bucket := limit.Rule{Algorithm: limit.TokenBucket, Unit: limit.Hour, Limit: 10}
+	second, hour := limit.Rule{Unit: limit.Second, Limit: 5}, limit.Rule{Unit: limit.Hour, Limit: 5}
 	items := []struct {
 		key   string
 		rules []limit.Rule
 	}{
-		{"t:{held}", []limit.Rule{minute}},          // a window key holding 2
-		{"t:{fresh}", []limit.Rule{minute}},         // no key yet
-		{"t:{mixed}", []limit.Rule{minute, bucket}}, // the general way: window key and record
+		{"t:{held}", []limit.Rule{minute}},                // a window key holding 2
+		{"t:{fresh}", []limit.Rule{minute}},               // no key yet
+		{"t:{mixed}", []limit.Rule{minute, bucket}},       // the general way: window key and record
+		{"t:{three}", []limit.Rule{minute, second, hour}}, // written out: the minute's key holding 2, two new
+		{"t:{two}", []limit.Rule{second, hour}},           // written out: two new keys
 		{"t:{denied}", []limit.Rule{{Unit: limit.Hour, Limit: 0}}},
 	}
-	if d := windowCall(t, c, items[0].key, items[0].rules, now, limit.Cost{N: 2}); !d.Allowed {
-		t.Fatal(d)
+	for _, i := range []int{0, 3} {
+		if d := windowCall(t, c, items[i].key, []limit.Rule{minute}, now, limit.Cost{N: 2}); !d.Allowed {
+			t.Fatal(d)
+		}
 	}
 	dump := func() map[string]string {
 		keys, err := c.Keys(ctx, "t:*").Result()
@@ -271,14 +277,14 @@ func TestTogetherRestoresWindowKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLeft := []uint64{3, 5, 5, 0}
+	wantLeft := []uint64{3, 5, 5, 3, 5, 0}
 	for i, it := range items {
 		var d limit.Decision
 		d, ints, err = ParseBatchInts(ints, make([]limit.Outcome, len(it.rules)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Allowed != (i < 3) || d.Outcomes[0].Remaining != wantLeft[i] {
+		if d.Allowed != (i < len(items)-1) || d.Outcomes[0].Remaining != wantLeft[i] {
 			t.Errorf("descriptor %d: %+v, want remaining %d (a peek when admitted)", i, d, wantLeft[i])
 		}
 	}
