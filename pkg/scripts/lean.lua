@@ -201,16 +201,20 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
   -- The commonest call, written out: one rule, a cost taken.
   if na == 7 and ARGV[a0 + 2] == '0' and ARGV[a0 + 3] == '1' then
     local ns = ARGV[a0 + 1]
-    local n, L, P = tonumber(ns), tonumber(ARGV[a0 + 4]), tonumber(ARGV[a0 + 6])
-    if n and L and P and n > 0 and n <= L and P > 0 and fmod(P, 1000000) == 0 then
-      local start = win_start(P)
-      local key = KEYS[k0 + 1] .. ':' .. ARGV[a0 + 7] .. ':' .. start / 1000000
+    local n = tonumber(ns)
+    -- The rule's limit, window end, key tail and EXPIREAT argument, kept
+    -- from the call before when its slots and window are the same.
+    local L, wend, tail, es = win_rule(1, ARGV[a0 + 4], ARGV[a0 + 6], ARGV[a0 + 7])
+    if n and L and n > 0 and n <= L then
+      local key = KEYS[k0 + 1] .. tail
       if saving then win_save(key) end
       local v = call('INCRBY', key, ns)
-      local w = start + P - now
+      local w = wend - now
       if w > MAXWAIT then w = MAXWAIT end
       if v <= L then
-        if v == n then win_expire(key, start + P) end
+        if v == n then
+          if testmode then win_expire(key, wend) else call('EXPIREAT', key, es) end
+        end
         return { 1, 0, 1, L - v, w }
       end
       -- Put it back; DECRBY's reply is the count exactly (INCRBY's is a

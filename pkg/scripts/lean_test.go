@@ -588,8 +588,8 @@ func TestWindowTake(t *testing.T) {
 
 // TestWindowTakeAcrossCalls holds the window path to pkg/limit over many
 // calls of one function library (FCALL), which keeps what win_rule parsed
-// and formatted from one call to the next: descriptors of two or three
-// fixed windows drawn from one small set of rules (so the same slots come
+// and formatted from one call to the next: descriptors of one, two or
+// three fixed windows drawn from one small set of rules (so the same slots come
 // back at every position, and the same ids in other orders), now and then
 // a limit changed, a shared id, a refund, a charge or a peek, the clock
 // moving on across the windows' edges.
@@ -620,9 +620,14 @@ func TestWindowTakeAcrossCalls(t *testing.T) {
 		h.fcall = lib.Function
 		hs = append(hs, h)
 	}
+	for d, r := range pool { // one rule each: windows' own written-out path
+		h := newHarness(t, c, fmt.Sprintf("across-one%d", d), []limit.Rule{r})
+		h.fcall = lib.Function
+		hs = append(hs, h)
+	}
 	now := bases[0]
-	var taken, admitted, denied int
-	for step := range 3000 {
+	var taken, admitted, denied, one int
+	for step := range 4000 {
 		h := hs[rng.IntN(len(hs))]
 		if rng.IntN(4) == 0 {
 			now += 10_000_000 - now%10_000_000 - rng.Int64N(2) // a window's edge, or 1 µs before
@@ -643,6 +648,9 @@ func TestWindowTakeAcrossCalls(t *testing.T) {
 			cost.N = 0
 		}
 		d := h.run(fmt.Sprintf("step %d, %s", step, h.counter), now, cost)
+		if !cost.Refund && !cost.Charge && cost.N > 0 && len(h.rules) == 1 {
+			one++
+		}
 		if !cost.Refund && !cost.Charge && cost.N > 0 && h.rules[0].ID() != h.rules[len(h.rules)-1].ID() {
 			taken++
 			if d.Allowed {
@@ -652,10 +660,10 @@ func TestWindowTakeAcrossCalls(t *testing.T) {
 			}
 		}
 	}
-	if taken < 1500 || admitted < 500 || denied < 500 {
-		t.Errorf("%d costs taken by descriptors of distinct ids, %d admitted, %d denied: the steps do not exercise the written-out path", taken, admitted, denied)
+	if taken < 1500 || admitted < 500 || denied < 500 || one < 500 {
+		t.Errorf("%d costs taken by descriptors of distinct ids, %d admitted, %d denied, %d by descriptors of one rule: the steps do not exercise the written-out paths", taken, admitted, denied, one)
 	}
-	t.Logf("%d costs taken by descriptors of distinct ids, %d admitted, %d denied", taken, admitted, denied)
+	t.Logf("%d costs taken by descriptors of distinct ids, %d admitted, %d denied, %d by descriptors of one rule", taken, admitted, denied, one)
 }
 
 // TestWindowTakeKeysNameTheirIDs: two descriptors whose rules have the same
