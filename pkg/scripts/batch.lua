@@ -98,10 +98,10 @@ local function decide_batch(KEYS, ARGV, nargv)
   local out, n = {}, 0
   -- The slots the values below come from (ns0, ls0, ps0: N, L, P; id0:
   -- the rule id), and those values: good (such a descriptor is decided
-  -- here), the cost, the limit, the window's start and end (us; the end
-  -- also in s, as EXPIREAT takes it), the reset, the key's tail.
+  -- here), the cost, the limit, the window's end (us, and in s as EXPIREAT
+  -- takes it), the reset, the key's tail.
   local ns0, ls0, ps0, id0
-  local good, c, L, start, wend, wends, w, tail
+  local good, c, L, wend, wends, w, tail
   -- The descriptor's slots: the index before their nk (d), whether it is
   -- decided here (fast), its nk and na; an item "=" keeps the previous.
   local d, fast, nk, na
@@ -112,27 +112,25 @@ local function decide_batch(KEYS, ARGV, nargv)
       d, fast = a, false
       if WINDOWS and ARGV[a + 1] == '1' and ARGV[a + 2] == '7' and ARGV[a + 4] == '0' and ARGV[a + 5] == '1' then
         nk, na = 1, 7
-        local ns, ls, ps = ARGV[a + 3], ARGV[a + 6], ARGV[a + 8]
-        if ns ~= ns0 or ls ~= ls0 or ps ~= ps0 then
-          ns0, ls0, ps0, id0 = ns, ls, ps, nil
-          local P
-          c, L, P = tonumber(ns), tonumber(ls), tonumber(ps)
-          good = c and L and P and c > 0 and c <= L and P > 0 and fmod(P, 1000000) == 0
+        local ns, ls, ps, id = ARGV[a + 3], ARGV[a + 6], ARGV[a + 8], ARGV[a + 9]
+        if ns ~= ns0 or ls ~= ls0 or ps ~= ps0 or id ~= id0 then
+          ns0, ls0, ps0, id0 = ns, ls, ps, id
+          -- win_rule (lean.lua) keeps what a rule's slots give per
+          -- position, here chosen by the period's number of digits (a
+          -- second, a minute, an hour... differ): a batch whose
+          -- descriptors alternate between a few limits finds each one
+          -- kept, and a function library from one call to the next. A
+          -- clash only costs computing them again.
+          local l, e, t, x = win_rule(4 + #ps % 13, ls, ps, id)
+          c = tonumber(ns)
+          good = l and c and c > 0 and c <= l
           if good then
-            start = win_start(P)
-            wend = start + P
-            wends = format('%d', wend / 1000000)
+            L, wend, tail, wends = l, e, t, x
             w = wend - now
             if w > MAXWAIT then w = MAXWAIT end
           end
         end
-        if good then
-          fast = true
-          local id = ARGV[a + 9]
-          if id ~= id0 then
-            id0, tail = id, ':' .. id .. ':' .. start / 1000000
-          end
-        end
+        fast = good
       else
         nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
       end

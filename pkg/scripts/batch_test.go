@@ -186,6 +186,108 @@ func TestBatchErrorIsPerDescriptor(t *testing.T) {
 	}
 }
 
+// itemCalls decides descriptors on one Redis at one instant, in one batch
+// call or in separate calls, for tests that compare the two.
+type itemCalls struct {
+	t     *testing.T
+	c     *redis.Client
+	clock Time
+}
+
+// callItem is one descriptor of an itemCalls test: its identity, rules and
+// cost (0 means 1).
+type callItem struct {
+	id    string
+	rules []*RuleArgs
+	n     uint64
+}
+
+func (it callItem) cost() limit.Cost {
+	if it.n == 0 {
+		return limit.Cost{N: 1}
+	}
+	return limit.Cost{N: it.n}
+}
+
+// prepare returns the RuleArgs of rules.
+func (ic itemCalls) prepare(rules ...limit.Rule) []*RuleArgs {
+	var out []*RuleArgs
+	for _, r := range rules {
+		a, err := PrepareRule(r)
+		if err != nil {
+			ic.t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// stored renders every key under ns (without ns): its value and TTL.
+func (ic itemCalls) stored(ns string) string {
+	ctx := ic.t.Context()
+	found, err := ic.c.Keys(ctx, ns+"*").Result()
+	if err != nil {
+		ic.t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, k := range found {
+		v := ic.c.Dump(ctx, k).Val()
+		if ic.c.Type(ctx, k).Val() == "zset" {
+			v = fmt.Sprint(ic.c.ZRangeWithScores(ctx, k, 0, -1).Val())
+		}
+		m[strings.TrimPrefix(k, ns)] = v + " ttl " + ic.c.PTTL(ctx, k).Val().Round(time.Minute).String()
+	}
+	return fmt.Sprint(m)
+}
+
+// batch decides items under ns in one call, each repeating the item
+// before written as RepeatItem when fold is set.
+func (ic itemCalls) batch(ns string, items []callItem, together, fold bool) []int64 {
+	args := AppendBatchHead(nil, ic.clock)
+	if together {
+		args = AppendTogetherHead(nil, ic.clock)
+	}
+	var keys []string
+	var err error
+	for i, it := range items {
+		k := len(keys)
+		if keys, err = AppendKeys(keys, ns, it.id, it.rules); err != nil {
+			ic.t.Fatal(err)
+		}
+		if fold && i > 0 && slices.Equal(it.rules, items[i-1].rules) && it.n == items[i-1].n {
+			args = AppendRepeatItem(args)
+			continue
+		}
+		args = AppendBatchItem(args, len(keys)-k, it.cost(), it.rules, ic.clock)
+	}
+	ints, err := ic.c.Eval(ic.t.Context(), DecideScript().Source, keys, args...).Int64Slice()
+	if err != nil {
+		ic.t.Fatal(err)
+	}
+	return ints
+}
+
+// separate decides items under ns, each in its own call.
+func (ic itemCalls) separate(ns string, items []callItem) []int64 {
+	var all []int64
+	for _, it := range items {
+		keys, err := AppendKeys(nil, ns, it.id, it.rules)
+		if err != nil {
+			ic.t.Fatal(err)
+		}
+		args := AppendHead(nil, it.cost(), ic.clock)
+		for _, r := range it.rules {
+			args = r.Append(args, ic.clock)
+		}
+		ints, err := ic.c.Eval(ic.t.Context(), DecideScript().Source, keys, args...).Int64Slice()
+		if err != nil {
+			ic.t.Fatal(err)
+		}
+		all = append(all, ints...)
+	}
+	return all
+}
+
 // TestBatchRepeatItems: a batch whose items repeating the item before are
 // written as RepeatItem decides, replies and writes exactly as the same
 // descriptors decided by separate calls, in order, and as the same batch
@@ -196,129 +298,80 @@ func TestBatchErrorIsPerDescriptor(t *testing.T) {
 // batch decided together, whose last descriptor is denied, puts every key
 // back, written in full or not.
 func TestBatchRepeatItems(t *testing.T) {
-	c := redistest.Standalone(t).Client()
-	ctx := t.Context()
-	now := limit.Micros(1_800_000_000_000_000)
-	clock := Time{Fixed: true, At: now}
-	prepare := func(rules ...limit.Rule) []*RuleArgs {
-		var out []*RuleArgs
-		for _, r := range rules {
-			a, err := PrepareRule(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, a)
-		}
-		return out
-	}
-	other, deny := prepare(limit.Rule{Unit: limit.Hour, Limit: 5}), prepare(limit.Rule{Unit: limit.Hour, Limit: 0})
+	ic := itemCalls{t, redistest.Standalone(t).Client(), Time{Fixed: true, At: 1_800_000_000_000_000}}
+	other, deny := ic.prepare(limit.Rule{Unit: limit.Hour, Limit: 5}), ic.prepare(limit.Rule{Unit: limit.Hour, Limit: 0})
 	shapes := []struct {
 		name  string
 		rules []*RuleArgs
 	}{
-		{"one fixed window", prepare(limit.Rule{Unit: limit.Minute, Limit: 3})},
-		{"several fixed windows", prepare(limit.Rule{Unit: limit.Minute, Limit: 3}, limit.Rule{Unit: limit.Hour, Limit: 4})},
-		{"the general way", prepare(limit.Rule{Unit: limit.Minute, Limit: 3}, limit.Rule{Algorithm: limit.TokenBucket, Unit: limit.Hour, Limit: 4})},
-		{"a sliding log", prepare(limit.Rule{Algorithm: limit.SlidingLog, Unit: limit.Minute, Limit: 3})},
-	}
-	type item struct {
-		id    string
-		rules []*RuleArgs
-	}
-	// stored renders every key under ns (without ns): its value and TTL.
-	stored := func(ns string) string {
-		found, err := c.Keys(ctx, ns+"*").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]string{}
-		for _, k := range found {
-			v := c.Dump(ctx, k).Val()
-			if c.Type(ctx, k).Val() == "zset" {
-				v = fmt.Sprint(c.ZRangeWithScores(ctx, k, 0, -1).Val())
-			}
-			m[strings.TrimPrefix(k, ns)] = v + " ttl " + c.PTTL(ctx, k).Val().Round(time.Minute).String()
-		}
-		return fmt.Sprint(m)
-	}
-	// batch decides items under ns in one call, each repeating the item
-	// before written as RepeatItem when fold is set.
-	batch := func(ns string, items []item, together, fold bool) []int64 {
-		args := AppendBatchHead(nil, clock)
-		if together {
-			args = AppendTogetherHead(nil, clock)
-		}
-		var keys []string
-		var err error
-		for i, it := range items {
-			k := len(keys)
-			if keys, err = AppendKeys(keys, ns, it.id, it.rules); err != nil {
-				t.Fatal(err)
-			}
-			if fold && i > 0 && slices.Equal(it.rules, items[i-1].rules) {
-				args = AppendRepeatItem(args)
-				continue
-			}
-			args = AppendBatchItem(args, len(keys)-k, limit.Cost{N: 1}, it.rules, clock)
-		}
-		ints, err := c.Eval(ctx, DecideScript().Source, keys, args...).Int64Slice()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ints
-	}
-	// separate decides items under ns, each in its own call.
-	separate := func(ns string, items []item) []int64 {
-		var all []int64
-		for _, it := range items {
-			keys, err := AppendKeys(nil, ns, it.id, it.rules)
-			if err != nil {
-				t.Fatal(err)
-			}
-			args := AppendHead(nil, limit.Cost{N: 1}, clock)
-			for _, r := range it.rules {
-				args = r.Append(args, clock)
-			}
-			ints, err := c.Eval(ctx, DecideScript().Source, keys, args...).Int64Slice()
-			if err != nil {
-				t.Fatal(err)
-			}
-			all = append(all, ints...)
-		}
-		return all
+		{"one fixed window", ic.prepare(limit.Rule{Unit: limit.Minute, Limit: 3})},
+		{"several fixed windows", ic.prepare(limit.Rule{Unit: limit.Minute, Limit: 3}, limit.Rule{Unit: limit.Hour, Limit: 4})},
+		{"the general way", ic.prepare(limit.Rule{Unit: limit.Minute, Limit: 3}, limit.Rule{Algorithm: limit.TokenBucket, Unit: limit.Hour, Limit: 4})},
+		{"a sliding log", ic.prepare(limit.Rule{Algorithm: limit.SlidingLog, Unit: limit.Minute, Limit: 3})},
 	}
 	for _, together := range []bool{false, true} {
 		for _, sh := range shapes {
 			t.Run(fmt.Sprintf("%s together=%v", sh.name, together), func(t *testing.T) {
+				ic := ic
+				ic.t = t
 				p := sh.rules
 				// a, b three times (its limit), two of other limits, c, a
 				// twice: nothing is denied the first time.
-				items := []item{{"a", p}, {"b", p}, {"b", p}, {"b", p}, {"x", other}, {"y", other}, {"c", p}, {"a", p}, {"a", p}}
+				items := []callItem{{"a", p, 0}, {"b", p, 0}, {"b", p, 0}, {"b", p, 0}, {"x", other, 0}, {"y", other, 0}, {"c", p, 0}, {"a", p, 0}, {"a", p, 0}}
 				ns := fmt.Sprintf("%s %v ", sh.name, together)
 				one, full, fold := ns+"one:", ns+"full:", ns+"fold:"
-				want := separate(one, items)
+				want := ic.separate(one, items)
 				for _, f := range []bool{false, true} {
-					got := batch(map[bool]string{false: full, true: fold}[f], items, together, f)
+					got := ic.batch(map[bool]string{false: full, true: fold}[f], items, together, f)
 					if !slices.Equal(got, want) {
 						t.Fatalf("batch (repeat items %v) replies\n %v\nseparate calls\n %v", f, got, want)
 					}
 				}
-				if a, b, w := stored(full), stored(fold), stored(one); a != w || b != w {
+				if a, b, w := ic.stored(full), ic.stored(fold), ic.stored(one); a != w || b != w {
 					t.Fatalf("keys: written in full\n %s\nwith repeat items\n %s\nseparate calls\n %s", a, b, w)
 				}
 				if !together {
 					return
 				}
-				before := stored(one)
-				items = append(items, item{"denied", deny})
-				a, b := batch(full, items, true, false), batch(fold, items, true, true)
+				before := ic.stored(one)
+				items = append(items, callItem{"denied", deny, 0})
+				a, b := ic.batch(full, items, true, false), ic.batch(fold, items, true, true)
 				if !slices.Equal(a, b) {
 					t.Fatalf("denied together: repeat items reply\n %v\nwritten in full\n %v", b, a)
 				}
-				if f, g := stored(full), stored(fold); f != before || g != before {
+				if f, g := ic.stored(full), ic.stored(fold); f != before || g != before {
 					t.Fatalf("denied together: keys written in full\n %s\nwith repeat items\n %s\nwant as before\n %s", f, g, before)
 				}
 			})
+		}
+	}
+}
+
+// TestBatchAlternatingShapes: descriptors of one fixed window whose limits
+// alternate within a batch (a request's descriptors per second, minute and
+// hour; the same period with another limit, another id or another cost),
+// which the batch's loop finds again among the shapes the call met, are
+// decided, replied and written exactly as separate calls decide them, over
+// rounds that reach each limit.
+func TestBatchAlternatingShapes(t *testing.T) {
+	ic := itemCalls{t, redistest.Standalone(t).Client(), Time{Fixed: true, At: 1_800_000_000_000_000}}
+	sec, min, hour := ic.prepare(limit.Rule{Unit: limit.Second, Limit: 4}), ic.prepare(limit.Rule{Unit: limit.Minute, Limit: 5}), ic.prepare(limit.Rule{Unit: limit.Hour, Limit: 6})
+	sec2 := ic.prepare(limit.Rule{Unit: limit.Second, Limit: 2})                // same period, another limit
+	sec7 := ic.prepare(limit.Rule{Unit: limit.Second, Multiplier: 7, Limit: 3}) // another period and id
+	items := []callItem{
+		{"a", sec, 0}, {"a", min, 0}, {"a", hour, 0},
+		{"b", sec, 0}, {"b", min, 0}, {"b", hour, 0},
+		{"a", sec2, 0}, {"a", sec, 0}, {"c", sec, 2}, {"c", sec, 0}, {"a", sec7, 0},
+		{"b", min, 0}, {"a", sec, 0}, {"d", hour, 3},
+	}
+	for round := range 3 { // the third is mostly denials
+		want := ic.separate("one:", items)
+		got := ic.batch("batch:", items, false, true)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: batch replies\n %v\nseparate calls\n %v", round, got, want)
+		}
+		if a, w := ic.stored("batch:"), ic.stored("one:"); a != w {
+			t.Fatalf("round %d: keys of the batch\n %s\nof separate calls\n %s", round, a, w)
 		}
 	}
 }

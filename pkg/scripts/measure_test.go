@@ -77,18 +77,21 @@ func TestMeasureRedisCost(t *testing.T) {
 		}
 		p.EvalSha(ctx, DecideScript().SHA1, keys, args...)
 	}
-	// decide builds one request: descriptors descriptors of rules, in one
-	// call (batch) or one call each, sent with EVALSHA or FCALL. A batch's
-	// descriptors after the first are repeat items, as the Redis backend
-	// sends them, unless full is set (a baseline script may not read them).
-	decide := func(rules []limit.Rule, descriptors int, batch, fcall, full bool) func(p redis.Pipeliner, key int) {
-		prepared := make([]*RuleArgs, len(rules))
-		for i, r := range rules {
-			a, err := PrepareRule(r)
-			if err != nil {
-				t.Fatal(err)
+	// decideSets builds one request: descriptors descriptors, the d-th of
+	// the rules sets[d % len(sets)], in one call (batch) or one call each,
+	// sent with EVALSHA or FCALL. A batch's descriptor of the same rules as
+	// the one before is a repeat item, as the Redis backend sends it,
+	// unless full is set (a baseline script may not read them).
+	decideSets := func(sets [][]limit.Rule, descriptors int, batch, fcall, full bool) func(p redis.Pipeliner, key int) {
+		prepared := make([][]*RuleArgs, len(sets))
+		for s, rules := range sets {
+			for _, r := range rules {
+				a, err := PrepareRule(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prepared[s] = append(prepared[s], a)
 			}
-			prepared[i] = a
 		}
 		clock := Time{}
 		return func(p redis.Pipeliner, key int) {
@@ -99,21 +102,22 @@ func TestMeasureRedisCost(t *testing.T) {
 			}
 			for d := range descriptors {
 				id := fmt.Sprintf("m%d|k=%d", d, key)
+				rules := prepared[d%len(prepared)]
 				var err error
 				k0 := len(ks)
-				if ks, err = AppendKeys(ks, "", id, prepared); err != nil {
+				if ks, err = AppendKeys(ks, "", id, rules); err != nil {
 					t.Fatal(err)
 				}
 				if batch {
-					if d > 0 && !full {
+					if d > 0 && !full && len(prepared) == 1 {
 						args = AppendRepeatItem(args)
 						continue
 					}
-					args = AppendBatchItem(args, len(ks)-k0, limit.Cost{N: 1}, prepared, clock)
+					args = AppendBatchItem(args, len(ks)-k0, limit.Cost{N: 1}, rules, clock)
 					continue
 				}
 				a := AppendHead(nil, limit.Cost{N: 1}, clock)
-				for _, r := range prepared {
+				for _, r := range rules {
 					a = r.Append(a, clock)
 				}
 				run(p, fcall, ks[k0:], a...)
@@ -123,6 +127,14 @@ func TestMeasureRedisCost(t *testing.T) {
 			}
 		}
 	}
+	// decide is decideSets of one set: every descriptor of rules.
+	decide := func(rules []limit.Rule, descriptors int, batch, fcall, full bool) func(p redis.Pipeliner, key int) {
+		return decideSets([][]limit.Rule{rules}, descriptors, batch, fcall, full)
+	}
+	// perUnit is the incumbent's configuration of the descriptors
+	// scenarios: one fixed window per descriptor, per second, minute and
+	// hour in turn.
+	perUnit := [][]limit.Rule{{fw}, {{Unit: limit.Minute, Limit: open}}, {{Unit: limit.Hour, Limit: open}}}
 	incumbent := func(descriptors int) func(p redis.Pipeliner, key int) {
 		return func(p redis.Pipeliner, key int) {
 			win := time.Now().Unix()
@@ -153,6 +165,8 @@ func TestMeasureRedisCost(t *testing.T) {
 			scenario{"sluice " + via + ", 3 descriptors of 1 fixed window, 3 calls", 3, 3, decide(fw1, 3, false, fcall, false)},
 			scenario{"sluice " + via + ", 3 descriptors of 1 fixed window, 1 batch", 3, 3, decide(fw1, 3, true, fcall, false)},
 			scenario{"sluice " + via + ", 10 descriptors of 1 fixed window, 1 batch", 10, 10, decide(fw1, 10, true, fcall, false)},
+			scenario{"sluice " + via + ", 3 descriptors of 1 fixed window each (second, minute, hour), 1 batch", 3, 3, decideSets(perUnit, 3, true, fcall, false)},
+			scenario{"sluice " + via + ", 10 descriptors of 1 fixed window each (second, minute, hour in turn), 1 batch", 10, 10, decideSets(perUnit, 10, true, fcall, false)},
 		)
 	}
 	if err := c.FunctionLoad(ctx, lib.Source).Err(); err != nil {
@@ -186,6 +200,10 @@ func TestMeasureRedisCost(t *testing.T) {
 			if err := c.FunctionLoadReplace(ctx, blib.Source).Err(); err != nil {
 				t.Fatalf("SLUICE_MEASURE_BASELINE as a function library: %v", err)
 			}
+			basefSets := func(sets [][]limit.Rule, descriptors int) func(p redis.Pipeliner, key int) {
+				send := decideSets(sets, descriptors, true, true, true)
+				return func(p redis.Pipeliner, key int) { send(&fnPipe{p, blib.Function}, key) }
+			}
 			basef := func(rules []limit.Rule, descriptors int, batch bool) func(p redis.Pipeliner, key int) {
 				send := decide(rules, descriptors, batch, true, true)
 				return func(p redis.Pipeliner, key int) { send(&fnPipe{p, blib.Function}, key) }
@@ -196,6 +214,8 @@ func TestMeasureRedisCost(t *testing.T) {
 				scenario{"baseline FCALL, 3 mixed rules, 1 descriptor", 1, 3, basef(mixed, 1, false)},
 				scenario{"baseline FCALL, 3 descriptors of 1 fixed window, 1 batch", 3, 3, basef(fw1, 3, true)},
 				scenario{"baseline FCALL, 10 descriptors of 1 fixed window, 1 batch", 10, 10, basef(fw1, 10, true)},
+				scenario{"baseline FCALL, 3 descriptors of 1 fixed window each (second, minute, hour), 1 batch", 3, 3, basefSets(perUnit, 3)},
+				scenario{"baseline FCALL, 10 descriptors of 1 fixed window each (second, minute, hour in turn), 1 batch", 10, 10, basefSets(perUnit, 10)},
 			)
 		}
 	}
