@@ -142,9 +142,7 @@ local function decide_batch(KEYS, ARGV, nargv)
       if type(v) == 'table' then
         n = put_error(out, n, v.err)
       elseif v <= L then
-        if v == c then
-          if testmode then win_expire(key, wend) else call('EXPIREAT', key, wends) end
-        end
+        if v == c then win_expire(key, wend, wends) end
         out[n + 1], out[n + 2] = L - v, w
         n = n + 2
       else

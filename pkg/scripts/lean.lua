@@ -212,9 +212,7 @@ local function windows(KEYS, ARGV, k0, a0, nk, na)
       local w = wend - now
       if w > MAXWAIT then w = MAXWAIT end
       if v <= L then
-        if v == n then
-          if testmode then win_expire(key, wend) else call('EXPIREAT', key, es) end
-        end
+        if v == n then win_expire(key, wend, es) end
         return { 1, 0, 1, L - v, w }
       end
       -- Put it back; DECRBY's reply is the count exactly (INCRBY's is a
