@@ -391,7 +391,7 @@ func TestCoalescerQueueSentByLaneGoroutine(t *testing.T) {
 // node; one more that empties the queue exits, and closing the coalescer
 // stops the parked ones.
 func TestCoalescerParkedLanesBounded(t *testing.T) {
-	f, c := parkingCoalescer(t, false)
+	f, c := parkingCoalescer(t, false, 2)
 	n := c.single
 	for range 3 {
 		startLane(n)
@@ -414,7 +414,7 @@ func TestCoalescerParkedLanesBounded(t *testing.T) {
 // master that failed over) keeps no goroutine until it is pruned; the node
 // still starts lanes afterwards.
 func TestCoalescerParkedLaneExitsWhenIdle(t *testing.T) {
-	f, c := parkingCoalescer(t, false)
+	f, c := parkingCoalescer(t, false, 2)
 	c.parkIdle = 20 * time.Millisecond
 	n := c.single
 	for round := range 2 {
@@ -432,14 +432,32 @@ func TestCoalescerParkedLaneExitsWhenIdle(t *testing.T) {
 }
 
 // parkingCoalescer returns a fake Redis and a coalescer sending to it, of
-// two lanes per node (cluster: nodes by address), whose lane goroutines
+// lanes lanes per node (cluster: nodes by address), whose lane goroutines
 // park; it is cancelled when the test ends.
-func parkingCoalescer(t *testing.T, cluster bool) (*fakeRedis, *coalescer) {
+func parkingCoalescer(t *testing.T, cluster bool, lanes int) (*fakeRedis, *coalescer) {
 	t.Helper()
 	f := newFakeRedis()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	return f, newCoalescer(ctx, Options{PipelineLimit: 128, pipelineLanes: 2, Timeout: time.Minute}, cluster, f.send)
+	return f, newCoalescer(ctx, Options{PipelineLimit: 128, pipelineLanes: lanes, Timeout: time.Minute}, cluster, f.send)
+}
+
+// loneWithParkedLane parks a lane goroutine of c's node, then sends a
+// Decide of one call while nothing else is in flight, which its caller
+// must send itself (what must be true of it is said by when); it returns
+// the node, the job and the Decide's outcome.
+func loneWithParkedLane(t *testing.T, c *coalescer, f *fakeRedis, when string) (*node, *job, <-chan decision) {
+	t.Helper()
+	n := c.single
+	startLane(n)
+	waitUntil(t, 10*time.Second, "the lane to park", func() bool { return parkedLanes(n) == 1 })
+	first := testJob(1)
+	d0 := decideAsyncJob(context.Background(), c, first)
+	f.next(t)
+	if by := <-f.senders; by != "caller" {
+		t.Errorf("%s, a Decide was sent by a %s, want its caller", when, by)
+	}
+	return n, first, d0
 }
 
 // lanesEnded waits, at most 10 seconds, until every lane of c has ended
@@ -478,21 +496,9 @@ func startLane(n *node) {
 // queue parks instead of exiting, and the next lane handed over goes to it
 // rather than to a queued caller; closing the coalescer stops it.
 func TestCoalescerParkedLaneTakesOver(t *testing.T) {
-	f := newFakeRedis()
+	f, c := parkingCoalescer(t, false, 1)
 	f.senders = make(chan string, 64)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := newCoalescer(ctx, Options{PipelineLimit: 128, pipelineLanes: 1, Timeout: time.Minute}, false, f.send)
-	n := c.single
-	startLane(n)
-	waitUntil(t, 10*time.Second, "the lane to park", func() bool { return parkedLanes(n) == 1 })
-
-	first := testJob(1)
-	d0 := decideAsyncJob(context.Background(), c, first)
-	f.next(t)
-	if by := <-f.senders; by != "caller" {
-		t.Errorf("a lone Decide with a lane free was sent by a %s, want its caller", by)
-	}
+	n, _, d0 := loneWithParkedLane(t, c, f, "alone with a lane free")
 	queuedJob := testJob(1)
 	d1 := decideAsyncJob(context.Background(), c, queuedJob)
 	waitUntil(t, 10*time.Second, "queued", func() bool { return queued(n) == 1 })
@@ -519,7 +525,7 @@ func TestCoalescerParkedLaneTakesOver(t *testing.T) {
 // caller still held it) exits instead of parking, since closing the
 // coalescer no longer reaches the node.
 func TestCoalescerPrunedNodeParksNoLane(t *testing.T) {
-	f, c := parkingCoalescer(t, true)
+	f, c := parkingCoalescer(t, true, 2)
 	now := time.Now()
 	n := c.node("a:1", now)
 	startLane(n)
@@ -552,16 +558,7 @@ func TestCoalescerPrunedNodeParksNoLane(t *testing.T) {
 func TestCoalescerParkedLaneUnderLoad(t *testing.T) {
 	c, f := testCoalescer(t, false, 2, 128)
 	f.senders = make(chan string, 64)
-	n := c.single
-	startLane(n)
-	waitUntil(t, 10*time.Second, "the lane to park", func() bool { return parkedLanes(n) == 1 })
-
-	first := testJob(1)
-	d0 := decideAsyncJob(context.Background(), c, first)
-	f.next(t)
-	if by := <-f.senders; by != "caller" {
-		t.Errorf("with nothing in flight, a Decide was sent by a %s, want its caller", by)
-	}
+	n, first, d0 := loneWithParkedLane(t, c, f, "with nothing in flight")
 	second := testJob(1)
 	d1 := decideAsyncJob(context.Background(), c, second)
 	if got := f.next(t); !sameCalls(got, second) {
