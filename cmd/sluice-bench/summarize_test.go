@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/loadgen"
 	"io"
 	"os"
 	"path/filepath"
@@ -216,5 +217,45 @@ func TestSummarizeDoc(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"summarize", "--doc", filepath.Join(t.TempDir(), "missing.md"), dir}, io.Discard, io.Discard); code != 1 {
 		t.Errorf("--doc of a missing file: exit %d, want 1", code)
+	}
+}
+
+// The memory goal is judged only from runs that outlast the incumbent's
+// 300 s key horizon; a shorter run shows the figure and says why it
+// gives no verdict, whatever the ratio.
+func TestMemoryGoalJudgedOnlyPastTheHorizon(t *testing.T) {
+	mem := func(bytes float64) []sample {
+		return []sample{{report: loadgen.Report{Keys: 1000}, redis: redisFigures{Memory: bytes * 1000}}}
+	}
+	for _, tc := range []struct {
+		name          string
+		duration      string
+		sluice, inc   float64
+		want, notWant string
+	}{
+		{"short run, ratio above the goal", "10s", 100, 1000, "| 0.10× | not judged: a run this short ends before", "| met |"},
+		{"short run, ratio within the goal", "10s", 10, 1000, "| 0.01× | not judged:", "| met |"},
+		{"run at the horizon", "300s", 10, 1000, "not judged:", "| met |"},
+		{"run past the horizon, met", "310s", 10, 1000, "| 0.01× | met |", "not judged"},
+		{"run past the horizon, missed", "310s", 100, 1000, "| 0.10× | missed |", "not judged"},
+		{"duration unknown", "", 10, 1000, "not judged:", "| met |"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := &runSet{runs: map[string][]sample{"redis1": mem(tc.sluice), "inc1": mem(tc.inc)},
+				machine: &machineInfo{Duration: tc.duration}}
+			var b strings.Builder
+			if !rs.goalsTable(&b) {
+				t.Fatal("goalsTable wrote nothing")
+			}
+			var row string
+			for _, l := range strings.Split(b.String(), "\n") {
+				if strings.HasPrefix(l, "| Redis memory per active descriptor") {
+					row = l
+				}
+			}
+			if !strings.Contains(row, tc.want) || strings.Contains(row, tc.notWant) {
+				t.Errorf("memory row %q: want %q, not %q", row, tc.want, tc.notWant)
+			}
+		})
 	}
 }
