@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/sluice-rl/sluice/internal/loadgen"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/internal/loadgen"
 )
 
 // wantError checks err against a table case's expected error (a substring;
