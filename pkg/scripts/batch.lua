@@ -18,6 +18,8 @@
     if N == nil then
       return redis.error_reply('sluice decide: bad ARGV (now, cost)')
     end
+    local t = take(KEYS, ARGV)
+    if t then return t end
     local err = read_rules(KEYS, ARGV)
     if err then return err end
     load_states(KEYS)

@@ -210,6 +210,9 @@ func TestMeasureRedisCost(t *testing.T) {
 			}
 			scenarios = append(scenarios,
 				scenario{"baseline FCALL, 1 fixed window", 1, 1, basef(fw1, 1, false)},
+				scenario{"baseline FCALL, 1 sliding window", 1, 1, basef(one(limit.SlidingWindow), 1, false)},
+				scenario{"baseline FCALL, 1 token bucket", 1, 1, basef(one(limit.TokenBucket), 1, false)},
+				scenario{"baseline FCALL, 1 sliding log", 1, 1, basef(one(limit.SlidingLog), 1, false)},
 				scenario{"baseline FCALL, 3 fixed windows, 1 descriptor", 1, 3, basef(fw3, 1, false)},
 				scenario{"baseline FCALL, 3 mixed rules, 1 descriptor", 1, 3, basef(mixed, 1, false)},
 				scenario{"baseline FCALL, 3 descriptors of 1 fixed window, 1 batch", 3, 3, basef(fw1, 3, true)},
