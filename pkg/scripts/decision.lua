@@ -295,10 +295,13 @@ local function take(KEYS, ARGV)
   -- Check each counter rule (sw_check, mt_check: admitted, a cost taken),
   -- apply (sw_apply, mt_apply), and the state's expiry (sw_expiry,
   -- mt_expiry), rounded up to the ms as the loop stores it; its record.
-  local out
-  if nr == 1 then out = { 1, 0, 0, 0, 0 }
-  elseif nr == 2 then out = { 1, 0, 0, 0, 0, 0, 0, 0 }
-  else out = { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+  -- The reply, built at its size; for one rule none but the short form
+  -- below (rem1, reset1), except in a batch decided together (saving),
+  -- whose items' allowed is read from the long form.
+  local out, rem1, reset1 = false, 0, 0
+  if nr == 2 then out = { 1, 0, 0, 0, 0, 0, 0, 0 }
+  elseif nr == 3 then out = { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+  elseif saving then out = { 1, 0, 0, 0, 0 }
   end
   local val, latest = false, 0
   for i = 1, nr do
@@ -321,37 +324,44 @@ local function take(KEYS, ARGV)
         else prev, cur = 0, 0
         end
         local el = now - start
-        if not (sw_est(prev, cur, el, p) + n <= l) then return nil end
+        -- sw_est(prev, cur, el, p) + n <= l, written out
+        if not ((prev * (p - el)) / p + cur + n <= l) then return nil end
         cur = cur + n
         if MAXCHARGE < cur then cur = MAXCHARGE end
-        rem = floorcount(l - sw_est(prev, cur, el, p))
-        reset = resetof(sw_whole(start, p, prev, cur) - now)
+        rem = floorcount(l - ((prev * (p - el)) / p + cur))
+        -- sw_whole, and sw_expiry after apply: the same instant
         if cur > 0 then at = start + 2 * p
         elseif prev > 0 then at = start + p
         else return nil -- an empty state: the loop deletes its record
         end
+        reset = resetof(at - now)
         at = ceil(at / 1000) * 1000
         if se > at then at = se end
-        rec = format('%s %d %d %d %d', r.id, at / 1000, start, cur, prev)
+        -- The record's head ('<id> <e> <w> ') is kept on the rule while e
+        -- and w stay the same (a whole window, usually).
+        if r.fe ~= at or r.fw ~= start then
+          r.fe, r.fw, r.fh = at, start, format('%s %d %d ', r.id, at / 1000, start)
+        end
+        rec = r.fh .. format('%d %d', cur, prev)
       else
         -- f1 l, f2 t
         local c = r.C
         local lv = drain(r, f1, f2, now)
         if not (lv + n <= c) then return nil end
         lv = lv + n
+        -- mt_apply's level is the same (drain is a function of its
+        -- arguments) but clamped to MAXCHARGE: a level above it (a capacity
+        -- above 2^53, which the Go side never sends) is left to the loop.
+        if MAXCHARGE < lv then return nil end
         rem = floorcount(c - lv)
         local wat = whole_at(r, lv, now)
         reset = resetof(wat - now)
-        -- mt_apply's level: drain again, the cost added, clamped.
-        local al = drain(r, f1, f2, now) + n
-        if MAXCHARGE < al then al = MAXCHARGE end
-        if al ~= lv then return nil end
         if wat <= now then return nil end -- an empty state: the loop deletes its record
         at = ceil(wat / 1000) * 1000
         if se > at then at = se end
         rec = format('%s %d %.17g %d', r.id, at / 1000, lv, now)
       end
-      out[3 * i], out[3 * i + 1], out[3 * i + 2] = 1, rem, reset
+      if out then out[3 * i], out[3 * i + 1], out[3 * i + 2] = 1, rem, reset else rem1, reset1 = rem, reset end
       if val then val = val .. '|' .. rec else val = rec end
       if at > latest then latest = at end
     end
@@ -369,11 +379,15 @@ local function take(KEYS, ARGV)
     if c == n then win_expire(wkey, wend, wes) end
     local w = wend - now
     if w > MAXWAIT then w = MAXWAIT end
-    out[3 * wi], out[3 * wi + 1], out[3 * wi + 2] = 1, subcost(wL, c), w
+    if out then out[3 * wi], out[3 * wi + 1], out[3 * wi + 2] = 1, subcost(wL, c), w else rem1, reset1 = subcost(wL, c), w end
   end
 
   call('SET', KEYS[1], val, 'PX', format('%d', pxttl(latest)))
 
+  -- One rule's reply in its short form (CONTRACT.md, "Reply": admitted,
+  -- its remaining and reset), as decide_call and put_reply would shorten
+  -- the long one.
+  if not out then return { rem1, reset1 } end
   -- Decision.Bind of an admitted cost: the least remaining, then the
   -- latest reset.
   if nr > 1 then
