@@ -210,7 +210,8 @@ local RECORD = '^([^%s|]+) (%d+) ([0-9.e+-]+) ([0-9.e+-]+) ?([0-9.e+-]*)()'
 -- those rules' ids, in rule order, as this script writes them. It returns
 -- the descriptor's reply, or nil, having written nothing, for any other
 -- descriptor, state or outcome -- a denial included -- which the loop above
--- then decides from the start.
+-- then decides from the start (on the value of KEYS[1] take read, if it
+-- read it: read_v).
 --
 -- What it writes is what the loop writes: the counter key's records
 -- formatted the same, with the same PX. The one difference is a fixed
@@ -220,6 +221,7 @@ local RECORD = '^([^%s|]+) (%d+) ([0-9.e+-]+) ([0-9.e+-]+) ?([0-9.e+-]*)()'
 -- its count is put back (DECRBY, or DEL of a key the call created) before
 -- returning nil.
 local function take(KEYS, ARGV)
+  read_v = nil
   if not TAKES or ARGV[3] ~= '0' or #KEYS ~= 1 then return nil end
   local na, nr = #ARGV, 0
   if na == 8 then nr = 1 elseif na == 13 then nr = 2 elseif na == 18 then nr = 3 else return nil end
@@ -265,6 +267,7 @@ local function take(KEYS, ARGV)
   -- The records: absent, or each of a counter rule's id, in rule order.
   local a1, b1, c1, e1, a2, b2, c2, e2, a3, b3, c3, e3 = 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
   local v = pcall_redis('GET', KEYS[1])
+  read_v = v -- for load_states, if the loop decides
   if v then
     if type(v) ~= 'string' then return nil end
     local pos, len, j = 1, #v, 1

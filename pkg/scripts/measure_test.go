@@ -55,6 +55,11 @@ func TestMeasureRedisCost(t *testing.T) {
 		{Algorithm: limit.TokenBucket, Unit: limit.Hour, Limit: open, Burst: open},
 	}
 	fw3 := []limit.Rule{fw, {Unit: limit.Minute, Limit: open}, {Unit: limit.Hour, Limit: open}}
+	// once is a rule of one request per hour: each descriptor's second
+	// request of a run is denied (a run sends two per descriptor).
+	once := func(alg limit.Algorithm) []limit.Rule {
+		return []limit.Rule{{Algorithm: alg, Unit: limit.Hour, Limit: 1}}
+	}
 	one := func(alg limit.Algorithm) []limit.Rule {
 		r := limit.Rule{Algorithm: alg, Unit: limit.Second, Limit: open}
 		if alg == limit.SlidingLog {
@@ -160,6 +165,8 @@ func TestMeasureRedisCost(t *testing.T) {
 			scenario{"sluice " + via + ", 1 sliding window", 1, 1, decide(one(limit.SlidingWindow), 1, false, fcall, false)},
 			scenario{"sluice " + via + ", 1 token bucket", 1, 1, decide(one(limit.TokenBucket), 1, false, fcall, false)},
 			scenario{"sluice " + via + ", 1 sliding log", 1, 1, decide(one(limit.SlidingLog), 1, false, fcall, false)},
+			scenario{"sluice " + via + ", 1 sliding window, half denied", 1, 1, decide(once(limit.SlidingWindow), 1, false, fcall, false)},
+			scenario{"sluice " + via + ", 1 token bucket, half denied", 1, 1, decide(once(limit.TokenBucket), 1, false, fcall, false)},
 			scenario{"sluice " + via + ", 3 fixed windows, 1 descriptor", 1, 3, decide(fw3, 1, false, fcall, false)},
 			scenario{"sluice " + via + ", 3 mixed rules, 1 descriptor", 1, 3, decide(mixed, 1, false, fcall, false)},
 			scenario{"sluice " + via + ", 3 descriptors of 1 fixed window, 3 calls", 3, 3, decide(fw1, 3, false, fcall, false)},
@@ -213,6 +220,8 @@ func TestMeasureRedisCost(t *testing.T) {
 				scenario{"baseline FCALL, 1 sliding window", 1, 1, basef(one(limit.SlidingWindow), 1, false)},
 				scenario{"baseline FCALL, 1 token bucket", 1, 1, basef(one(limit.TokenBucket), 1, false)},
 				scenario{"baseline FCALL, 1 sliding log", 1, 1, basef(one(limit.SlidingLog), 1, false)},
+				scenario{"baseline FCALL, 1 sliding window, half denied", 1, 1, basef(once(limit.SlidingWindow), 1, false)},
+				scenario{"baseline FCALL, 1 token bucket, half denied", 1, 1, basef(once(limit.TokenBucket), 1, false)},
 				scenario{"baseline FCALL, 3 fixed windows, 1 descriptor", 1, 3, basef(fw3, 1, false)},
 				scenario{"baseline FCALL, 3 mixed rules, 1 descriptor", 1, 3, basef(mixed, 1, false)},
 				scenario{"baseline FCALL, 3 descriptors of 1 fixed window, 1 batch", 3, 3, basef(fw1, 3, true)},

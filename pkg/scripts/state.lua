@@ -77,6 +77,12 @@ local function read_records(v)
   end
 end
 
+-- read_v, unless nil, is KEYS[1]'s value (GET through redis.pcall: false
+-- when absent) that take (decision.lua) read in this descriptor's call
+-- before it left the call to the loop, having written nothing to KEYS[1]:
+-- load_states reads it instead of a second GET, and clears it.
+local read_v
+
 -- load_states loads the state of each rule id of the descriptor: the
 -- counter records of KEYS[1] (one GET) and the sliding logs' sorted sets.
 local function load_states(KEYS)
@@ -103,11 +109,14 @@ local function load_states(KEYS)
     end
   end
   found, others, trimmed = false, false, false
+  local pre = read_v
+  read_v = nil
 
   if ncounters > 0 then
     -- GET, not MGET (whose reply is a table): redis.pcall returns a key of
     -- another type's WRONGTYPE error as a table, which reads as empty.
-    local v = redis.pcall('GET', KEYS[1])
+    local v = pre
+    if v == nil then v = redis.pcall('GET', KEYS[1]) end
     if type(v) == 'string' then
       found = true
       read_records(v)

@@ -296,3 +296,98 @@ func sameWindowCounts(t *testing.T, c *redis.Client, step string, rules []limit.
 		}
 	}
 }
+
+// TestTakeDenialReadsOnce: when take leaves a call to the loop (here a
+// denial), the loop decides on the value of the counter key take read: one
+// GET of it per call, not two; and a denial writes nothing. For one
+// sliding window, one token bucket, and the mixed descriptor denied by its
+// sliding window (before take touched the fixed window: a GET of its key
+// by the loop) and by its fixed window (take's INCRBY put back, then the
+// loop's GET of the window key).
+func TestTakeDenialReadsOnce(t *testing.T) {
+	c := redistest.Standalone(t).Client()
+	ctx := context.Background()
+	now := limit.Micros(1_800_000_000_000_000)
+	sw := limit.Rule{Algorithm: limit.SlidingWindow, Unit: limit.Minute, Limit: 1}
+	tb := limit.Rule{Algorithm: limit.TokenBucket, Unit: limit.Hour, Limit: 1}
+	fw := limit.Rule{Unit: limit.Hour, Limit: 1}
+	open := func(r limit.Rule) limit.Rule { r.Limit = 1000; return r }
+	for _, tc := range []struct {
+		name  string
+		rules []limit.Rule
+		want  map[string]int // commands of the denied call
+	}{
+		{"sliding window", []limit.Rule{sw}, map[string]int{"get": 1, "fcall": 1}},
+		{"token bucket", []limit.Rule{tb}, map[string]int{"get": 1, "fcall": 1}},
+		{"mixed, the sliding window denies", []limit.Rule{open(fw), sw, open(tb)}, map[string]int{"get": 2, "fcall": 1}},
+		{"mixed, the fixed window denies", []limit.Rule{fw, open(sw), open(tb)}, map[string]int{"get": 2, "incrby": 1, "decrby": 1, "fcall": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lib := DecideLibrary()
+			if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
+				t.Fatal(err)
+			}
+			key := "d:{" + strings.ReplaceAll(tc.name, " ", "_") + "}"
+			call := func() limit.Decision {
+				args, err := AppendDecideArgs(nil, tc.rules, limit.Cost{N: 1}, Time{Fixed: true, At: now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				reply, err := c.FCall(ctx, lib.Function, []string{key}, args...).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, err := ParseDecideReply(reply, len(tc.rules))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d
+			}
+			if d := call(); !d.Allowed {
+				t.Fatalf("first call: %+v, want admitted", d)
+			}
+			before := c.Get(ctx, key).Val()
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if d := call(); d.Allowed {
+				t.Fatalf("second call: %+v, want denied", d)
+			}
+			stats := takeStats(t, c)
+			delete(stats, "config|resetstat")
+			for name, n := range tc.want {
+				if stats[name] != n {
+					t.Errorf("commandstats %v: want %s=%d (all: %v)", stats, name, n, tc.want)
+				}
+				delete(stats, name)
+			}
+			if len(stats) != 0 {
+				t.Errorf("commands beside %v: %v", tc.want, stats)
+			}
+			if after := c.Get(ctx, key).Val(); after != before {
+				t.Errorf("the denial rewrote %s: %q, was %q", key, after, before)
+			}
+		})
+	}
+}
+
+// takeStats parses INFO commandstats: command -> calls.
+func takeStats(t *testing.T, c *redis.Client) map[string]int {
+	t.Helper()
+	s, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(s, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		var n int
+		fmt.Sscan(calls, &n)
+		out[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return out
+}
