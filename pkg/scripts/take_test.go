@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,12 +108,22 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 	c := srv.Client()
 	ctx := context.Background()
 	loop, only := loopOnly(t), takesOnly(t)
+	// Even scenarios run the decide script and the take-only variant as
+	// function libraries (FCALL), where took and the fixed windows' values
+	// are kept from one call to the next (and from one scenario's rules to
+	// the next's); odd ones as scripts, which keep nothing between calls.
+	lib, onlyLib := DecideLibrary(), libraryOf(t, only)
+	for _, l := range []Library{lib, onlyLib} {
+		if err := c.FunctionLoadReplace(ctx, l.Source).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	zones := []*time.Location{time.UTC, mustZone(t, "Asia/Shanghai")}
 	scenarios, steps := 300, 40
 	if testing.Short() {
 		scenarios = 60
 	}
-	var taken, gaveUp, admitted, denied, seeded, mixed int
+	var taken, gaveUp, admitted, denied, seeded, mixed, siblings int
 	for sc := range scenarios {
 		rng := rand.New(rand.NewPCG(uint64(sc), 0x7a4e))
 		rules := make([]limit.Rule, 1+rng.IntN(3))
@@ -126,10 +137,31 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 		if len(rules) == 3 {
 			mixed++
 		}
+		// Now and then the steps alternate between the rules and their
+		// siblings of other limits and capacities (same ids, so the same
+		// state): two configurations sharing a descriptor, whose slots
+		// differ at the same positions from one call to the next.
+		set := [][]limit.Rule{rules}
+		if rng.IntN(4) == 0 {
+			sib := slices.Clone(rules)
+			for i := range sib {
+				if sib[i].Algorithm.IsMeter() && rng.IntN(2) == 0 {
+					sib[i].Burst = min(sib[i].Capacity()+1+uint64(rng.IntN(3)), MaxExact-1)
+				} else {
+					sib[i].Limit = min(sib[i].Limit+1+uint64(rng.IntN(3)), MaxExact-1)
+				}
+			}
+			set = append(set, sib)
+			siblings++
+		}
 		name := fmt.Sprintf("take%d", sc)
 		h := newHarness(t, c, name, rules)
-		gen := side{c, loop, "g:{" + name + "}"}
-		tk := side{c, only, "t:{" + name + "}"}
+		gen := fside{side{c, loop, "g:{" + name + "}"}, ""}
+		tk := fside{side{c, only, "t:{" + name + "}"}, ""}
+		main := fside{side{c, DecideScript(), h.counter}, ""}
+		if sc%2 == 0 {
+			h.fcall, main.fn, tk.fn = lib.Function, lib.Function, onlyLib.Function
+		}
 		now := bases[0] + rng.Int64N(1_000_000)
 		seed, list, withSeed := takeSeed(rng, rules, now)
 		if withSeed {
@@ -148,6 +180,8 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 		}
 		var last limit.Decision
 		for step := range steps {
+			rules := set[rng.IntN(len(set))]
+			h.rules = rules
 			switch rng.IntN(6) {
 			case 0: // the next edge of a rule's window, or 1µs before it
 				if p := rules[rng.IntN(len(rules))].PeriodMicros(); p > 0 {
@@ -184,7 +218,7 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 			}
 			var got []int64
 			if withSeed {
-				got, err = side{c, DecideScript(), h.counter}.eval(ctx, args)
+				got, err = main.eval(ctx, args)
 				if err != nil {
 					t.Fatalf("%s: %v", label, err)
 				}
@@ -208,7 +242,7 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 			o, err := tk.eval(ctx, args)
 			if err != nil && strings.Contains(err.Error(), "loop") {
 				gaveUp++
-				o, err = side{c, loop, tk.key}.eval(ctx, args)
+				o, err = fside{side{c, loop, tk.key}, ""}.eval(ctx, args)
 			} else if err == nil {
 				taken++
 			}
@@ -230,11 +264,11 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 		}
 	}
 	least := scenarios / 3 // the least count of each case: a third of a step per scenario
-	if taken < 6*least || gaveUp < 6*least || admitted < 6*least || denied < 3*least || seeded < least/2 || mixed < least/2 {
-		t.Errorf("take decided %d steps and gave up %d; %d admitted, %d denied; %d scenarios seeded, %d of three rules: the scenarios do not exercise every case",
-			taken, gaveUp, admitted, denied, seeded, mixed)
+	if taken < 6*least || gaveUp < 6*least || admitted < 6*least || denied < 3*least || seeded < least/2 || mixed < least/2 || siblings < least/2 {
+		t.Errorf("take decided %d steps and gave up %d; %d admitted, %d denied; %d scenarios seeded, %d of three rules, %d alternating with siblings: the scenarios do not exercise every case",
+			taken, gaveUp, admitted, denied, seeded, mixed, siblings)
 	}
-	t.Logf("take decided %d steps and gave up %d; %d admitted, %d denied; %d scenarios seeded, %d of three rules", taken, gaveUp, admitted, denied, seeded, mixed)
+	t.Logf("take decided %d steps and gave up %d; %d admitted, %d denied; %d scenarios seeded, %d of three rules, %d alternating with siblings", taken, gaveUp, admitted, denied, seeded, mixed, siblings)
 }
 
 // sameCounter fails unless the counter keys a and b hold the same value,
@@ -390,4 +424,29 @@ func takeStats(t *testing.T, c *redis.Client) map[string]int {
 		out[strings.TrimPrefix(name, "cmdstat_")] = n
 	}
 	return out
+}
+
+// fside is a side that runs its script as the function fn of a loaded
+// library when fn is set.
+type fside struct {
+	side
+	fn string
+}
+
+func (s fside) eval(ctx context.Context, args []any) ([]int64, error) {
+	if s.fn == "" {
+		return s.side.eval(ctx, args)
+	}
+	return s.c.FCall(ctx, s.fn, []string{s.key}, args...).Int64Slice()
+}
+
+// libraryOf returns the decide script variant s as a function library (as
+// DecideLibrary is the decide script's).
+func libraryOf(t *testing.T, s Script) Library {
+	t.Helper()
+	parts, ok := strings.CutSuffix(s.Source, evalTail)
+	if !ok {
+		t.Fatal("a decide script variant that does not end as the decide script does")
+	}
+	return newLibrary(parts, s.SHA1)
 }
