@@ -230,3 +230,57 @@ func TestPortTakenIsDetected(t *testing.T) {
 		t.Fatalf("start on a taken port: %v, want errPortTaken", err)
 	}
 }
+
+func TestParseCommandStats(t *testing.T) {
+	for _, tc := range []struct {
+		name, info string
+		want       map[string]CommandStat
+	}{
+		{"Redis 7", "# Commandstats\r\ncmdstat_fcall:calls=12,usec=90,usec_per_call=7.50,rejected_calls=0,failed_calls=2\r\ncmdstat_incrby:calls=5,usec=4,usec_per_call=0.80,rejected_calls=1,failed_calls=0\r\n",
+			map[string]CommandStat{"fcall": {12, 2}, "incrby": {5, 0}}},
+		{"Redis 6: no failed_calls", "cmdstat_evalsha:calls=3,usec=30,usec_per_call=10.00\n",
+			map[string]CommandStat{"evalsha": {3, 0}}},
+		{"a subcommand's name keeps its bar", "cmdstat_client|setname:calls=1,usec=1,usec_per_call=1.00,rejected_calls=0,failed_calls=0\n",
+			map[string]CommandStat{"client|setname": {1, 0}}},
+		{"no stats", "# Commandstats\r\n", map[string]CommandStat{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := parseCommandStats(tc.info)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for k, v := range tc.want {
+				if got[k] != v {
+					t.Errorf("%s: got %+v, want %+v", k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
+// CommandStats reads a real server's counts: a command that ran, one
+// that failed.
+func TestCommandStats(t *testing.T) {
+	s := Standalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := s.Client()
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	setK(ctx, t, c, "")
+	setK(ctx, t, c, "")
+	if err := c.IncrBy(ctx, "k", 1).Err(); err == nil {
+		t.Fatal("INCRBY of a string that is not a number did not fail")
+	}
+	stats := CommandStats(t, c)
+	if got := stats["set"]; got.Calls != 2 || got.Failed != 0 {
+		t.Errorf("set: %+v, want 2 calls", got)
+	}
+	if got := stats["incrby"]; got.Calls != 1 || got.Failed != 1 {
+		t.Errorf("incrby: %+v, want 1 call, 1 failed", got)
+	}
+	if got := CommandCalls(t, c)["set"]; got != 2 {
+		t.Errorf("CommandCalls set: %d, want 2", got)
+	}
+}

@@ -387,7 +387,7 @@ func TestTakeDenialReadsOnce(t *testing.T) {
 			if d := call(); d.Allowed {
 				t.Fatalf("second call: %+v, want denied", d)
 			}
-			stats := takeStats(t, c)
+			stats := redistest.CommandCalls(t, c)
 			delete(stats, "config|resetstat")
 			for name, n := range tc.want {
 				if stats[name] != n {
@@ -403,27 +403,6 @@ func TestTakeDenialReadsOnce(t *testing.T) {
 			}
 		})
 	}
-}
-
-// takeStats parses INFO commandstats: command -> calls.
-func takeStats(t *testing.T, c *redis.Client) map[string]int {
-	t.Helper()
-	s, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, line := range strings.Split(s, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		var n int
-		fmt.Sscan(calls, &n)
-		out[strings.TrimPrefix(name, "cmdstat_")] = n
-	}
-	return out
 }
 
 // fside is a side that runs its script as the function fn of a loaded

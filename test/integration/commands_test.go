@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -121,27 +120,6 @@ func (m *monitor) finish(t *testing.T, c *redis.Client) (commands, numkeys map[s
 	return m.commands, m.numkeys
 }
 
-// commandStats parses INFO commandstats into command → (calls, failed).
-func commandStats(t *testing.T, c *redis.Client) map[string][2]int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	info, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		t.Fatalf("INFO commandstats: %v", err)
-	}
-	out := map[string][2]int{}
-	re := regexp.MustCompile(`^cmdstat_([^:]+):calls=(\d+),.*failed_calls=(\d+)`)
-	for _, line := range strings.Split(info, "\n") {
-		if f := re.FindStringSubmatch(strings.TrimSpace(line)); f != nil {
-			calls, _ := strconv.Atoi(f[2])
-			failed, _ := strconv.Atoi(f[3])
-			out[f[1]] = [2]int{calls, failed}
-		}
-	}
-	return out
-}
-
 // control are the commands a client may send that touch no data: the
 // health probe's PING, connection set-up, the cluster client's topology
 // queries, replication between nodes, and this test's own INFO, CONFIG
@@ -247,9 +225,9 @@ func testOneScriptCallPerDescriptor(t *testing.T, n, per int, batch, functions b
 		for name, v := range k {
 			numkeys[name] += v
 		}
-		for name, v := range commandStats(t, nd.client) {
+		for name, v := range redistest.CommandStats(t, nd.client) {
 			s := stats[name]
-			stats[name] = [2]int{s[0] + v[0], s[1] + v[1]}
+			stats[name] = [2]int{s[0] + v.Calls, s[1] + v.Failed}
 		}
 	}
 	// At most one reload of the script (after NOSCRIPT or a missing

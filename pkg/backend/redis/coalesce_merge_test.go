@@ -132,7 +132,7 @@ func TestCoalesceMergedMatchesSeparateCalls(t *testing.T) {
 		}
 		now = now.Add(300 * time.Millisecond)
 	}
-	if stats := commandStats(t, rc); stats["evalsha"] != wantCalls || stats["eval"] != 0 {
+	if stats := redistest.CommandCalls(t, rc); stats["evalsha"] != wantCalls || stats["eval"] != 0 {
 		t.Errorf("commandstats %v: want evalsha=%d (%d rounds), no eval", stats, wantCalls, rounds)
 	}
 }
@@ -183,7 +183,7 @@ func TestCoalesceMergedRefusal(t *testing.T) {
 				}
 			}
 		}
-		if stats := commandStats(t, rc); stats["evalsha"] != 1 {
+		if stats := redistest.CommandCalls(t, rc); stats["evalsha"] != 1 {
 			t.Errorf("commandstats %v: want evalsha=1 (the merged call)", stats)
 		}
 	})
@@ -257,7 +257,7 @@ func TestCoalesceMergedRefusal(t *testing.T) {
 		// deciding each descriptor once: the three of one fixed window an
 		// INCRBY each (the window path), the mixed one the general way, a
 		// GET of its counter key and an INCRBY of its fixed window's key.
-		if stats := commandStats(t, rc); stats["evalsha"] != 1 || stats["eval"] != 1 || stats["incrby"] != 4 || stats["get"] != 1 {
+		if stats := redistest.CommandCalls(t, rc); stats["evalsha"] != 1 || stats["eval"] != 1 || stats["incrby"] != 4 || stats["get"] != 1 {
 			t.Errorf("commandstats %v: want evalsha=1, eval=1, incrby=4, get=1", stats)
 		}
 	})

@@ -110,7 +110,7 @@ func TestCoalesceFillsPipelines(t *testing.T) {
 	if p, c := count.pipelines.Load(), count.cmds.Load(); p != rounds || c != rounds {
 		t.Errorf("%d pipelines carrying %d commands, want %d carrying one each", p, c, rounds)
 	}
-	stats := commandStats(t, rc)
+	stats := redistest.CommandCalls(t, rc)
 	if stats["evalsha"] != rounds || stats["eval"] != 0 || stats["time"] != rounds ||
 		stats["incrby"] != callers*rounds || stats["mget"] != 0 {
 		// One fixed window: each decision is one INCRBY of its window key.
@@ -160,7 +160,7 @@ func TestCoalesceOpportunistic(t *testing.T) {
 	if p, c := count.pipelines.Load(), count.cmds.Load(); p != 5 || c != 5 {
 		t.Errorf("%d pipelines carrying %d commands, want 5 carrying one each", p, c)
 	}
-	if stats := commandStats(t, rc); stats["evalsha"] != 5 || stats["incrby"] != 2+late {
+	if stats := redistest.CommandCalls(t, rc); stats["evalsha"] != 5 || stats["incrby"] != 2+late {
 		t.Errorf("commandstats %v: want evalsha=5, incrby=%d (one per decision of a fixed window)", stats, 2+late)
 	}
 }
@@ -217,7 +217,7 @@ func TestCoalesceCallerLeaves(t *testing.T) {
 	if p := count.pipelines.Load(); p != 2 { // the warm-up and the first call
 		t.Errorf("%d pipelines, want 2: the calls whose callers left were sent", p)
 	}
-	if stats := commandStats(t, rc); stats["evalsha"] != 1 {
+	if stats := redistest.CommandCalls(t, rc); stats["evalsha"] != 1 {
 		t.Errorf("commandstats %v: want exactly the first call's EVALSHA", stats)
 	}
 }

@@ -177,7 +177,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 	if n := l.unavailable.Load() + l.other.Load(); n > 0 {
 		t.Fatalf("%d callers saw an error across SCRIPT FLUSH, e.g. %v", n, l.lastErr)
 	}
-	stats := commandStats(t, rc)
+	stats := redistest.CommandCalls(t, rc)
 	if stats["eval"] == 0 {
 		t.Fatalf("commandstats %v: no EVAL fallback happened, the test did not exercise NOSCRIPT", stats)
 	}
@@ -198,7 +198,7 @@ func TestScriptFlushCluster(t *testing.T) {
 	}
 	evalsBefore := 0
 	for _, m := range c.Masters() {
-		evalsBefore += commandStats(t, c.NodeClient(m))["eval"]
+		evalsBefore += redistest.CommandCalls(t, c.NodeClient(m))["eval"]
 		if err := c.NodeClient(m).ScriptFlush(context.Background()).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +212,7 @@ func TestScriptFlushCluster(t *testing.T) {
 	}
 	evals := 0
 	for _, m := range c.Masters() {
-		evals += commandStats(t, c.NodeClient(m))["eval"]
+		evals += redistest.CommandCalls(t, c.NodeClient(m))["eval"]
 	}
 	if evals-evalsBefore != len(checks) {
 		t.Fatalf("%d EVAL fallbacks, want one per master (%d)", evals-evalsBefore, len(checks))

@@ -54,7 +54,7 @@ func TestFunctionsOneFcallPerCheck(t *testing.T) {
 				}
 				const n = 5
 				decideN(t, b, "u", rules, n)
-				stats := commandStats(t, rc)
+				stats := redistest.CommandCalls(t, rc)
 				want := map[string]int{"fcall": n, "evalsha": 0, "eval": 0}
 				if !functions {
 					want = map[string]int{"fcall": 0, "evalsha": n, "eval": 0}
@@ -102,7 +102,7 @@ func TestFunctionsReloadedWhenMissing(t *testing.T) {
 	if res[0].Err != nil || res[0].Outcomes[0].Remaining != 6 {
 		t.Fatalf("next: %+v, want 6 left", res[0])
 	}
-	stats := commandStats(t, rc)
+	stats := redistest.CommandCalls(t, rc)
 	// fcall counts the refused call too: 1 refused + 1 retried + 1 next.
 	if stats["function|load"] != 1 || stats["fcall"] != 3 || stats["evalsha"] != 0 || stats["eval"] != 0 {
 		t.Errorf("commandstats %v: want function|load=1, fcall=3 (one refused), no evalsha or eval", stats)
@@ -143,7 +143,7 @@ func TestFunctionsRefusedFallsBackToEvalsha(t *testing.T) {
 					t.Fatalf("check %d: %+v", i, res[0])
 				}
 			}
-			stats := commandStats(t, rc)
+			stats := redistest.CommandCalls(t, rc)
 			wantEvalsha, wantEval := 3, 0
 			if when == "later" {
 				wantEvalsha, wantEval = 2, 1 // the refused FCALL is sent again with EVAL
@@ -196,7 +196,7 @@ func TestFunctionsCluster(t *testing.T) {
 		if len(libs) != 1 || libs[0].Name != scripts.DecideLibrary().Name {
 			t.Errorf("master %s holds libraries %+v, want the decide library", m, libs)
 		}
-		if s := commandStats(t, c.NodeClient(m)); s["fcall"] == 0 || s["evalsha"] != 0 {
+		if s := redistest.CommandCalls(t, c.NodeClient(m)); s["fcall"] == 0 || s["evalsha"] != 0 {
 			t.Errorf("master %s commandstats %v: want FCALLs and no EVALSHA", m, s)
 		}
 	}

@@ -5,12 +5,9 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/backend"
@@ -22,28 +19,6 @@ var threeRules = []limit.Rule{
 	{Name: "burst", Algorithm: limit.TokenBucket, Unit: limit.Second, Limit: 10, Burst: 30},
 	{Name: "hourly", Algorithm: limit.SlidingWindow, Unit: limit.Hour, Limit: 1000},
 	{Name: "daily", Unit: limit.Day, Limit: 10000},
-}
-
-// commandStats reads INFO commandstats: command → calls.
-func commandStats(t *testing.T, c *goredis.Client) map[string]int {
-	t.Helper()
-	s, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, line := range strings.Split(s, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		for _, f := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(f, "calls="); ok {
-				out[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.Atoi(v)
-			}
-		}
-	}
-	return out
 }
 
 // TestOneEvalshaPerCheck: N Decide calls, each one check of three rules,
@@ -120,7 +95,7 @@ func testOneEvalshaPerCheck(t *testing.T, disableCoalescing, functions bool) {
 	if evalsha != n {
 		t.Errorf("%d %s for %d checks, want exactly one each", evalsha, strings.ToUpper(script), n)
 	}
-	stats := commandStats(t, rc)
+	stats := redistest.CommandCalls(t, rc)
 	if stats[script] != n || stats[other] != 0 || stats["eval"] != 0 || stats["script|load"] != 0 || stats["function|load"] != 0 {
 		t.Errorf("commandstats %v: want %s=%d and no %s, eval, script load or function load", stats, script, n, other)
 	}
@@ -163,7 +138,7 @@ func testOneEvalshaPerCheckCluster(t *testing.T, disableCoalescing bool) {
 	}
 	total := 0
 	for _, m := range masters {
-		s := commandStats(t, c.NodeClient(m))
+		s := redistest.CommandCalls(t, c.NodeClient(m))
 		total += s["evalsha"]
 		if s["eval"] != 0 || s["script|load"] != 0 {
 			t.Errorf("master %s: commandstats %v, want no eval or script load", m, s)
