@@ -240,10 +240,15 @@ func TestMemoryGoalJudgedOnlyPastTheHorizon(t *testing.T) {
 		{"run past the horizon, met", "310s", 10, 1000, "| 0.01× | met |", "not judged"},
 		{"run past the horizon, missed", "310s", 100, 1000, "| 0.10× | missed |", "not judged"},
 		{"duration unknown", "", 10, 1000, "not judged:", "| met |"},
+		{"past the horizon at 4 callers: memory is judged", "310s", 10, 1000, "| 0.01× | met |", "not judged"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			callers := 64
+			if strings.Contains(tc.name, "4 callers") {
+				callers = 4
+			}
 			rs := &runSet{runs: map[string][]sample{"redis1": mem(tc.sluice), "inc1": mem(tc.inc)},
-				machine: &machineInfo{Duration: tc.duration}}
+				machine: &machineInfo{Duration: tc.duration, C: callers}}
 			var b strings.Builder
 			if !rs.goalsTable(&b) {
 				t.Fatal("goalsTable wrote nothing")
@@ -256,6 +261,39 @@ func TestMemoryGoalJudgedOnlyPastTheHorizon(t *testing.T) {
 			}
 			if !strings.Contains(row, tc.want) || strings.Contains(row, tc.notWant) {
 				t.Errorf("memory row %q: want %q, not %q", row, tc.want, tc.notWant)
+			}
+		})
+	}
+}
+
+// The speed goals are stated for 64 callers: a run at another concurrency
+// (the 310 s memory run is at 4) shows their figures without a verdict.
+func TestSpeedGoalsJudgedOnlyAtTheirConcurrency(t *testing.T) {
+	tput := func(rps float64) []sample {
+		return []sample{{report: loadgen.Report{Throughput: rps}}}
+	}
+	for _, tc := range []struct {
+		callers       int
+		want, notWant string
+	}{
+		{64, "| 2.00× | met |", "not judged"},
+		{0, "| 2.00× | met |", "not judged"}, // a run that did not record C
+		{4, "| 2.00× | not judged: measured at 4 callers, the goal is for 64 |", "| met |"},
+		{256, "| 2.00× | not judged: measured at 256 callers", "| met |"},
+	} {
+		t.Run(fmt.Sprint(tc.callers), func(t *testing.T) {
+			rs := &runSet{runs: map[string][]sample{"redis1": tput(20000), "inc1": tput(10000)},
+				machine: &machineInfo{C: tc.callers}}
+			var b strings.Builder
+			rs.goalsTable(&b)
+			var row string
+			for _, l := range strings.Split(b.String(), "\n") {
+				if strings.HasPrefix(l, "| Redis, 1 rule: ≥ 1.7× the incumbent") {
+					row = l
+				}
+			}
+			if !strings.Contains(row, tc.want) || strings.Contains(row, tc.notWant) {
+				t.Errorf("row %q: want %q, not %q", row, tc.want, tc.notWant)
 			}
 		})
 	}
