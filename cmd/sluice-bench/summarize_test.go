@@ -249,19 +249,7 @@ func TestMemoryGoalJudgedOnlyPastTheHorizon(t *testing.T) {
 			}
 			rs := &runSet{runs: map[string][]sample{"redis1": mem(tc.sluice), "inc1": mem(tc.inc)},
 				machine: &machineInfo{Duration: tc.duration, C: callers}}
-			var b strings.Builder
-			if !rs.goalsTable(&b) {
-				t.Fatal("goalsTable wrote nothing")
-			}
-			var row string
-			for _, l := range strings.Split(b.String(), "\n") {
-				if strings.HasPrefix(l, "| Redis memory per active descriptor") {
-					row = l
-				}
-			}
-			if !strings.Contains(row, tc.want) || strings.Contains(row, tc.notWant) {
-				t.Errorf("memory row %q: want %q, not %q", row, tc.want, tc.notWant)
-			}
+			checkGoalRow(t, rs, "| Redis memory per active descriptor", tc.want, tc.notWant)
 		})
 	}
 }
@@ -284,17 +272,26 @@ func TestSpeedGoalsJudgedOnlyAtTheirConcurrency(t *testing.T) {
 		t.Run(fmt.Sprint(tc.callers), func(t *testing.T) {
 			rs := &runSet{runs: map[string][]sample{"redis1": tput(20000), "inc1": tput(10000)},
 				machine: &machineInfo{C: tc.callers}}
-			var b strings.Builder
-			rs.goalsTable(&b)
-			var row string
-			for _, l := range strings.Split(b.String(), "\n") {
-				if strings.HasPrefix(l, "| Redis, 1 rule: ≥ 1.7× the incumbent") {
-					row = l
-				}
-			}
-			if !strings.Contains(row, tc.want) || strings.Contains(row, tc.notWant) {
-				t.Errorf("row %q: want %q, not %q", row, tc.want, tc.notWant)
-			}
+			checkGoalRow(t, rs, "| Redis, 1 rule: ≥ 1.7× the incumbent", tc.want, tc.notWant)
 		})
+	}
+}
+
+// checkGoalRow checks the row of rs's goals table that starts with prefix:
+// it holds want and not notWant.
+func checkGoalRow(t *testing.T, rs *runSet, prefix, want, notWant string) {
+	t.Helper()
+	var b strings.Builder
+	if !rs.goalsTable(&b) {
+		t.Fatal("goalsTable wrote nothing")
+	}
+	var row string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			row = l
+		}
+	}
+	if !strings.Contains(row, want) || strings.Contains(row, notWant) {
+		t.Errorf("row %q: want %q, not %q", row, want, notWant)
 	}
 }
