@@ -178,8 +178,9 @@ local TAKES = true
 -- give ({ the slot strings, alg, L, C, P, id }), so that a call whose
 -- slots are the same strings as the call before's reads no number: a
 -- function library keeps it from one call to the next, a script builds it
--- per call. A rule there is only read (by drain and whole_at), never
--- written.
+-- per call. Its slot fields are only read (by take, drain and whole_at);
+-- take also keeps on it a sliding window's record head (fe, fw, fh: the
+-- head '<id> <e> <w> ' for that e and w), a function of them alone.
 local took = {}
 
 -- took_rule returns the rule of position i whose slots follow ARGV[b], as
