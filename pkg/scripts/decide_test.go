@@ -265,6 +265,27 @@ var bases = []limit.Micros{
 	time.Date(2026, 10, 3, 15, 0, 0, 0, time.UTC).UnixMicro(), // Lord Howe: 15:30Z, +30 min
 }
 
+// scenarioRules draws one to three rules with rule and, one time in ten,
+// a further one sharing the first one's state (shareFirstState).
+func scenarioRules(rng *rand.Rand, zones []*time.Location, rule func(*rand.Rand, []*time.Location) limit.Rule) []limit.Rule {
+	rules := make([]limit.Rule, 1+rng.IntN(3))
+	for i := range rules {
+		rules[i] = rule(rng, zones)
+	}
+	if rng.IntN(10) == 0 {
+		rules = shareFirstState(rules)
+	}
+	return rules
+}
+
+// shareFirstState appends a rule sharing the first rule's state (its id)
+// under another limit, as two rules of one id in a config do.
+func shareFirstState(rules []limit.Rule) []limit.Rule {
+	rules = append(rules, rules[0])
+	rules[len(rules)-1].Limit = min(rules[0].Limit+1, MaxExact-1)
+	return rules
+}
+
 func randomRule(rng *rand.Rand, zones []*time.Location) limit.Rule {
 	r := limit.Rule{
 		Algorithm:  limit.Algorithm(rng.IntN(6)),
@@ -340,14 +361,7 @@ func TestDecideMatchesLimit(t *testing.T) {
 	seen := map[string][2]int{}
 	for sc := range scenarios {
 		rng := rand.New(rand.NewPCG(uint64(sc), 0x511ce))
-		rules := make([]limit.Rule, 1+rng.IntN(3))
-		for i := range rules {
-			rules[i] = randomRule(rng, zones)
-		}
-		if rng.IntN(10) == 0 { // two rules sharing one state
-			rules = append(rules, rules[0])
-			rules[len(rules)-1].Limit = min(rules[0].Limit+1, MaxExact-1)
-		}
+		rules := scenarioRules(rng, zones, randomRule)
 		h := newHarness(t, c, fmt.Sprintf("sc%d", sc), rules)
 		now := bases[rng.IntN(len(bases))] + rng.Int64N(1_000_000)
 		var last limit.Decision

@@ -122,8 +122,7 @@ func TestWindowsMatchLimitAndGeneral(t *testing.T) {
 		}
 		switch rng.IntN(8) {
 		case 0: // two rules sharing one state (one key)
-			rules = append(rules, rules[0])
-			rules[len(rules)-1].Limit = min(rules[0].Limit+1, MaxExact-1)
+			rules = shareFirstState(rules)
 			shared++
 		case 1: // a rule of an unknown unit: admits only peeks and refunds
 			rules = append(rules, limit.Rule{Unit: limit.UnitUnknown, Limit: 5})

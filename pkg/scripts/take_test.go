@@ -126,14 +126,7 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 	var taken, gaveUp, admitted, denied, seeded, mixed, siblings int
 	for sc := range scenarios {
 		rng := rand.New(rand.NewPCG(uint64(sc), 0x7a4e))
-		rules := make([]limit.Rule, 1+rng.IntN(3))
-		for i := range rules {
-			rules[i] = takeRule(rng, zones)
-		}
-		if rng.IntN(10) == 0 { // two rules sharing one state
-			rules = append(rules, rules[0])
-			rules[len(rules)-1].Limit = min(rules[0].Limit+1, MaxExact-1)
-		}
+		rules := scenarioRules(rng, zones, takeRule)
 		if len(rules) == 3 {
 			mixed++
 		}
