@@ -12,8 +12,16 @@ import (
 )
 
 // healthProbe pings the backend every interval and reports the server
-// healthy unless the ping fails and some domain needs the backend, or
+// healthy unless the backend is down and some domain needs it, or
 // requireDomains is set and the config has no domain.
+//
+// The backend counts as down while it has never answered a ping (as the
+// reference is unhealthy until its first Redis PING succeeds) and, only
+// when follow is set, whenever the last ping failed. The reference's
+// health does not follow Redis after that first PING (unless
+// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION), and Envoy Gateway probes
+// liveness on /healthcheck: following Redis by default would restart
+// every pod during a Redis outage.
 type healthProbe struct {
 	backend  backend.Backend
 	config   func() *descriptor.Config
@@ -23,6 +31,9 @@ type healthProbe struct {
 	// requireDomains keeps health failing while the config has no domain
 	// (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
 	requireDomains bool
+	// follow keeps health following every ping, not only until the first
+	// that works (SLUICE_HEALTH_FOLLOWS_BACKEND).
+	follow bool
 	// ready reports whether the configuration source allows serving
 	// (false until the first xDS configuration); nil means always.
 	ready func() bool
@@ -31,6 +42,7 @@ type healthProbe struct {
 
 	mu       sync.Mutex // orders report calls from the probe and from reloads
 	pingDown bool       // the last ping failed
+	answered bool       // some ping has worked
 }
 
 // run probes every interval until ctx is done.
@@ -65,6 +77,7 @@ func (p *healthProbe) check(ctx context.Context) {
 	}
 	p.mu.Lock()
 	p.pingDown = err != nil
+	p.answered = p.answered || err == nil
 	p.mu.Unlock()
 	p.report()
 }
@@ -75,7 +88,8 @@ func (p *healthProbe) report() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.config()
-	ok := !p.pingDown || !needsBackend(c)
+	down := p.pingDown && (p.follow || !p.answered)
+	ok := !down || !needsBackend(c)
 	if p.requireDomains && (c == nil || len(c.Domains()) == 0) {
 		ok = false
 	}

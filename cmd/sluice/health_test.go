@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,6 +65,65 @@ func TestHealthProbe(t *testing.T) {
 			p.check(context.Background())
 			if len(got) != 1 || got[0] != tt.want {
 				t.Errorf("serving %v, want [%v]", got, tt.want)
+			}
+		})
+	}
+}
+
+// flakyBackend is the embedded backend with a Ping that fails while down
+// is set, so one probe can see a backend come and go.
+type flakyBackend struct {
+	*memory.Backend
+	down bool
+}
+
+func (b *flakyBackend) Ping(ctx context.Context) error {
+	if b.down {
+		return errors.New("backend down")
+	}
+	return b.Backend.Ping(ctx)
+}
+
+// TestHealthProbeAfterStart: like the reference, health fails until the
+// backend first answers and then no longer follows it, so that a liveness
+// probe on /healthcheck (Envoy Gateway's) does not restart every pod while
+// Redis is down; with follow (SLUICE_HEALTH_FOLLOWS_BACKEND) it follows
+// every ping.
+func TestHealthProbeAfterStart(t *testing.T) {
+	tests := []struct {
+		name   string
+		follow bool
+		pings  []bool // ping works
+		want   []bool // serving after each ping
+	}{
+		{"down from the start", false, []bool{false, false}, []bool{false, false}},
+		{"down from the start, then up", false, []bool{false, true, false}, []bool{false, true, true}},
+		{"up, then down", false, []bool{true, false, false, true}, []bool{true, true, true, true}},
+		{"following: down from the start", true, []bool{false, true}, []bool{false, true}},
+		{"following: up, then down, then up", true, []bool{true, false, true}, []bool{true, false, true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := stacktest.ParseConfig(t, "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+			b := &flakyBackend{Backend: memory.New(memory.Options{})}
+			defer b.Close()
+			log := logrus.New()
+			log.SetOutput(io.Discard)
+			var got []bool
+			p := &healthProbe{
+				backend:  b,
+				config:   func() *descriptor.Config { return cfg },
+				set:      func(ok bool) { got = append(got, ok) },
+				interval: time.Second,
+				log:      log,
+				follow:   tt.follow,
+			}
+			for _, up := range tt.pings {
+				b.down = !up
+				p.check(context.Background())
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("pings %v: serving %v, want %v", tt.pings, got, tt.want)
 			}
 		})
 	}

@@ -88,7 +88,7 @@ func TestServeRedis(t *testing.T) {
 	writeConfig(t, dir, "api.yaml", yearly(2))
 	writeConfig(t, dir, "open.yaml", "domain: open\nfailure_mode: allow\n"+
 		"descriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 5}\n")
-	env := []string{"SLUICE_CONFIG=" + dir, "REDIS_URL=" + rs.Addr(), "SLUICE_HEALTH_INTERVAL=20ms", "CACHE_KEY_PREFIX=t:"}
+	env := []string{"SLUICE_CONFIG=" + dir, "REDIS_URL=" + rs.Addr(), "SLUICE_HEALTH_INTERVAL=20ms", "SLUICE_HEALTH_FOLLOWS_BACKEND=true", "CACHE_KEY_PREFIX=t:"}
 	a := startServe(t, env)
 	if !strings.Contains(a.stderr.String(), `"chosen_by":"default with REDIS_URL"`) {
 		t.Errorf("the log does not say redis was chosen because REDIS_URL is set:\n%s", a.stderr)

@@ -175,6 +175,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		interval:       s.HealthInterval,
 		log:            log,
 		requireDomains: s.HealthyWithConfig,
+		follow:         s.HealthFollowsBackend,
 		ready:          ready,
 	}
 	probe.check(ctx) // before serving: a dead Redis is NOT_SERVING from the start

@@ -77,13 +77,16 @@ type settings struct {
 
 	HealthInterval    time.Duration
 	HealthyWithConfig bool
-	DrainDelay        time.Duration
-	DebugAddr         string
-	Admin             adminSettings
-	LocalCache        bool
-	LocalCacheSize    int
-	StreamWorkers     int
-	ShutdownTimeout   time.Duration
+	// HealthFollowsBackend makes health fail whenever a backend ping
+	// fails, not only until the first ping works.
+	HealthFollowsBackend bool
+	DrainDelay           time.Duration
+	DebugAddr            string
+	Admin                adminSettings
+	LocalCache           bool
+	LocalCacheSize       int
+	StreamWorkers        int
+	ShutdownTimeout      time.Duration
 
 	// LocalCacheMaxAge bounds how long a denial is answered locally.
 	LocalCacheMaxAge time.Duration
@@ -276,6 +279,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	duration(&s.HealthInterval, "health-interval", "SLUICE_HEALTH_INTERVAL", 5*time.Second, "how often to ping the backend for health")
 	boolean(&s.HealthyWithConfig, "healthy-with-at-least-one-config-loaded", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false,
 		"fail health while the config has no domain")
+	boolean(&s.HealthFollowsBackend, "health-follows-backend", "SLUICE_HEALTH_FOLLOWS_BACKEND", false,
+		"fail health whenever the backend ping fails (and some domain's failure_mode is error or deny), not only until the backend first answers; also set by REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true")
 	boolean(&s.LocalCache, "local-cache", "SLUICE_LOCAL_CACHE", true, "answer known Redis denials in process until they end (no round trip)")
 	integer(&s.LocalCacheSize, "local-cache-size", "SLUICE_LOCAL_CACHE_SIZE", 10000, "most descriptors the local denial cache holds")
 	duration(&s.LocalCacheMaxAge, "local-cache-max-age", "SLUICE_LOCAL_CACHE_MAX_AGE", denycache.DefaultMaxAge,
@@ -350,6 +355,9 @@ func parseServe(args, environ []string, stderr io.Writer) (*settings, error) {
 		return nil, err
 	}
 	if err := s.referenceListeners(env); err != nil {
+		return nil, err
+	}
+	if err := s.referenceHealth(env, given["health-follows-backend"]); err != nil {
 		return nil, err
 	}
 	s.ignored = ignoredReferenceVars(env)
@@ -487,6 +495,24 @@ func (s *settings) referenceListeners(env map[string]string) error {
 	return errors.Join(errs...)
 }
 
+// referenceHealth honours the reference's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION:
+// true makes health follow Redis after start, as SLUICE_HEALTH_FOLLOWS_BACKEND
+// does (which wins when given, as a flag or a variable).
+func (s *settings) referenceHealth(env map[string]string, flagGiven bool) error {
+	v := env["REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"]
+	if v == "" {
+		return nil
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("invalid REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=%q: want true or false", v)
+	}
+	if !flagGiven && env["SLUICE_HEALTH_FOLLOWS_BACKEND"] == "" {
+		s.HealthFollowsBackend = on
+	}
+	return nil
+}
+
 // redisSettingsSet returns the Redis settings given, flags as --name and
 // variables by name, sorted: the bound ones (--redis-*, REDIS_*,
 // SLUICE_REDIS_*, CACHE_KEY_PREFIX) and any other REDIS_ variable of the
@@ -521,7 +547,7 @@ func redisSettingsSet(names []envName, given map[string]bool, env map[string]str
 var referenceOnly = []string{
 	"DEBUG_HOST", "DEBUG_PORT",
 	"REDIS_PERSECOND", "REDIS_PERSECOND_",
-	"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
+	"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR",
 	"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
 	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES",
 

@@ -15,6 +15,7 @@ const kubernetesDir = "examples/kubernetes"
 var sluiceEnv = []string{
 	"REDIS_TYPE", "REDIS_URL", "REDIS_AUTH", "CACHE_KEY_PREFIX",
 	"LOG_LEVEL", "LOG_FORMAT", "BACKEND_TYPE", "GRPC_PORT", "PORT", "SLUICE_CONFIG",
+	"SLUICE_HEALTH_FOLLOWS_BACKEND",
 }
 
 // The health service names sluice's gRPC health server answers for.
@@ -210,8 +211,8 @@ func TestKubernetesDeployment(t *testing.T) {
 	default:
 		t.Errorf("readiness probe must be gRPC health or GET /healthcheck")
 	}
-	// Liveness must not follow the backend (both health endpoints do):
-	// restarting pods cannot fix Redis.
+	// Liveness must not follow the backend (both health endpoints do with
+	// SLUICE_HEALTH_FOLLOWS_BACKEND): restarting pods cannot fix Redis.
 	lp := c.LivenessProbe
 	if lp.TCPSocket == nil || lp.HTTPGet != nil || lp.GRPC != nil {
 		t.Errorf("liveness probe must be a tcpSocket check: sluice's health endpoints fail while Redis is down")

@@ -41,6 +41,9 @@ func faultEnv(envs ...map[string]string) map[string]string {
 	return merge(append([]map[string]string{{
 		"REDIS_TIMEOUT":          faultTimeout.String(),
 		"SLUICE_HEALTH_INTERVAL": "50ms",
+		// These tests watch health follow Redis (off by default, as in
+		// the reference).
+		"SLUICE_HEALTH_FOLLOWS_BACKEND": "true",
 	}}, envs...)...)
 }
 
