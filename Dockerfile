@@ -2,7 +2,11 @@
 #
 #   docker build -t sluice:dev --build-arg VERSION=$(git describe --tags --always) .
 #   docker run -p 8080:8080 -p 8081:8081 \
-#     -v "$PWD/examples/envoy/sluice:/etc/sluice/config:ro" sluice:dev
+#     -v "$PWD/examples/envoy/sluice:/srv/runtime_data/current/config:ro" sluice:dev
+#
+# The config is read where envoyproxy/ratelimit's image reads it:
+# RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY (by default
+# /srv/runtime_data/current/config), or SLUICE_CONFIG when set.
 #
 # (Checked structurally by examples/examplestest; no Docker engine runs in
 # the project's CI.)
@@ -27,8 +31,8 @@ COPY --from=build /out/sluice /sluice
 # The incumbent's path: Envoy Gateway's rate-limit Deployment runs
 # /bin/ratelimit with no argument, which is `sluice serve` under that name.
 COPY --from=build /out/sluice /bin/ratelimit
-# A directory of config files, one per domain (mount it here).
-ENV SLUICE_CONFIG=/etc/sluice/config
+# No SLUICE_CONFIG here: it would override the RUNTIME_* variables of a
+# deployment that swaps envoyproxy/ratelimit's image for this one.
 # distroless "nonroot", numeric so Kubernetes can check runAsNonRoot.
 USER 65532:65532
 # HTTP (/healthcheck, /json, /metrics) and gRPC (rate-limit service, health).

@@ -365,6 +365,9 @@ func parseServe(args, environ []string, stderr io.Writer) (*settings, error) {
 		s.warnings = append(s.warnings, "BACKEND_TYPE=memory: limits are per instance and these Redis settings are unused: "+
 			strings.Join(s.redisSet, ", "))
 	}
+	if w := s.runtimeOverridden(env, given); w != "" {
+		s.warnings = append(s.warnings, w)
+	}
 	if s.GRPCUDS != "" {
 		s.notes = append(s.notes, s.source["grpc-uds"]+" is set: gRPC listens on the unix socket "+s.GRPCUDS+" only, not on GRPC_HOST:GRPC_PORT")
 	}
@@ -493,6 +496,31 @@ func (s *settings) referenceListeners(env map[string]string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// runtimeOverridden returns a warning when --config (or SLUICE_CONFIG)
+// names the config and some RUNTIME_ROOT, RUNTIME_SUBDIRECTORY or
+// RUNTIME_APPDIRECTORY is set too: those then say nothing, and a
+// deployment that set them for envoyproxy/ratelimit must learn that its
+// directory is not the one read. "" when there is nothing to say, or when
+// the config comes over xDS (which reads neither).
+func (s *settings) runtimeOverridden(env map[string]string, given map[string]bool) string {
+	if len(s.Configs) == 0 || s.ConfigSource.xdsEnabled() {
+		return ""
+	}
+	var set []string
+	for _, f := range []string{"runtime-root", "runtime-subdirectory", "runtime-appdirectory"} {
+		name := s.source[f]
+		if given[f] || env[name] != "" {
+			set = append(set, name)
+		}
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s names the config (%s), so %s %s not read: the directory %s is not loaded",
+		s.source["config"], strings.Join(s.Configs, ", "), strings.Join(set, ", "), plural(len(set), "is", "are"),
+		filepath.Join(s.RuntimeRoot, s.RuntimeSubdirectory, s.RuntimeAppDirectory))
 }
 
 // referenceHealth honours the reference's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION:
