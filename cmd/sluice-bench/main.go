@@ -189,30 +189,60 @@ func printSummary(w io.Writer, r *loadgen.Report) {
 	fmt.Fprintf(w, "latency ms  mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", l.Mean, l.P50, l.P90, l.P99, l.P999, l.Max)
 }
 
+// roundTripTimeout bounds the no-op's Redis round trip (--redis): a call
+// waits no longer for it before failing with Unavailable.
+const roundTripTimeout = 2 * time.Second
+
+// requireLoopback refuses a host:port whose host is not a loopback address
+// or "localhost".
+func requireLoopback(hostport string) error {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%s is not a loopback address", host)
+	}
+	return nil
+}
+
 func noop(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sluice-bench noop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:9081", "listen address (loopback only)")
 	limit := fs.Duration("for", 0, "exit after this long (0: until interrupted)")
+	redisAddr := fs.String("redis", "", "answer each call only after a Redis round trip (an ECHO) to this host:port (loopback only), shared by the calls waiting together")
+	lanes := fs.Int("lanes", loadgen.DefaultRoundTripLanes, "with --redis: round trips in flight at most, one connection each")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return errUsage
 	}
-	host, _, err := net.SplitHostPort(*addr)
-	if err != nil {
-		return fmt.Errorf("--addr: %w", err)
+	if err := requireLoopback(*addr); err != nil {
+		return fmt.Errorf("--addr %s: the no-op server listens on loopback only: %w", *addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("--addr %s: the no-op server listens on loopback only", *addr)
+	if *redisAddr != "" {
+		if err := requireLoopback(*redisAddr); err != nil {
+			return fmt.Errorf("--redis %s: the no-op server talks to a Redis on loopback only: %w", *redisAddr, err)
+		}
+		if *lanes < 1 {
+			return fmt.Errorf("--lanes %d: at least 1", *lanes)
+		}
 	}
 	lis, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := loadgen.NewNoopServer()
-	fmt.Fprintf(stderr, "no-op RateLimitService listening on %s\n", lis.Addr())
+	what := "no-op RateLimitService"
+	if *redisAddr != "" {
+		rt := loadgen.NewRoundTrip(*redisAddr, *lanes, roundTripTimeout)
+		defer rt.Close()
+		srv = loadgen.NewRoundTripServer(rt)
+		what = fmt.Sprintf("no-op RateLimitService, one Redis round trip to %s per call (%d lanes),", *redisAddr, *lanes)
+	}
+	fmt.Fprintf(stderr, "%s listening on %s\n", what, lis.Addr())
 	if *limit > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *limit)

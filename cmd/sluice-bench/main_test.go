@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/loadgen"
+	"github.com/sluice-rl/sluice/internal/redistest"
 )
 
 func TestRunAgainstNoop(t *testing.T) {
@@ -50,27 +51,51 @@ func TestRunAgainstNoop(t *testing.T) {
 	}
 }
 
+// TestNoopCommand: the no-op server answers a run's calls; with --redis,
+// each only after a Redis round trip, shared by calls waiting together.
 func TestNoopCommand(t *testing.T) {
-	r, w := io.Pipe()
-	done := make(chan int, 1)
-	go func() {
-		done <- run(context.Background(), []string{"noop", "--addr", "127.0.0.1:0", "--for", "20s"}, io.Discard, w)
-		w.Close()
-	}()
-	line, err := bufio.NewReader(r).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	go io.Copy(io.Discard, r)
-	addr := strings.TrimSpace(line[strings.LastIndex(line, " "):])
-	var stdout bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if code := run(ctx, []string{"--addr", addr, "--requests", "50", "--warmup", "0", "--quiet"}, &stdout, io.Discard); code != 0 {
-		t.Fatalf("run against noop: exit %d", code)
-	}
-	if !strings.Contains(stdout.String(), `"ok":50`) {
-		t.Errorf("report %s", stdout.String())
+	srv := redistest.Standalone(t)
+	client := srv.Client()
+	for _, tt := range []struct {
+		name  string
+		flags []string
+		echo  bool // the calls reached Redis
+	}{
+		{"plain", nil, false},
+		{"one Redis round trip per call", []string{"--redis", srv.Addr(), "--lanes", "2"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := redistest.CommandCalls(t, client)["echo"]
+			r, w := io.Pipe()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			done := make(chan int, 1)
+			go func() {
+				done <- run(ctx, append([]string{"noop", "--addr", "127.0.0.1:0"}, tt.flags...), io.Discard, w)
+				w.Close()
+			}()
+			line, err := bufio.NewReader(r).ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			go io.Copy(io.Discard, r)
+			addr := strings.TrimSpace(line[strings.LastIndex(line, " "):])
+			var stdout bytes.Buffer
+			if code := run(ctx, []string{"--addr", addr, "--requests", "50", "--warmup", "0", "--quiet"}, &stdout, io.Discard); code != 0 {
+				t.Fatalf("run against noop: exit %d", code)
+			}
+			if !strings.Contains(stdout.String(), `"ok":50`) {
+				t.Errorf("report %s", stdout.String())
+			}
+			cancel()
+			if code := <-done; code != 0 {
+				t.Errorf("noop exited %d", code)
+			}
+			echo := redistest.CommandCalls(t, client)["echo"] - before
+			if got := echo > 0; got != tt.echo || echo > 50 {
+				t.Errorf("%d ECHO round trips for 50 calls", echo)
+			}
+		})
 	}
 }
 
@@ -84,6 +109,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"--descriptor", "k={bad}"}, 1},
 		{[]string{"--dist", "pareto"}, 1},
 		{[]string{"noop", "--addr", "0.0.0.0:0"}, 1},
+		{[]string{"noop", "--addr", "127.0.0.1:0", "--redis", "10.0.0.1:6379"}, 1},
+		{[]string{"noop", "--addr", "127.0.0.1:0", "--redis", "127.0.0.1:6379", "--lanes", "0"}, 1},
 		{[]string{"run", "extra"}, 1},
 		{[]string{"-h"}, 0},
 	} {

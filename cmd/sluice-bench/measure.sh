@@ -10,7 +10,7 @@
 #   sluice-bench summarize OUTDIR        # the tables of docs/benchmarks.md
 #
 # TARGETS names targets and scenario groups (default: all):
-#   main         noop memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack
+#   main         noop noopredis memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack
 #   concurrency  noop, redis1 and inc1 at c = 1, 16, 256 (NAME-cN), and at C
 #   cluster      redis1 and inc1 on one Redis and on a 3-master Redis Cluster (NAMEcl)
 #   rules        redis1, redis3fw, redis6fw: 1, 3, 6 fixed-window rules on one descriptor
@@ -20,7 +20,9 @@
 #                redis1ev (SLUICE_REDIS_FUNCTIONS=false: EVALSHA), memorynw
 #                (SLUICE_GRPC_STREAM_WORKERS=0), attacknc (SLUICE_LOCAL_CACHE=false)
 #   all          every group above
-# The targets: noop (answers OK, does nothing: the ceiling); memory (sluice,
+# The targets: noop (answers OK, does nothing: the ceiling); noopredis (the
+# no-op, each call answered only after a Redis round trip, an ECHO shared
+# by the calls waiting together: what a round trip alone costs); memory (sluice,
 # embedded backend); redis1 (sluice on Redis, one descriptor, one per-second
 # limit); redis3 (three rules of three algorithms on one descriptor);
 # redis3fw (three fixed windows on one descriptor); redis6fw (six);
@@ -47,8 +49,8 @@
 # and is bounded: the load generator by DURATION + WARMUP + 60 s, the
 # servers by 3 minutes more (DURATION and WARMUP: a whole number and ms, s
 # or m);
-# the cluster takes about 3 s to form, once. `all` is 29 runs a round with
-# the incumbent (21 without): about 6 minutes a round at the defaults.
+# the cluster takes about 3 s to form, once. `all` is 30 runs a round with
+# the incumbent (22 without): about 6 minutes a round at the defaults.
 #
 # Every run records, besides the load generator's report (NAME.ROUND.json),
 # NAME.ROUND.cpu.json (the CPU time of the server, redis-server (every node),
@@ -86,7 +88,7 @@ keys=${KEYS:-10000}
 
 group() { # name: the targets of a scenario group, or the name itself
 	case $1 in
-	main) echo noop memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack ;;
+	main) echo noop noopredis memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack ;;
 	concurrency) echo noop-c1 redis1-c1 inc1-c1 noop-c16 redis1-c16 inc1-c16 noop redis1 inc1 noop-c256 redis1-c256 inc1-c256 ;;
 	cluster) echo redis1 inc1 redis1cl inc1cl ;;
 	rules) echo redis1 redis3fw redis6fw ;;
@@ -107,7 +109,7 @@ expand() { # words: targets, groups expanded, first occurrence kept
 		fi
 	done
 }
-known=" noop memory memorynw redis1 redis1nc redis1nm redis1ev redis1cl redis3 redis3fw redis6fw redis3d redis10d attack attacknc inc1 inc1cl inc3 inc10 incattack "
+known=" noop noopredis memory memorynw redis1 redis1nc redis1nm redis1ev redis1cl redis3 redis3fw redis6fw redis3d redis10d attack attacknc inc1 inc1cl inc3 inc10 incattack "
 targets=()
 for t in $(expand ${TARGETS:-all}); do
 	case " ${targets[*]} " in *" $t "*) continue ;; esac
@@ -308,7 +310,7 @@ cat >"$out/machine.json" <<JSON
 JSON
 
 # run NAME ROUND SERVER-KIND CONF CONCURRENCY [bench flags...]
-# SERVER-KIND is noop, memory, redis, incumbent, redis-cluster or
+# SERVER-KIND is noop, noop-redis, memory, redis, incumbent, redis-cluster or
 # incumbent-cluster.
 run() {
 	local name=$1 round=$2 kind=$3 conf=$4 conc=$5
@@ -324,6 +326,11 @@ run() {
 	case $kind in
 	noop)
 		"${prio[@]}" timeout $server_limit "$out/bin/sluice-bench" noop --addr 127.0.0.1:$noop_port --for ${load_limit}s 2>"$out/$name.$round.server.log" &
+		pid=$! port=$noop_port
+		;;
+	noop-redis)
+		"${prio[@]}" timeout $server_limit "$out/bin/sluice-bench" noop --addr 127.0.0.1:$noop_port --for ${load_limit}s \
+			--redis $url 2>"$out/$name.$round.server.log" &
 		pid=$! port=$noop_port
 		;;
 	memory | redis)
@@ -402,6 +409,7 @@ for round in $(seq "$rounds"); do
 		esac
 		case $base in
 		noop) run "$t" "$round" noop conf1 "$conc" "${one[@]}" ;;
+		noopredis) run "$t" "$round" noop-redis conf1 "$conc" "${one[@]}" ;;
 		memory) run "$t" "$round" memory conf1 "$conc" "${one[@]}" ;;
 		redis1) run "$t" "$round" redis conf1 "$conc" "${one[@]}" ;;
 		redis1cl) run "$t" "$round" redis-cluster conf1 "$conc" "${one[@]}" ;;

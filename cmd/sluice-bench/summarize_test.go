@@ -295,3 +295,42 @@ func checkGoalRow(t *testing.T, rs *runSet, prefix, want, notWant string) {
 		t.Errorf("row %q: want %q, not %q", row, want, notWant)
 	}
 }
+
+// TestRoundTripNote: under the goals, the no-op with a Redis round trip
+// is given as a share of the ceiling, and sluice's targets as shares of
+// it, only for the targets this run measured.
+func TestRoundTripNote(t *testing.T) {
+	tput := func(rps float64) []sample {
+		return []sample{{report: loadgen.Report{Throughput: rps}}}
+	}
+	for _, tc := range []struct {
+		name          string
+		runs          map[string][]sample
+		want, notWant []string
+	}{
+		{"all measured", map[string][]sample{"noop": tput(40000), "noopredis": tput(30000), "redis1": tput(24000), "redis3": tput(15000)},
+			[]string{"reached 75% of the ceiling", "sluice on Redis reached 80% of it with 1 rule and 50% of it with 3 rules of mixed algorithms."}, nil},
+		{"no mixed rules", map[string][]sample{"noop": tput(40000), "noopredis": tput(30000), "redis1": tput(24000)},
+			[]string{"reached 75% of the ceiling", "sluice on Redis reached 80% of it with 1 rule."}, []string{"mixed"}},
+		{"no round-trip reference", map[string][]sample{"noop": tput(40000), "redis1": tput(24000)},
+			nil, []string{"round trip"}},
+		{"no ceiling", map[string][]sample{"noopredis": tput(30000), "redis1": tput(24000)},
+			nil, []string{"round trip"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := &runSet{runs: tc.runs}
+			var b strings.Builder
+			rs.goalsTable(&b)
+			for _, w := range tc.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("no %q in\n%s", w, b.String())
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(b.String(), w) {
+					t.Errorf("%q in\n%s", w, b.String())
+				}
+			}
+		})
+	}
+}
