@@ -5,11 +5,13 @@
 //	sluice-bench [run] --addr 127.0.0.1:8081 --domain bench \
 //	    --descriptor 'remote_address={ip}' -c 64 --duration 10s --warmup 2s \
 //	    --keys 10000 [--dist zipf --zipf-s 1.1] [--attack-keys 4 --attack-share 0.3]
-//	sluice-bench noop --addr 127.0.0.1:9081 [--for 60s]
+//	sluice-bench noop --addr 127.0.0.1:9081 [--for 60s] [--redis 127.0.0.1:6379 [--lanes 2]]
 //	sluice-bench summarize [--doc FILE]... [--only BLOCKS] OUTDIR [OUTDIR...]
 //
 // `noop` serves a RateLimitService that answers OK and does nothing else:
-// the ceiling to compare a real server with. `summarize` turns the output
+// the ceiling to compare a real server with; with --redis, it answers
+// each call only after a Redis round trip shared by the calls waiting
+// together (loadgen.RoundTrip): what the round trip alone costs. `summarize` turns the output
 // directory of measure.sh (beside this file; it runs the measurements of
 // docs/benchmarks.md) into the markdown tables of docs/benchmarks.md, or
 // with --doc rewrites those tables in place. The engine is

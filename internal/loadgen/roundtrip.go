@@ -17,15 +17,15 @@ import (
 // RoundTrip is a RateLimitService that answers as Noop does, each call
 // only once Redis has answered a command sent for it, and does nothing
 // else: no matching, no decision, no key. It is the reference for what a
-// Redis round trip alone costs on the machine it runs on: the most a
-// service that asks Redis once per decision, and does nothing with the
-// answer, can reach there.
+// Redis round trip alone costs on the machine it runs on: what a service
+// that asks Redis once per decision, and does nothing with the answer,
+// reaches there.
 //
 // Calls that wait together share a round trip, as a Redis-backed service
-// that coalesces its requests (sluice) shares a pipeline: Lanes
+// that coalesces its requests (sluice) shares a pipeline: its lane
 // goroutines, each with a connection of its own, send the round trips;
-// each sends one for every call waiting when it starts, so at most Lanes
-// are in flight and a call that arrives while every lane is busy waits
+// each sends one for every call waiting when it starts, so at most one
+// per lane is in flight and a call that arrives while every lane is busy waits
 // for the next. The command is ECHO, a data command that does no work,
 // so that INFO commandstats counts the round trips. It is safe for
 // concurrent use.
@@ -51,10 +51,11 @@ type rtLane struct {
 	buf  [64]byte
 }
 
-// echo is the command of a round trip, and want Redis's answer to it.
+// echoCommand is the command of a round trip (never modified), and
+// echoReply Redis's answer to it.
 var (
-	echo = []byte("*2\r\n$4\r\nECHO\r\n$1\r\n1\r\n")
-	want = []byte("$1\r\n1\r\n")
+	echoCommand = []byte("*2\r\n$4\r\nECHO\r\n$1\r\n1\r\n")
+	echoReply   = []byte("$1\r\n1\r\n")
 )
 
 // DefaultRoundTripLanes is how many round trips a RoundTrip has in flight
@@ -164,18 +165,18 @@ func (l *rtLane) exchange(timeout time.Duration) error {
 	if err := l.conn.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return err
 	}
-	if _, err := l.conn.Write(echo); err != nil {
+	if _, err := l.conn.Write(echoCommand); err != nil {
 		return err
 	}
 	n := 0
-	for n < len(want) {
-		m, err := l.conn.Read(l.buf[n:len(want)])
+	for n < len(echoReply) {
+		m, err := l.conn.Read(l.buf[n:len(echoReply)])
 		if err != nil {
 			return err
 		}
 		n += m
 	}
-	if !bytes.Equal(l.buf[:n], want) {
+	if !bytes.Equal(l.buf[:n], echoReply) {
 		return fmt.Errorf("unexpected answer to ECHO: %q", l.buf[:n])
 	}
 	return nil
