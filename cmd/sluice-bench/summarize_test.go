@@ -309,7 +309,15 @@ func TestRoundTripNote(t *testing.T) {
 		want, notWant []string
 	}{
 		{"all measured", map[string][]sample{"noop": tput(40000), "noopredis": tput(30000), "redis1": tput(24000), "redis3": tput(15000)},
-			[]string{"reached 75% of the ceiling", "sluice on Redis reached 80% of it with 1 rule and 50% of it with 3 rules of mixed algorithms."}, nil},
+			[]string{"reached 75% of the ceiling", "sluice on Redis reached 80% of it with 1 rule and 50% of it with 3 rules of mixed algorithms."},
+			[]string{"goal asks", "goals ask"}},
+		{"goals beyond the reference", map[string][]sample{"noop": tput(40000), "noopredis": tput(29000), "redis1": tput(24000),
+			"inc3": tput(13000), "redis3": tput(15000)},
+			[]string{"2 goals ask for more than the reference, which does no work, reached: " +
+				"\"Redis, 1 rule: ≥ 75% of the no-op ceiling\" (30,000 requests/s), " +
+				"\"Redis, 3 rules of mixed algorithms: ≥ 2.5× the incumbent with 3 descriptors\" (32,500 requests/s)."}, nil},
+		{"one goal beyond the reference", map[string][]sample{"noop": tput(36000), "noopredis": tput(29000), "redis1": tput(24000), "inc1": tput(18000)},
+			[]string{"One goal asks for more than the reference, which does no work, reached: \"Redis, 1 rule: ≥ 1.7× the incumbent\" (30,600 requests/s)."}, nil},
 		{"no mixed rules", map[string][]sample{"noop": tput(40000), "noopredis": tput(30000), "redis1": tput(24000)},
 			[]string{"reached 75% of the ceiling", "sluice on Redis reached 80% of it with 1 rule."}, []string{"mixed"}},
 		{"no round-trip reference", map[string][]sample{"noop": tput(40000), "redis1": tput(24000)},
