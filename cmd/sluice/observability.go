@@ -57,7 +57,7 @@ func newObservability(ctx context.Context, s *settings, log *logrus.Logger) (*ob
 		ServiceName:    s.TracingServiceName,
 		ServiceVersion: version,
 		Protocol:       s.TracingProtocol,
-		SamplingRatio:  s.TracingSamplingRate,
+		SamplingRatio:  &s.TracingSamplingRate,
 	})
 	if err != nil {
 		return nil, err

@@ -43,12 +43,13 @@ type Options struct {
 	// reference's TRACING_EXPORTER_PROTOCOL). Empty means http/protobuf,
 	// the specification's default.
 	Protocol string
-	// SamplingRatio, when in [0,1) and OTEL_TRACES_SAMPLER is not set,
-	// samples that share of new traces (parent-based: a call whose caller
-	// sampled is sampled). 0 or ≥ 1 leaves the SDK's default,
-	// OTEL_TRACES_SAMPLER or parent-based always-on. (The reference's
-	// TRACING_SAMPLING_RATE.)
-	SamplingRatio float64
+	// SamplingRatio, when set, in [0,1) and OTEL_TRACES_SAMPLER is not
+	// set, samples that share of new traces (parent-based: a call whose
+	// caller sampled is sampled, so 0 starts no trace of its own and
+	// follows sampled callers, as the reference's TRACING_SAMPLING_RATE=0
+	// does). nil or ≥ 1 leaves the SDK's default, OTEL_TRACES_SAMPLER or
+	// parent-based always-on.
+	SamplingRatio *float64
 	// Exporter, when not nil, replaces the OTLP exporter (tests use an
 	// in-memory one).
 	Exporter sdktrace.SpanExporter
@@ -106,8 +107,8 @@ func Setup(ctx context.Context, opts Options) (*Tracing, error) {
 		return nil, fmt.Errorf("tracing: build the resource from OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
 	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exporter), sdktrace.WithResource(res)}
-	if getenv("OTEL_TRACES_SAMPLER") == "" && opts.SamplingRatio > 0 && opts.SamplingRatio < 1 {
-		tpOpts = append(tpOpts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(opts.SamplingRatio))))
+	if r := opts.SamplingRatio; getenv("OTEL_TRACES_SAMPLER") == "" && r != nil && *r < 1 {
+		tpOpts = append(tpOpts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*r))))
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)
 	return &Tracing{

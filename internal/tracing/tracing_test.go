@@ -242,19 +242,24 @@ func TestSamplingRatio(t *testing.T) {
 			t.Errorf("ParseSamplingRatio(%q) = %v, %v", tt.s, got, err)
 		}
 	}
-	// Ratio 0 < r < 1 applies to new traces; a sampled parent is followed.
-	tr, exp := inMemory(t, Options{SamplingRatio: 1e-9})
-	mem := newMemory(t)
-	conn := serve(t, tr, mem)
-	client := rlsv3.NewRateLimitServiceClient(conn)
-	for range 20 {
-		client.ShouldRateLimit(context.Background(), request()) // new traces: almost never sampled
-	}
-	ctx := metadata.AppendToOutgoingContext(context.Background(),
-		"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-	client.ShouldRateLimit(ctx, request())
-	if spans := flushSpans(t, tr, exp, 2); len(spans) != 2 {
-		t.Fatalf("%d spans (%v), want only the sampled caller's server and backend spans", len(spans), names(spans))
+	// A ratio below 1 applies to new traces; a sampled parent is followed.
+	// 0 (the reference's TRACING_SAMPLING_RATE=0) starts no trace at all.
+	for _, ratio := range []float64{1e-9, 0} {
+		t.Run(fmt.Sprint(ratio), func(t *testing.T) {
+			tr, exp := inMemory(t, Options{SamplingRatio: &ratio})
+			mem := newMemory(t)
+			conn := serve(t, tr, mem)
+			client := rlsv3.NewRateLimitServiceClient(conn)
+			for range 20 {
+				client.ShouldRateLimit(context.Background(), request()) // new traces: (almost) never sampled
+			}
+			ctx := metadata.AppendToOutgoingContext(context.Background(),
+				"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+			client.ShouldRateLimit(ctx, request())
+			if spans := flushSpans(t, tr, exp, 2); len(spans) != 2 {
+				t.Fatalf("%d spans (%v), want only the sampled caller's server and backend spans", len(spans), names(spans))
+			}
+		})
 	}
 }
 
