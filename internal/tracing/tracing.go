@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/contrib/propagators/b3"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -114,7 +115,10 @@ func Setup(ctx context.Context, opts Options) (*Tracing, error) {
 	return &Tracing{
 		provider:   tp,
 		tracer:     tp.Tracer("github.com/sluice-rl/sluice/internal/tracing"),
-		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		// W3C trace context, and B3 (single or multiple headers), which
+		// Envoy's Zipkin tracer sends (Istio's default), as the reference
+		// reads both (decision 0065).
+		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, b3.New(), propagation.Baggage{}),
 	}, nil
 }
 

@@ -263,6 +263,49 @@ func TestSamplingRatio(t *testing.T) {
 	}
 }
 
+// TestServerSpanContinuesB3Trace: a call carrying Zipkin's B3 headers, as
+// Envoy's Zipkin tracer (Istio's default) sends them, multiple or single,
+// continues the caller's trace, as the reference's does.
+func TestServerSpanContinuesB3Trace(t *testing.T) {
+	const (
+		traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+		spanID  = "00f067aa0ba902b7"
+	)
+	for _, tc := range []struct {
+		name string
+		md   []string
+	}{
+		{"multiple headers", []string{"x-b3-traceid", traceID, "x-b3-spanid", spanID, "x-b3-sampled", "1"}},
+		{"single header", []string{"b3", traceID + "-" + spanID + "-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, exp := inMemory(t, Options{})
+			conn := serve(t, tr, newMemory(t))
+			ctx := metadata.AppendToOutgoingContext(context.Background(), tc.md...)
+			if _, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, request()); err != nil {
+				t.Fatal(err)
+			}
+			spans := flushSpans(t, tr, exp, 2)
+			var found bool
+			for _, s := range spans {
+				if s.SpanKind != trace.SpanKindServer {
+					continue
+				}
+				found = true
+				if got := s.SpanContext.TraceID().String(); got != traceID {
+					t.Errorf("server span trace %s, want the caller's %s", got, traceID)
+				}
+				if got := s.Parent.SpanID().String(); got != spanID || !s.Parent.IsRemote() {
+					t.Errorf("server span parent %s (remote %v), want the caller's span %s", got, s.Parent.IsRemote(), spanID)
+				}
+			}
+			if !found {
+				t.Fatalf("no server span among %v", names(spans))
+			}
+		})
+	}
+}
+
 // flushSpans flushes tr until exp holds at least n spans, or 10 s passed,
 // and returns them. The server span ends after the client has its answer
 // (otelgrpc ends it once the status is written), so one flush right after
