@@ -58,6 +58,8 @@ type item struct {
 	shadowed bool // denied, but reported OK because of shadow
 
 	uncharged bool // all-or-nothing gave back (or never took) its cost
+
+	debit bool // the descriptor carries its own hits_addend above 0
 }
 
 // work holds one request's scratch space, pooled between requests.
@@ -115,6 +117,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		if s.opts.AllOrNothing {
 			s.undoCharges(ctx, w)
 		}
+		s.warnUnchargedDebit(req.Domain, w)
 	}
 	resp, shadowForced := s.respond(req, w)
 	if s.opts.Observer != nil {
@@ -154,7 +157,8 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, dom *descriptor.Domain, w *w
 		for _, e := range d.Entries {
 			w.entries = append(w.entries, descriptor.Entry{Key: e.Key, Value: e.Value})
 		}
-		*it = item{entries: w.entries[start:len(w.entries):len(w.entries)], check: -1, cost: costOf(d, req.HitsAddend), quota: s.opts.QuotaMode}
+		*it = item{entries: w.entries[start:len(w.entries):len(w.entries)], check: -1, cost: costOf(d, req.HitsAddend), quota: s.opts.QuotaMode,
+			debit: d.GetHitsAddend().GetValue() > 0 && !d.IsNegativeHits}
 		if d.Limit != nil {
 			w.rules = append(w.rules, overrideRule(d.Limit))
 			it.override, it.kind, it.rules = true, kindCheck, w.rules[len(w.rules)-1:len(w.rules):len(w.rules)]
@@ -186,6 +190,32 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, dom *descriptor.Domain, w *w
 		}
 		it.check = len(w.checks)
 		w.checks = append(w.checks, backend.Check{Identity: w.identity(req.Domain, it), Rules: it.rules, Cost: it.cost})
+	}
+}
+
+// warnUnchargedDebit logs, at most once per interval, a descriptor's own
+// hits_addend that was denied without being charged on a node that does
+// not say whether it charges: the signature of a check-then-debit quota (a
+// peek on the request path, the cost on the response path) left at the
+// default. Such a quota never binds: an uncharged denial never takes a
+// counter past its limit, so every later peek is admitted. sluice cannot
+// tell it from a request-path cost rightly refused, so it says so instead
+// of failing open in silence; charge_over_limit on the node (true or false)
+// answers the question and ends the warning.
+func (s *Service) warnUnchargedDebit(domain string, w *work) {
+	for i := range w.items {
+		it := &w.items[i]
+		if !it.debit || it.override || it.node == nil || it.node.ChargeOverLimit != nil || it.err != nil ||
+			it.cost.Charge || it.dec.Allowed || len(it.dec.Outcomes) == 0 {
+			continue
+		}
+		s.debitLog.warn(s.log.WithFields(logrus.Fields{"domain": domain, "descriptor": it.node.Path(), "hits_addend": it.cost.N,
+			"remaining": it.dec.BindingOutcome().Remaining}),
+			"a hits_addend larger than what is left was denied and not charged, so a peek (hits_addend 0) is still admitted: "+
+				"if Envoy debits this descriptor after the response (apply_on_stream_done, a response cost), its quota never binds. "+
+				"Set charge_over_limit: true on the descriptor (or SLUICE_CHARGE_OVER_LIMIT=true) to charge it; "+
+				"charge_over_limit: false says the cost is checked before the request and ends this warning", nil)
+		return
 	}
 }
 

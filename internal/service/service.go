@@ -123,8 +123,11 @@ type Service struct {
 	// errLog and refundLog rate-limit the warnings about backend errors
 	// and about failed all-or-nothing refunds.
 	errLog, refundLog throttledLog
-	cfg               atomic.Pointer[descriptor.Config]
-	pool              sync.Pool // *work
+	// debitLog rate-limits the warning about debits denied uncharged
+	// (warnUnchargedDebit).
+	debitLog throttledLog
+	cfg      atomic.Pointer[descriptor.Config]
+	pool     sync.Pool // *work
 }
 
 // New returns a Service with no config (every domain unknown) until

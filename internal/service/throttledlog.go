@@ -22,7 +22,7 @@ type throttledLog struct {
 	now func() time.Time
 }
 
-// warn logs msg with err at warning level, unless a warning was logged
+// warn logs msg with err (if not nil) at warning level, unless a warning was logged
 // less than errLogInterval ago; the next warning logged says how many were
 // held back.
 func (t *throttledLog) warn(log logrus.FieldLogger, msg string, err error) {
@@ -40,7 +40,10 @@ func (t *throttledLog) warn(log logrus.FieldLogger, msg string, err error) {
 	held := t.suppressed
 	t.last, t.suppressed = at, 0
 	t.mu.Unlock()
-	e := log.WithError(err)
+	e := log.WithFields(nil)
+	if err != nil {
+		e = e.WithError(err)
+	}
 	if held > 0 {
 		e = e.WithField("similar_warnings_held_back", held)
 	}
