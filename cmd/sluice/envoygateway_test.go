@@ -44,13 +44,15 @@ func TestEnvoyGatewayEnvironmentSettings(t *testing.T) {
 		{"tracing", s.Tracing, true},
 		{"tracing service name", s.TracingServiceName, "envoy-ratelimit"},
 		{"tracing sampling rate", s.TracingSamplingRate, 1.0},
+		{"tracing service namespace", s.TracingServiceNamespace, "envoy-gateway-system"},
+		{"tracing service instance id", s.TracingServiceInstanceID, "envoy-ratelimit-5d8f7c9b4-abcde"},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
 			t.Errorf("%s: %v, want %v", ch.what, ch.got, ch.want)
 		}
 	}
-	for _, name := range []string{"CONFIG_GRPC_XDS_", "XDS_CLIENT_", "FORCE_START_WITHOUT_INITIAL_CONFIG", "CONFIG_TYPE"} {
+	for _, name := range []string{"CONFIG_GRPC_XDS_", "XDS_CLIENT_", "FORCE_START_WITHOUT_INITIAL_CONFIG", "CONFIG_TYPE", "TRACING_"} {
 		for _, ig := range s.ignored {
 			if strings.HasPrefix(ig, name) {
 				t.Errorf("%s is listed as ignored", ig)

@@ -53,11 +53,13 @@ func newObservability(ctx context.Context, s *settings, log *logrus.Logger) (*ob
 		o.metrics = m
 	}
 	tr, err := tracing.Setup(ctx, tracing.Options{
-		Enabled:        s.Tracing,
-		ServiceName:    s.TracingServiceName,
-		ServiceVersion: version,
-		Protocol:       s.TracingProtocol,
-		SamplingRatio:  &s.TracingSamplingRate,
+		Enabled:           s.Tracing,
+		ServiceName:       s.TracingServiceName,
+		ServiceVersion:    version,
+		ServiceNamespace:  s.TracingServiceNamespace,
+		ServiceInstanceID: s.TracingServiceInstanceID,
+		Protocol:          s.TracingProtocol,
+		SamplingRatio:     &s.TracingSamplingRate,
 	})
 	if err != nil {
 		return nil, err

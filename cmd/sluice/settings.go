@@ -97,10 +97,11 @@ type settings struct {
 	// second place metrics are served (the reference's listener).
 	PrometheusAddr, PrometheusPath string
 
-	Tracing             bool
-	TracingServiceName  string
-	TracingProtocol     string
-	TracingSamplingRate float64
+	Tracing                                           bool
+	TracingServiceName                                string
+	TracingServiceNamespace, TracingServiceInstanceID string
+	TracingProtocol                                   string
+	TracingSamplingRate                               float64
 
 	// checks validate fields with the rule of the package that owns them,
 	// each naming its flag (see check in serveFlags).
@@ -298,6 +299,10 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 		"export OpenTelemetry traces over OTLP, configured by the OTEL_* variables (docs/decisions/0009)")
 	str(&s.TracingServiceName, "tracing-service-name", "TRACING_SERVICE_NAME", tracing.DefaultServiceName,
 		"service.name of the spans (OTEL_SERVICE_NAME wins)")
+	str(&s.TracingServiceNamespace, "tracing-service-namespace", "TRACING_SERVICE_NAMESPACE", "",
+		"service.namespace of the spans (OTEL_RESOURCE_ATTRIBUTES wins)")
+	str(&s.TracingServiceInstanceID, "tracing-service-instance-id", "TRACING_SERVICE_INSTANCE_ID", "",
+		"service.instance.id of the spans (OTEL_RESOURCE_ATTRIBUTES wins)")
 	choice(&s.TracingProtocol, "tracing-protocol", "TRACING_EXPORTER_PROTOCOL", "", []string{"grpc", "http", "http/protobuf"},
 		"OTLP protocol when OTEL_EXPORTER_OTLP_PROTOCOL is unset; default http/protobuf")
 	float(&s.TracingSamplingRate, "tracing-sampling-rate", "TRACING_SAMPLING_RATE", 1,
@@ -583,7 +588,6 @@ var referenceOnly = []string{
 	"USE_STATSD", "STATSD_HOST", "STATSD_PORT", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "DOG_STATSD_MOGRIFIER_",
 	"PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
 	"DISABLE_STATS", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL",
-	"TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", // OTEL_RESOURCE_ATTRIBUTES sets them
 }
 
 // ignoredReferenceVars returns the variables of env that referenceOnly

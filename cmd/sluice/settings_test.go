@@ -107,9 +107,9 @@ func TestParseServe(t *testing.T) {
 		},
 		{
 			name: "unimplemented reference variables are listed, sorted",
-			env:  []string{"USE_STATSD=false", "MEMCACHE_HOST_PORT=m:11211", "TRACING_SERVICE_NAMESPACE=ns", "CONFIG_TYPE=FILE", "REDIS_PERSECOND_URL=x", "REDIS_URL=r:1", "HOME=/root"},
+			env:  []string{"USE_STATSD=false", "MEMCACHE_HOST_PORT=m:11211", "TRACING_SERVICE_NAMESPACE=ns", "DISABLE_STATS=true", "CONFIG_TYPE=FILE", "REDIS_PERSECOND_URL=x", "REDIS_URL=r:1", "HOME=/root"},
 			check: func(t *testing.T, s *settings) {
-				want := []string{"MEMCACHE_HOST_PORT", "REDIS_PERSECOND_URL", "TRACING_SERVICE_NAMESPACE", "USE_STATSD"}
+				want := []string{"DISABLE_STATS", "MEMCACHE_HOST_PORT", "REDIS_PERSECOND_URL", "USE_STATSD"}
 				if !reflect.DeepEqual(s.ignored, want) {
 					t.Errorf("ignored %v, want %v", s.ignored, want)
 				}

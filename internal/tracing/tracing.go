@@ -38,6 +38,12 @@ type Options struct {
 	ServiceName string
 	// ServiceVersion is the service.version resource attribute, if set.
 	ServiceVersion string
+	// ServiceNamespace and ServiceInstanceID are the service.namespace and
+	// service.instance.id resource attributes, if set (the reference's
+	// TRACING_SERVICE_NAMESPACE and TRACING_SERVICE_INSTANCE_ID, which
+	// Envoy Gateway sets to the namespace and the pod's name).
+	// OTEL_RESOURCE_ATTRIBUTES takes precedence.
+	ServiceNamespace, ServiceInstanceID string
 	// Protocol is the OTLP protocol used when neither
 	// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL nor OTEL_EXPORTER_OTLP_PROTOCOL
 	// is set: "grpc" or "http/protobuf" ("http" is accepted for the
@@ -98,8 +104,14 @@ func Setup(ctx context.Context, opts Options) (*Tracing, error) {
 		name = DefaultServiceName
 	}
 	attrs := []attribute.KeyValue{attribute.String("service.name", name)}
-	if opts.ServiceVersion != "" {
-		attrs = append(attrs, attribute.String("service.version", opts.ServiceVersion))
+	for _, a := range []struct{ key, value string }{
+		{"service.version", opts.ServiceVersion},
+		{"service.namespace", opts.ServiceNamespace},
+		{"service.instance.id", opts.ServiceInstanceID},
+	} {
+		if a.value != "" {
+			attrs = append(attrs, attribute.String(a.key, a.value))
+		}
 	}
 	// Detectors apply in order, later ones winning: the environment
 	// overrides the defaults given here.
@@ -113,8 +125,8 @@ func Setup(ctx context.Context, opts Options) (*Tracing, error) {
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)
 	return &Tracing{
-		provider:   tp,
-		tracer:     tp.Tracer("github.com/sluice-rl/sluice/internal/tracing"),
+		provider: tp,
+		tracer:   tp.Tracer("github.com/sluice-rl/sluice/internal/tracing"),
 		// W3C trace context, and B3 (single or multiple headers), which
 		// Envoy's Zipkin tracer sends (Istio's default), as the reference
 		// reads both (decision 0065).

@@ -9,6 +9,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -135,6 +136,28 @@ func TestServerSpanContinuesTrace(t *testing.T) {
 	}
 	if v, ok := server.Resource.Set().Value("service.name"); !ok || v.AsString() != "sluice-test" {
 		t.Errorf("service.name %v", v.Emit())
+	}
+}
+
+// TestResourceAttributes: the reference's TRACING_SERVICE_NAMESPACE and
+// TRACING_SERVICE_INSTANCE_ID (Envoy Gateway sets them) become the spans'
+// service.namespace and service.instance.id.
+func TestResourceAttributes(t *testing.T) {
+	tr, exp := inMemory(t, Options{ServiceNamespace: "envoy-gateway-system", ServiceInstanceID: "envoy-ratelimit-5d8f7c9b4-abcde"})
+	conn := serve(t, tr, newMemory(t))
+	if _, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), request()); err != nil {
+		t.Fatal(err)
+	}
+	spans := flushSpans(t, tr, exp, 1)
+	if len(spans) == 0 {
+		t.Fatal("no span")
+	}
+	for key, want := range map[string]string{
+		"service.name": DefaultServiceName, "service.namespace": "envoy-gateway-system", "service.instance.id": "envoy-ratelimit-5d8f7c9b4-abcde",
+	} {
+		if v, ok := spans[0].Resource.Set().Value(attribute.Key(key)); !ok || v.AsString() != want {
+			t.Errorf("%s = %q (set %v), want %q", key, v.Emit(), ok, want)
+		}
 	}
 }
 
