@@ -95,6 +95,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 			RetryAfter:      s.RetryAfter,
 		},
 		DynamicMetadata: s.DynamicMetadata,
+		ResetMillis:     s.ResetMillis,
 		Logger:          log,
 		Observer:        admin.Tee(obs.observer(), aw.serviceObserver()),
 	})

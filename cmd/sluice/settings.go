@@ -59,6 +59,7 @@ type settings struct {
 	LimitHeader, RemainingHeader, ResetHeader string
 	IETFHeaders, RetryAfter                   bool
 	DynamicMetadata                           bool
+	ResetMillis                               bool
 	LocalInstances                            int
 	MemoryMaxDescriptors                      int
 
@@ -217,6 +218,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	boolean(&s.IETFHeaders, "ietf-headers", "SLUICE_IETF_HEADERS", false, "also add the IETF draft RateLimit and RateLimit-Policy headers")
 	boolean(&s.RetryAfter, "retry-after", "SLUICE_RETRY_AFTER", false, "also add Retry-After when over the limit")
 	boolean(&s.DynamicMetadata, "response-dynamic-metadata", "RESPONSE_DYNAMIC_METADATA", false, "fill the response's dynamic_metadata")
+	boolean(&s.ResetMillis, "reset-milliseconds", "SLUICE_RESET_MILLISECONDS", false,
+		"send duration_until_reset to the millisecond instead of whole seconds rounded up (Envoy's x-ratelimit-reset drops the fraction)")
 	integer(&s.MemoryMaxDescriptors, "memory-max-descriptors", "SLUICE_MEMORY_MAX_DESCRIPTORS", memory.DefaultMaxDescriptors,
 		"most descriptors the embedded backend (and failure_mode local) holds; the least recently used are evicted beyond it")
 	integer(&s.LocalInstances, "local-instances", "SLUICE_LOCAL_INSTANCES", 1,

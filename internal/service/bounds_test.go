@@ -14,7 +14,7 @@ import (
 func TestLongValueDecided(t *testing.T) {
 	h := newHarness(t, Options{}, "domain: d\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
 	long := strings.Repeat("k", 60<<10)
-	expect(t, h.call(t, rq("d", d("api_key", long+"1"))), OK, "OK 1/HOUR rem=0 reset=59m59.75s")
-	expect(t, h.call(t, rq("d", d("api_key", long+"1"))), OVER, "OVER_LIMIT 1/HOUR rem=0 reset=59m59.75s")
-	expect(t, h.call(t, rq("d", d("api_key", long+"2"))), OK, "OK 1/HOUR rem=0 reset=59m59.75s")
+	expect(t, h.call(t, rq("d", d("api_key", long+"1"))), OK, "OK 1/HOUR rem=0 reset=1h0m0s")
+	expect(t, h.call(t, rq("d", d("api_key", long+"1"))), OVER, "OVER_LIMIT 1/HOUR rem=0 reset=1h0m0s")
+	expect(t, h.call(t, rq("d", d("api_key", long+"2"))), OK, "OK 1/HOUR rem=0 reset=1h0m0s")
 }

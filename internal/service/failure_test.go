@@ -78,9 +78,9 @@ func TestFailureModes(t *testing.T) {
 			calls: []call{{want: []string{"OK 4/MINUTE rem=0"}}}},
 		{name: "local, limits divided by 2", mode: "local", local: memLocal, instances: 2, keys: []string{"k"},
 			calls: []call{
-				{want: []string{"OK first:4/MINUTE rem=1 reset=59.75s"}},
-				{want: []string{"OK first:4/MINUTE rem=0 reset=59.75s"}},
-				{want: []string{"OVER_LIMIT first:4/MINUTE rem=0 reset=59.75s"}},
+				{want: []string{"OK first:4/MINUTE rem=1 reset=1m0s"}},
+				{want: []string{"OK first:4/MINUTE rem=0 reset=1m0s"}},
+				{want: []string{"OVER_LIMIT first:4/MINUTE rem=0 reset=1m0s"}},
 			}},
 		{name: "local without a local backend is error", mode: "local", keys: []string{"k"},
 			calls: []call{{code: codes.Unavailable, match: "connection refused"}}},

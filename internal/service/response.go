@@ -106,7 +106,13 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, w *work) (*rlsv3.RateLimi
 		}
 		if v.hasReset {
 			d := &blk.reset
-			d.Seconds, d.Nanos = int64(v.reset/time.Second), int32(v.reset%time.Second)
+			if s.opts.ResetMillis {
+				d.Seconds, d.Nanos = int64(v.reset/time.Second), int32(v.reset%time.Second)
+			} else {
+				// Whole seconds, rounded up, as the incumbent sends: Envoy's
+				// x-ratelimit-reset is the seconds field, fraction dropped.
+				d.Seconds = ceilSeconds(v.reset)
+			}
 			st.DurationUntilReset = d
 		}
 		if it.kind == kindUnlimited {

@@ -44,6 +44,11 @@ type Options struct {
 	// DynamicMetadata fills the response's dynamic_metadata
 	// (RESPONSE_DYNAMIC_METADATA).
 	DynamicMetadata bool
+	// ResetMillis sends duration_until_reset to the millisecond (rounded
+	// up). By default it is whole seconds, rounded up, as the incumbent
+	// sends it: Envoy's x-ratelimit-reset header takes the seconds and
+	// drops the fraction (SLUICE_RESET_MILLISECONDS).
+	ResetMillis bool
 	// AllOrNothing charges none of a request's descriptors when any of
 	// them is denied (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT): the
 	// admitted ones are decided together with the denied one by a backend

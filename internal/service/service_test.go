@@ -33,26 +33,26 @@ func TestBasicBaseConfig(t *testing.T) {
 	expect(t, h.call(t, rq("foo", d("hello", "world"))), OK, "OK rem=0")
 
 	// 2. A fresh 50/s key: remaining 49.
-	expect(t, h.call(t, rq("basic", d("key1", "foo"))), OK, "OK 50/SECOND rem=49 reset=750ms")
+	expect(t, h.call(t, rq("basic", d("key1", "foo"))), OK, "OK 50/SECOND rem=49 reset=1s")
 
 	// 3. 25 calls against 20/min.
 	for i := range 25 {
 		resp := h.call(t, rq("another", d("key2", "r1")))
 		if i < 20 {
-			expect(t, resp, OK, fmt.Sprintf("OK 20/MINUTE rem=%d reset=59.75s", 20-(i+1)))
+			expect(t, resp, OK, fmt.Sprintf("OK 20/MINUTE rem=%d reset=1m0s", 20-(i+1)))
 		} else {
-			expect(t, resp, OVER, "OVER_LIMIT 20/MINUTE rem=0 reset=59.75s")
+			expect(t, resp, OVER, "OVER_LIMIT 20/MINUTE rem=0 reset=1m0s")
 		}
 	}
 
 	// 4. Two descriptors: key2 keeps counting while key3 goes over.
 	for i := range 15 {
 		resp := h.call(t, rq("another", d("key2", "r2"), d("key3", "r2")))
-		key2 := fmt.Sprintf("OK 20/MINUTE rem=%d reset=59.75s", 20-(i+1))
+		key2 := fmt.Sprintf("OK 20/MINUTE rem=%d reset=1m0s", 20-(i+1))
 		if i < 10 {
-			expect(t, resp, OK, key2, fmt.Sprintf("OK 10/HOUR rem=%d reset=59m59.75s", 10-(i+1)))
+			expect(t, resp, OK, key2, fmt.Sprintf("OK 10/HOUR rem=%d reset=1h0m0s", 10-(i+1)))
 		} else {
-			expect(t, resp, OVER, key2, "OVER_LIMIT 10/HOUR rem=0 reset=59m59.75s")
+			expect(t, resp, OVER, key2, "OVER_LIMIT 10/HOUR rem=0 reset=1h0m0s")
 		}
 	}
 
@@ -131,7 +131,7 @@ func TestSetConfigSwaps(t *testing.T) {
 	h := newHarness(t, Options{}, basicYAML)
 	expect(t, h.call(t, rq("another", d("key2", "x"))), OK, "OK rem=0")
 	h.svc.SetConfig(parseConfig(t, anotherYAML))
-	expect(t, h.call(t, rq("another", d("key2", "x"))), OK, "OK 20/MINUTE rem=19 reset=59.75s")
+	expect(t, h.call(t, rq("another", d("key2", "x"))), OK, "OK 20/MINUTE rem=19 reset=1m0s")
 	expect(t, h.call(t, rq("basic", d("key1", "x"))), OK, "OK rem=0")
 }
 
@@ -148,19 +148,19 @@ descriptors:
 	t.Run("descriptor shadow_mode reports OK", func(t *testing.T) {
 		h := newHarness(t, Options{}, cfg)
 		for range 3 {
-			expect(t, h.call(t, rq("d", d("shady", "1"))), OK, "OK 1/MINUTE rem=0 reset=59.75s")
+			expect(t, h.call(t, rq("d", d("shady", "1"))), OK, "OK 1/MINUTE rem=0 reset=1m0s")
 		}
 	})
 	t.Run("shadow does not hide another descriptor's denial", func(t *testing.T) {
 		h := newHarness(t, Options{}, cfg)
 		h.call(t, rq("d", d("shady", "1"), d("strict", "1")))
 		expect(t, h.call(t, rq("d", d("shady", "1"), d("strict", "1"))), OVER,
-			"OK 1/MINUTE rem=0 reset=59.75s", "OVER_LIMIT 1/MINUTE rem=0 reset=59.75s")
+			"OK 1/MINUTE rem=0 reset=1m0s", "OVER_LIMIT 1/MINUTE rem=0 reset=1m0s")
 	})
 	t.Run("global shadow keeps statuses, forces overall OK", func(t *testing.T) {
 		h := newHarness(t, Options{ShadowMode: true}, cfg)
-		expect(t, h.call(t, rq("d", d("strict", "1"))), OK, "OK 1/MINUTE rem=0 reset=59.75s")
-		expect(t, h.call(t, rq("d", d("strict", "1"))), OK, "OVER_LIMIT 1/MINUTE rem=0 reset=59.75s")
+		expect(t, h.call(t, rq("d", d("strict", "1"))), OK, "OK 1/MINUTE rem=0 reset=1m0s")
+		expect(t, h.call(t, rq("d", d("strict", "1"))), OK, "OVER_LIMIT 1/MINUTE rem=0 reset=1m0s")
 	})
 }
 
@@ -323,7 +323,7 @@ func TestReplaces(t *testing.T) {
 	// override's 2/min is fresh again).
 	h.clock.Advance(time.Minute)
 	expect(t, h.call(t, rq("rl", four("x", "banned", "override")...)), OK,
-		"OK rem=0", "OK 2/MINUTE rem=1 reset=59.75s")
+		"OK rem=0", "OK 2/MINUTE rem=1 reset=1m0s")
 }
 
 func TestReplacesDropsOnlyNamedRules(t *testing.T) {
@@ -342,11 +342,11 @@ descriptors:
 `
 	h := newHarness(t, Options{}, cfg)
 	// Without vip, per_second binds after one call.
-	expect(t, h.call(t, rq("r", d("user", "a"))), OK, "OK per_second:1/SECOND rem=0 reset=750ms")
+	expect(t, h.call(t, rq("r", d("user", "a"))), OK, "OK per_second:1/SECOND rem=0 reset=1s")
 	// An unlimited node replaces per_second: only per_hour is decided.
 	for i := range 3 {
 		expect(t, h.call(t, rq("r", d("user", "b"), d("vip", "yes"))), OK,
-			fmt.Sprintf("OK per_hour:100/HOUR rem=%d reset=59m59.75s", 99-i), "OK rem=4294967295")
+			fmt.Sprintf("OK per_hour:100/HOUR rem=%d reset=1h0m0s", 99-i), "OK rem=4294967295")
 	}
 }
 
@@ -370,17 +370,17 @@ descriptors:
 		code  rlsv3.RateLimitResponse_Code
 		want  string
 	}{
-		{"skips matching", nil, override(d("blocked", "1"), 2, typev3.RateLimitUnit_MINUTE, 0), OK, "OK 2/MINUTE rem=1 reset=59.75s"},
-		{"unit_multiplier", nil, override(d("x", "1"), 3, typev3.RateLimitUnit_MINUTE, 5), OK, "OK 3/5xMINUTE rem=2 reset=4m59.75s"},
-		{"unit_multiplier 1 is not reported", nil, override(d("x", "1"), 3, typev3.RateLimitUnit_MINUTE, 1), OK, "OK 3/MINUTE rem=2 reset=59.75s"},
-		{"unit_multiplier 0 means 1", nil, override(d("x", "1"), 3, typev3.RateLimitUnit_HOUR, 0), OK, "OK 3/HOUR rem=2 reset=59m59.75s"},
-		{"week (response enum 7)", nil, override(d("x", "1"), 1, typev3.RateLimitUnit(7), 0), OK, "OK 1/WEEK rem=0 reset=61h59m59.75s"},
+		{"skips matching", nil, override(d("blocked", "1"), 2, typev3.RateLimitUnit_MINUTE, 0), OK, "OK 2/MINUTE rem=1 reset=1m0s"},
+		{"unit_multiplier", nil, override(d("x", "1"), 3, typev3.RateLimitUnit_MINUTE, 5), OK, "OK 3/5xMINUTE rem=2 reset=5m0s"},
+		{"unit_multiplier 1 is not reported", nil, override(d("x", "1"), 3, typev3.RateLimitUnit_MINUTE, 1), OK, "OK 3/MINUTE rem=2 reset=1m0s"},
+		{"unit_multiplier 0 means 1", nil, override(d("x", "1"), 3, typev3.RateLimitUnit_HOUR, 0), OK, "OK 3/HOUR rem=2 reset=1h0m0s"},
+		{"week (response enum 7)", nil, override(d("x", "1"), 1, typev3.RateLimitUnit(7), 0), OK, "OK 1/WEEK rem=0 reset=62h0m0s"},
 		{"month", nil, override(d("x", "1"), 1, typev3.RateLimitUnit_MONTH, 0), OK, ""},
 		{"year", nil, override(d("x", "1"), 1, typev3.RateLimitUnit_YEAR, 0), OK, ""},
-		{"0 blocks", nil, override(d("x", "1"), 0, typev3.RateLimitUnit_SECOND, 0), OVER, "OVER_LIMIT 0/SECOND rem=0 reset=750ms"},
-		{"shadow and quota off", nil, override(d("shadowed", "1"), 0, typev3.RateLimitUnit_SECOND, 0), OVER, "OVER_LIMIT 0/SECOND rem=0 reset=750ms"},
+		{"0 blocks", nil, override(d("x", "1"), 0, typev3.RateLimitUnit_SECOND, 0), OVER, "OVER_LIMIT 0/SECOND rem=0 reset=1s"},
+		{"shadow and quota off", nil, override(d("shadowed", "1"), 0, typev3.RateLimitUnit_SECOND, 0), OVER, "OVER_LIMIT 0/SECOND rem=0 reset=1s"},
 		{"shares a configured window's count", []*rlv3.RateLimitDescriptor{d("shared", "1"), d("shared", "1")},
-			override(d("shared", "1"), 10, typev3.RateLimitUnit_MINUTE, 0), OK, "OK 10/MINUTE rem=7 reset=59.75s"},
+			override(d("shared", "1"), 10, typev3.RateLimitUnit_MINUTE, 0), OK, "OK 10/MINUTE rem=7 reset=1m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -453,14 +453,14 @@ descriptors:
 `
 	h := newHarness(t, Options{}, cfg)
 	call := func() *rlsv3.RateLimitResponse { return h.call(t, rq("m", d("user", "alice"))) }
-	expect(t, call(), OK, "OK burst:2/SECOND rem=1 reset=750ms")
-	expect(t, call(), OK, "OK burst:2/SECOND rem=0 reset=750ms")
+	expect(t, call(), OK, "OK burst:2/SECOND rem=1 reset=1s")
+	expect(t, call(), OK, "OK burst:2/SECOND rem=0 reset=1s")
 	// burst denies; hourly would admit but must not consume.
-	expect(t, call(), OVER, "OVER_LIMIT burst:2/SECOND rem=0 reset=750ms")
+	expect(t, call(), OVER, "OVER_LIMIT burst:2/SECOND rem=0 reset=1s")
 	h.clock.Advance(time.Second)
 	// hourly has 1 left (not 0): the denied call consumed nothing.
-	expect(t, call(), OK, "OK hourly:3/HOUR rem=0 reset=59m58.75s")
-	expect(t, call(), OVER, "OVER_LIMIT hourly:3/HOUR rem=0 reset=59m58.75s")
+	expect(t, call(), OK, "OK hourly:3/HOUR rem=0 reset=59m59s")
+	expect(t, call(), OVER, "OVER_LIMIT hourly:3/HOUR rem=0 reset=59m59s")
 	// burst still has 1 left in this second: the hourly denial took nothing.
 	h.svc.SetConfig(parseConfig(t, `
 domain: m
@@ -469,7 +469,7 @@ descriptors:
     rate_limits:
       - {name: burst, unit: second, requests_per_unit: 2}
 `))
-	expect(t, call(), OK, "OK burst:2/SECOND rem=0 reset=750ms")
+	expect(t, call(), OK, "OK burst:2/SECOND rem=0 reset=1s")
 }
 
 func TestStatusesInRequestOrderAndOneBackendCall(t *testing.T) {
@@ -490,12 +490,12 @@ descriptors:
 	calls, checks := h.mem.calls.Load(), h.mem.checks.Load()
 	resp := h.call(t, rq("o", d("c", "1"), d("nope", "1"), d("a", "1"), d("free", "1"), d("b", "1"), d("c", "2")))
 	expect(t, resp, OVER,
-		"OK 7/HOUR rem=6 reset=59m59.75s",
+		"OK 7/HOUR rem=6 reset=1h0m0s",
 		"OK rem=0",
-		"OVER_LIMIT 1/SECOND rem=0 reset=750ms",
+		"OVER_LIMIT 1/SECOND rem=0 reset=1s",
 		"OK rem=4294967295",
-		"OK 5/MINUTE rem=4 reset=59.75s",
-		"OK 7/HOUR rem=6 reset=59m59.75s")
+		"OK 5/MINUTE rem=4 reset=1m0s",
+		"OK 7/HOUR rem=6 reset=1h0m0s")
 	if got := h.mem.calls.Load() - calls; got != 1 {
 		t.Fatalf("%d backend calls for one request, want 1", got)
 	}
@@ -505,7 +505,7 @@ descriptors:
 }
 
 func TestDurationUntilResetMillis(t *testing.T) {
-	h := newHarness(t, Options{}, basicYAML)
+	h := newHarness(t, Options{ResetMillis: true}, basicYAML)
 	h.clock.Advance(123456789 * time.Nanosecond) // now .373456789 into the second
 	st := h.call(t, rq("basic", d("key1", "x"))).Statuses[0]
 	// 626.543211 ms left, rounded up to the millisecond.
@@ -544,12 +544,54 @@ descriptors:
 	for range 10 {
 		h.call(t, rq("st", d("files", "files/a.pdf")))
 	}
-	expect(t, h.call(t, rq("st", d("files", "files/b.csv"))), OVER, "OVER_LIMIT 10/HOUR rem=0 reset=59m59.75s")
+	expect(t, h.call(t, rq("st", d("files", "files/b.csv"))), OVER, "OVER_LIMIT 10/HOUR rem=0 reset=1h0m0s")
 	for i := range 10 {
-		expect(t, h.call(t, rq("st", d("files_no_share", fmt.Sprintf("files_no_share/%d", i)))), OK, "OK 10/HOUR rem=9 reset=59m59.75s")
+		expect(t, h.call(t, rq("st", d("files_no_share", fmt.Sprintf("files_no_share/%d", i)))), OK, "OK 10/HOUR rem=9 reset=1h0m0s")
 	}
 	// A shared parent level: t1 and t2 share the user's counter.
-	expect(t, h.call(t, rq("st", d("tenant", "t1", "user", "u"))), OK, "OK 2/HOUR rem=1 reset=59m59.75s")
-	expect(t, h.call(t, rq("st", d("tenant", "t2", "user", "u"))), OK, "OK 2/HOUR rem=0 reset=59m59.75s")
-	expect(t, h.call(t, rq("st", d("tenant", "t1", "user", "v"))), OK, "OK 2/HOUR rem=1 reset=59m59.75s")
+	expect(t, h.call(t, rq("st", d("tenant", "t1", "user", "u"))), OK, "OK 2/HOUR rem=1 reset=1h0m0s")
+	expect(t, h.call(t, rq("st", d("tenant", "t2", "user", "u"))), OK, "OK 2/HOUR rem=0 reset=1h0m0s")
+	expect(t, h.call(t, rq("st", d("tenant", "t1", "user", "v"))), OK, "OK 2/HOUR rem=1 reset=1h0m0s")
+}
+
+// TestDurationUntilResetWholeSeconds checks duration_until_reset as
+// Envoy reads it: its x-ratelimit-reset header (enable_x_ratelimit_headers,
+// which Envoy Gateway turns on by default) is the Duration's seconds field,
+// the fraction dropped. The incumbent sends whole seconds to the window's
+// end, unit − now mod unit with now in whole seconds; so must sluice by
+// default, or the header says one second less, and 0 (retry now, to be
+// denied again) through the last second of every window and always for a
+// per-second limit. ResetMillis keeps the fraction.
+func TestDurationUntilResetWholeSeconds(t *testing.T) {
+	cases := []struct {
+		name    string
+		advance time.Duration // from t0, .25 s into a second
+		req     *rlsv3.RateLimitRequest
+		unit    int64 // seconds
+		millis  bool
+		want    time.Duration
+	}{
+		{"per second", 0, rq("basic", d("key1", "a")), 1, false, time.Second},
+		{"per minute", 12*time.Second + 500*time.Millisecond, rq("another", d("key2", "a")), 60, false, 48 * time.Second},
+		{"per hour", 0, rq("another", d("key3", "a")), 3600, false, time.Hour},
+		{"per second, to the millisecond", 0, rq("basic", d("key1", "b")), 1, true, 750 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Options{ResetMillis: tc.millis}, basicYAML, anotherYAML)
+			h.clock.Advance(tc.advance)
+			st := h.call(t, tc.req).Statuses[0]
+			got := st.GetDurationUntilReset().AsDuration()
+			if got != tc.want {
+				t.Fatalf("duration_until_reset %s, want %s", got, tc.want)
+			}
+			if tc.millis {
+				return
+			}
+			now := h.clock.Now().Unix()
+			if header, incumbent := st.GetDurationUntilReset().GetSeconds(), tc.unit-now%tc.unit; header != incumbent {
+				t.Errorf("Envoy's x-ratelimit-reset would be %d, the incumbent's %d", header, incumbent)
+			}
+		})
+	}
 }

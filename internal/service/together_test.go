@@ -33,20 +33,20 @@ func TestAllOrNothing(t *testing.T) {
 	}{
 		{
 			name: "off: admitted descriptors keep their charge", allOrNothing: false,
-			second: []string{"OK 10/HOUR rem=8 reset=59m59.75s", "OVER_LIMIT 1/HOUR rem=0 reset=59m59.75s", "OK 5/HOUR rem=3 reset=24m0s"},
-			after:  "OK 10/HOUR rem=7 reset=59m59.75s",
+			second: []string{"OK 10/HOUR rem=8 reset=1h0m0s", "OVER_LIMIT 1/HOUR rem=0 reset=1h0m0s", "OK 5/HOUR rem=3 reset=24m0s"},
+			after:  "OK 10/HOUR rem=7 reset=1h0m0s",
 		},
 		{
 			name: "on: nothing is charged when one is over", allOrNothing: true,
-			second: []string{"OK 10/HOUR rem=9 reset=59m59.75s", "OVER_LIMIT 1/HOUR rem=0 reset=59m59.75s", "OK 5/HOUR rem=4 reset=12m0s"},
-			after:  "OK 10/HOUR rem=8 reset=59m59.75s",
+			second: []string{"OK 10/HOUR rem=9 reset=1h0m0s", "OVER_LIMIT 1/HOUR rem=0 reset=1h0m0s", "OK 5/HOUR rem=4 reset=12m0s"},
+			after:  "OK 10/HOUR rem=8 reset=1h0m0s",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, Options{AllOrNothing: tt.allOrNothing}, togetherConfig)
 			expect(t, h.call(t, rq("d", d("a", "1"), d("b", "1"), d("c", "1"))), OK,
-				"OK 10/HOUR rem=9 reset=59m59.75s", "OK 1/HOUR rem=0 reset=59m59.75s", "OK 5/HOUR rem=4 reset=12m0s")
+				"OK 10/HOUR rem=9 reset=1h0m0s", "OK 1/HOUR rem=0 reset=1h0m0s", "OK 5/HOUR rem=4 reset=12m0s")
 			expect(t, h.call(t, rq("d", d("a", "1"), d("b", "1"), d("c", "1"))), OVER, tt.second...)
 			expect(t, h.call(t, rq("d", d("a", "1"))), OK, tt.after)
 		})
@@ -59,12 +59,12 @@ func TestAllOrNothing(t *testing.T) {
 func TestAllOrNothingLeavesOthersAlone(t *testing.T) {
 	h := newHarness(t, Options{AllOrNothing: true}, togetherConfig)
 	expect(t, h.call(t, rq("d", d("a", "1"), d("b", "1"))), OK,
-		"OK 10/HOUR rem=9 reset=59m59.75s", "OK 1/HOUR rem=0 reset=59m59.75s")
+		"OK 10/HOUR rem=9 reset=1h0m0s", "OK 1/HOUR rem=0 reset=1h0m0s")
 	// b is over: the peek of a reports and consumes nothing, the refund
 	// of a gives back one (it is not undone), z has no limit.
 	expect(t, h.call(t, rq("d", addend(d("a", "1"), 0), refund(d("a", "1")), d("b", "1"), d("z", "1"))), OVER,
-		"OK 10/HOUR rem=9 reset=59m59.75s", "OK 10/HOUR rem=10 reset=59m59.75s", "OVER_LIMIT 1/HOUR rem=0 reset=59m59.75s", "OK rem=0")
-	expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 10/HOUR rem=9 reset=59m59.75s")
+		"OK 10/HOUR rem=9 reset=1h0m0s", "OK 10/HOUR rem=10 reset=1h0m0s", "OVER_LIMIT 1/HOUR rem=0 reset=1h0m0s", "OK rem=0")
+	expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 10/HOUR rem=9 reset=1h0m0s")
 }
 
 // newTogetherHarness is newHarness with AllOrNothing on a backend that
@@ -96,14 +96,14 @@ func TestAllOrNothingTogetherBackend(t *testing.T) {
 			h, tb := newTogetherHarness(t, togetherConfig, tt.decline)
 
 			expect(t, h.call(t, rq("d", d("a", "1"), d("b", "1"))), OK,
-				"OK 10/HOUR rem=9 reset=59m59.75s", "OK 1/HOUR rem=0 reset=59m59.75s")
+				"OK 10/HOUR rem=9 reset=1h0m0s", "OK 1/HOUR rem=0 reset=1h0m0s")
 			calls := h.mem.calls.Load()
 			expect(t, h.call(t, rq("d", d("a", "1"), d("b", "1"))), OVER,
-				"OK 10/HOUR rem=9 reset=59m59.75s", "OVER_LIMIT 1/HOUR rem=0 reset=59m59.75s")
+				"OK 10/HOUR rem=9 reset=1h0m0s", "OVER_LIMIT 1/HOUR rem=0 reset=1h0m0s")
 			if got := h.mem.calls.Load() - calls; got != tt.calls {
 				t.Errorf("%d Decide calls for a denied request, want %d", got, tt.calls)
 			}
-			expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 10/HOUR rem=8 reset=59m59.75s")
+			expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 10/HOUR rem=8 reset=1h0m0s")
 			if tb.Calls != 3 {
 				t.Errorf("DecideTogether called %d times, want 3", tb.Calls)
 			}
@@ -132,10 +132,10 @@ func TestAllOrNothingKeepsDeniedCharge(t *testing.T) {
 			h, _ := newTogetherHarness(t, chargeConfig, decline)
 
 			expect(t, h.call(t, rq("d", d("a", "1"), addend(d("q", "1"), 3))), OVER,
-				"OK 10/HOUR rem=10 reset=59m59.75s", "OVER_LIMIT 2/HOUR rem=0 reset=59m59.75s")
+				"OK 10/HOUR rem=10 reset=1h0m0s", "OVER_LIMIT 2/HOUR rem=0 reset=1h0m0s")
 			// q holds 3 of 2: even one more is denied; a was given back.
-			expect(t, h.call(t, rq("d", d("q", "1"))), OVER, "OVER_LIMIT 2/HOUR rem=0 reset=59m59.75s")
-			expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 10/HOUR rem=9 reset=59m59.75s")
+			expect(t, h.call(t, rq("d", d("q", "1"))), OVER, "OVER_LIMIT 2/HOUR rem=0 reset=1h0m0s")
+			expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 10/HOUR rem=9 reset=1h0m0s")
 		})
 	}
 }

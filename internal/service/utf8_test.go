@@ -23,7 +23,7 @@ func TestInvalidUTF8Metadata(t *testing.T) {
 		t.Fatalf("response does not encode: %v", err)
 	}
 	// Both values were decided on their own counters (1 per hour each).
-	expect(t, resp, OK, "OK 1/HOUR rem=0 reset=59m59.75s", "OK 1/HOUR rem=0 reset=59m59.75s")
+	expect(t, resp, OK, "OK 1/HOUR rem=0 reset=1h0m0s", "OK 1/HOUR rem=0 reset=1h0m0s")
 	entries := resp.DynamicMetadata.Fields["descriptors"].GetListValue().Values[0].GetStructValue().Fields["entries"].GetListValue().Values
 	if got := entries[0].GetStringValue(); got != "k=v\uFFFD" || strings.ContainsRune(got, 0xff) {
 		t.Fatalf("entry echoed as %q, want %q", got, "k=v\uFFFD")

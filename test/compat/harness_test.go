@@ -200,8 +200,7 @@ func errText(err error) string {
 
 // checkDuration checks duration_until_reset of every limited status: more
 // than 0 and at most the rule's unit, as the incumbent's are (its tests
-// read the value back; sluice's is finer, see the duration-ms deviation,
-// but within the same bounds).
+// read the value back).
 func checkDuration(t *testing.T, what string, r *rlsv3.RateLimitResponse) {
 	t.Helper()
 	units := map[string]time.Duration{"SECOND": time.Second, "MINUTE": time.Minute, "HOUR": time.Hour, "DAY": 24 * time.Hour}

@@ -163,7 +163,9 @@ func TestAccuracyUnderLoad(t *testing.T) {
 	var clients []rlsv3.RateLimitServiceClient
 	for range 3 {
 		be := newRedis(t, redis.Options{Type: redis.TypeCluster, URL: strings.Join(c.Addrs(), ","), KeyPrefix: prefix})
-		clients = append(clients, startStack(t, service.Options{Backend: be}, accYAML()).Client)
+		// ResetMillis: windowOf finds a sample's 1 s window from its
+		// duration_until_reset, which whole seconds would blur.
+		clients = append(clients, startStack(t, service.Options{Backend: be, ResetMillis: true}, accYAML()).Client)
 	}
 	var report []string
 	for _, a := range accAlgorithms {

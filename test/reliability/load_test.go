@@ -239,9 +239,11 @@ func logSummary(t testing.TB, what string, s summary) {
 
 // windowOf returns the end of the fixed window an admitted sample was
 // counted in: the status's duration_until_reset is the window end minus
-// Redis's now, and Redis decided between start and end, so end + reset
-// lies in [window end, window end + latency); truncating to the period
-// recovers the window end whenever the call took less than one period.
+// Redis's now, rounded up to the second (to the millisecond with
+// ResetMillis), and Redis decided between start and end, so end + reset
+// lies in [window end, window end + latency + rounding); truncating to the
+// period recovers the window end whenever latency and rounding together
+// stay under one period (1 s periods need ResetMillis).
 func windowOf(s sample, period time.Duration) time.Time {
 	return s.end.Add(s.status.GetDurationUntilReset().AsDuration()).Truncate(period)
 }
