@@ -46,7 +46,9 @@ func newObservability(ctx context.Context, s *settings, log *logrus.Logger) (*ob
 		if err := o.reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 			return nil, fmt.Errorf("metrics: register the process collector: %w", err)
 		}
-		m, err := metrics.New(o.reg, metrics.Options{NearLimitRatio: s.NearLimitRatio})
+		// USE_PROMETHEUS=true (PrometheusAddr set): the reference's names
+		// too, which dashboards and alerts written for it query.
+		m, err := metrics.New(o.reg, metrics.Options{NearLimitRatio: s.NearLimitRatio, IncumbentNames: s.PrometheusAddr != ""})
 		if err != nil {
 			return nil, err
 		}

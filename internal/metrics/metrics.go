@@ -47,6 +47,12 @@ type Options struct {
 	// Now is the clock, for durations and the reload timestamp. Nil means
 	// time.Now.
 	Now func() time.Time
+	// IncumbentNames also registers the per-descriptor counters under the
+	// names envoyproxy/ratelimit serves with USE_PROMETHEUS=true through
+	// its default statsd mapping (the one Envoy Gateway mounts, and its
+	// Grafana dashboard reads): ratelimit_service_rate_limit_<stat> with
+	// labels domain, key1, key2.
+	IncumbentNames bool
 }
 
 // Duration buckets, in seconds: a rate-limit decision takes well under a
@@ -74,6 +80,7 @@ type Metrics struct {
 	descHits      *prometheus.CounterVec                  // domain, descriptor
 	descOver      *prometheus.CounterVec                  // domain, descriptor
 	node          [numNodeCounters]*prometheus.CounterVec // domain, descriptor, key1, key2
+	incumbent     [numNodeCounters]*prometheus.CounterVec // domain, key1, key2; nil without IncumbentNames
 	requests      *prometheus.CounterVec                  // code
 	requestsOver  prometheus.Counter
 	shadowForced  prometheus.Counter
@@ -139,6 +146,13 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	for k := range m.node {
 		m.node[k] = f.counterVec("sluice_rate_limit_"+nodeCounterNames[k]+"_total", nodeCounterHelp[k],
 			"domain", "descriptor", "key1", "key2")
+	}
+	if opts.IncumbentNames {
+		for k := range m.incumbent {
+			m.incumbent[k] = f.counterVec("ratelimit_service_rate_limit_"+nodeCounterNames[k],
+				nodeCounterHelp[k]+" envoyproxy/ratelimit's name and labels (USE_PROMETHEUS=true).",
+				"domain", "key1", "key2")
+		}
 	}
 	m.requests = f.counterVec("sluice_requests_total",
 		"ShouldRateLimit calls finished (gRPC and /json), by gRPC status code.", "code")

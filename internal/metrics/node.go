@@ -32,8 +32,20 @@ var nodeCounterHelp = [numNodeCounters]string{
 	"Cost a config node denied but answered OK because of its shadow_mode, by domain and node path.",
 }
 
-// nodeStats is one config node's counters.
-type nodeStats [numNodeCounters]prometheus.Counter
+// nodeStats is one config node's counters: sluice's, and with
+// Options.IncumbentNames the reference's Prometheus counters the node adds
+// to (nil otherwise).
+type nodeStats struct {
+	own, incumbent [numNodeCounters]prometheus.Counter
+}
+
+// add adds v to counter k.
+func (ns *nodeStats) add(k int, v float64) {
+	ns.own[k].Add(v)
+	if c := ns.incumbent[k]; c != nil {
+		c.Add(v)
+	}
+}
 
 // nodeCounters returns d's counters for the node whose stats path is path,
 // creating them on first use.
@@ -43,11 +55,29 @@ func (m *Metrics) nodeCounters(d *domainStats, path string) *nodeStats {
 		key1, rest, _ := strings.Cut(l, ".")
 		key2, _, _ := strings.Cut(rest, ".")
 		ns := new(nodeStats)
-		for k := range ns {
-			ns[k] = m.node[k].WithLabelValues(d.label, l, key1, key2)
+		for k := range ns.own {
+			ns.own[k] = m.node[k].WithLabelValues(d.label, l, key1, key2)
+		}
+		if m.incumbent[0] != nil {
+			k1, k2 := incumbentKeys(path)
+			for k := range ns.incumbent {
+				ns.incumbent[k] = m.incumbent[k].WithLabelValues(d.label, k1, k2)
+			}
 		}
 		return ns
 	})
+}
+
+// incumbentKeys returns the key1 and key2 labels the reference's default
+// statsd mapping (PROMETHEUS_MAPPER_YAML, which Envoy Gateway mounts
+// unchanged) gives a node of stats path path: the path's first two
+// dot-separated parts, each whole (up to MaxDescriptorLabelLen). A node of
+// one level has key2 "", which Prometheus stores as no key2 label, as the
+// mapping's two-part rule makes it.
+func incumbentKeys(path string) (key1, key2 string) {
+	key1, rest, _ := strings.Cut(path, ".")
+	key2, _, _ = strings.Cut(rest, ".")
+	return labelValue(key1, MaxDescriptorLabelLen), labelValue(key2, MaxDescriptorLabelLen)
 }
 
 // observeNode counts a backend decision of ev's node as the reference
@@ -59,17 +89,17 @@ func (m *Metrics) nodeCounters(d *domainStats, path string) *nodeStats {
 func (m *Metrics) observeNode(d *domainStats, ev *service.DescriptorEvent, o outcome) {
 	ns := m.nodeCounters(d, ev.Node.Path())
 	n := ev.Cost.N
-	ns[nodeTotalHits].Add(float64(n))
+	ns.add(nodeTotalHits, float64(n))
 	if o != outOK {
-		ns[nodeOverLimit].Add(float64(n))
+		ns.add(nodeOverLimit, float64(n))
 		if o == outShadowOverLimit {
-			ns[nodeShadowMode].Add(float64(n))
+			ns.add(nodeShadowMode, float64(n))
 		}
 		return
 	}
-	ns[nodeWithinLimit].Add(float64(n))
+	ns.add(nodeWithinLimit, float64(n))
 	if near := m.nearCost(ev); near > 0 {
-		ns[nodeNearLimit].Add(float64(near))
+		ns.add(nodeNearLimit, float64(near))
 	}
 }
 

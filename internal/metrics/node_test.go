@@ -84,3 +84,81 @@ descriptors:
 		t.Errorf("detailed series %q, want only the share_threshold pattern", got)
 	}
 }
+
+// TestIncumbentNames: with IncumbentNames (USE_PROMETHEUS=true, which
+// Envoy Gateway sets) the per-node counters are also served under the
+// names and labels envoyproxy/ratelimit's default statsd mapping gives its
+// stats: ratelimit_service_rate_limit_<stat>{domain, key1, key2}, where
+// key1 and key2 are the first two dot-separated parts of the stats key
+// ratelimit.service.rate_limit.<domain>.<path>.<stat> (the two-part rule
+// gives no key2; deeper nodes are summed into their first two parts).
+// Envoy Gateway's Grafana dashboard and users' alerts query these. The
+// config is the shape Envoy Gateway generates: a route level, then the
+// rule's level, and a CIDR rule whose value holds dots.
+func TestIncumbentNames(t *testing.T) {
+	const yaml = `
+domain: default/eg/http
+descriptors:
+  - key: httproute/default/backend/rule/0/match/0/*
+    value: httproute/default/backend/rule/0/match/0/*
+    descriptors:
+      - key: rule-0-match-0
+        rate_limit: {unit: hour, requests_per_unit: 2}
+      - key: masked_remote_address
+        value: 192.168.0.0/16
+        descriptors:
+          - key: remote_address
+            rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: k
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`
+	route := "httproute/default/backend/rule/0/match/0/*"
+	calls := [][]string{
+		{route, route, "rule-0-match-0", "alice"},
+		{route, route, "rule-0-match-0", "alice"},
+		{route, route, "rule-0-match-0", "alice"}, // over
+		{route, route, "masked_remote_address", "192.168.0.0/16", "remote_address", "192.168.1.1"},
+		{"k", "1"},
+		{"k", "1"}, // over, shadowed
+	}
+	for _, tc := range []struct {
+		name string
+		on   bool
+	}{{"USE_PROMETHEUS=true", true}, {"off", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Options{IncumbentNames: tc.on}, service.Options{}, yaml)
+			for _, kv := range calls {
+				if _, err := h.call(t, rq("default/eg/http", d(kv...))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f := scrape(t, h.reg)
+			if !tc.on {
+				if got := f.series("ratelimit_service_rate_limit_total_hits"); len(got) != 0 {
+					t.Fatalf("series %q without IncumbentNames", got)
+				}
+				return
+			}
+			labels := func(key1, key2 string) string {
+				return "domain=default/eg/http,key1=" + key1 + ",key2=" + key2
+			}
+			rule, cidr, k := labels(route+"_"+route, "rule-0-match-0"), labels(route+"_"+route, "masked_remote_address_192"), labels("k", "")
+			f.check(t, []want{
+				{"ratelimit_service_rate_limit_total_hits", rule, 3},
+				{"ratelimit_service_rate_limit_within_limit", rule, 2},
+				{"ratelimit_service_rate_limit_over_limit", rule, 1},
+				{"ratelimit_service_rate_limit_near_limit", rule, 1},
+				{"ratelimit_service_rate_limit_shadow_mode", rule, 0},
+				{"ratelimit_service_rate_limit_total_hits", cidr, 1},
+				{"ratelimit_service_rate_limit_within_limit", cidr, 1},
+				{"ratelimit_service_rate_limit_total_hits", k, 2},
+				{"ratelimit_service_rate_limit_over_limit", k, 1},
+				{"ratelimit_service_rate_limit_shadow_mode", k, 1},
+			})
+			if got := f.series("ratelimit_service_rate_limit_total_hits"); len(got) != 3 {
+				t.Errorf("series %q, want one per first two levels", got)
+			}
+		})
+	}
+}

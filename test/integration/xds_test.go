@@ -225,6 +225,13 @@ func TestEnvoyGatewayEnvironment(t *testing.T) {
 	if !strings.Contains(p.Logs(), "xds: applied the configuration") {
 		t.Error("no ACK in the log")
 	}
+	// USE_PROMETHEUS=true: the incumbent's series, which Envoy Gateway's
+	// Grafana dashboard reads, count the two denials (one per user).
+	route := "httproute/default/backend/rule/0/match/0/*"
+	series := `ratelimit_service_rate_limit_over_limit\{domain="default/eg/http",key1="` + regexp.QuoteMeta(route+"_"+route) + `",key2="rule-0-match-0"\} 2`
+	if ok, got := metricLine(p, series)(); !ok {
+		t.Errorf("no %s on /metrics; sluice's: %s", series, got)
+	}
 }
 
 // startAsEnvoyGateway starts the sluice binary as Envoy Gateway v1.9.0
