@@ -114,7 +114,7 @@ type RequestBounds struct {
 // identity anyway.
 const (
 	DefaultMaxDescriptors = 64
-	DefaultMaxEntries     = 32
+	DefaultMaxEntries     = descriptor.MaxRequestEntries
 	DefaultMaxEntryLen    = 64 << 10
 )
 

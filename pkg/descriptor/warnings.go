@@ -15,16 +15,23 @@ import (
 // few dozen bytes whatever its limit.
 const SlidingLogWarnAbove = 1000
 
+// MaxRequestEntries is the most entries a descriptor of a request may
+// carry: the service answers a longer one OVER_LIMIT on its own, without
+// matching it (the migration guide's request-bounds row). So a config node
+// deeper than this is never matched, and Warnings says so.
+const MaxRequestEntries = 32
+
 // slidingLogEntryBytes is what one entry of a full sliding log costs Redis
 // above 128 entries, measured by TestMeasureMemory.
 const slidingLogEntryBytes = 116
 
 // Warnings returns, sorted, one line per thing in c that is valid but
 // likely to surprise an operator: what Load found and did not read, what
-// the files say that is ignored (as the reference ignores it), and
+// the files say that is ignored (as the reference ignores it),
 // sliding_log rules whose limit is above SlidingLogWarnAbove, with the
-// memory a full log of one descriptor takes. Warnings never stop a config
-// from loading.
+// memory a full log of one descriptor takes, and descriptors deeper than
+// MaxRequestEntries, which no request can match. Warnings never stop a
+// config from loading.
 func (c *Config) Warnings() []string {
 	if c == nil {
 		return nil
@@ -35,6 +42,11 @@ func (c *Config) Warnings() []string {
 	}
 	for _, name := range c.names {
 		c.domains[name].Walk(func(n *Node) {
+			if n.Depth == MaxRequestEntries+1 {
+				// Once, at the first level too deep: what is below it is too.
+				out = append(out, fmt.Sprintf("%s:%d: %s.%s: this descriptor is %d entries deep, and a request's descriptor of more than %d entries is answered OVER_LIMIT without being matched: it and the descriptors below it never apply",
+					n.File, n.Line, name, n.Path(), n.Depth, MaxRequestEntries))
+			}
 			for _, r := range n.Rules {
 				if r.Algorithm != limit.SlidingLog || r.Limit <= SlidingLogWarnAbove {
 					continue

@@ -1,16 +1,42 @@
 package descriptor
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
 
+// nestedYAML is a domain "api" of one chain of key-only descriptors k1 ..
+// k<depth>, a limit at the deepest, and the path and line of the
+// descriptor at depth at.
+func nestedYAML(depth, at int) (yaml, path string, line int) {
+	var b strings.Builder
+	b.WriteString("domain: api\ndescriptors:\n")
+	var keys []string
+	for i := 1; i <= depth; i++ {
+		ind := strings.Repeat("    ", i-1)
+		fmt.Fprintf(&b, "%s  - key: k%d\n", ind, i)
+		if i <= at {
+			keys = append(keys, fmt.Sprintf("k%d", i))
+		}
+		if i < depth {
+			fmt.Fprintf(&b, "%s    descriptors:\n", ind)
+		} else {
+			fmt.Fprintf(&b, "%s    rate_limit: {unit: second, requests_per_unit: 1}\n", ind)
+		}
+	}
+	return b.String(), strings.Join(keys, "."), 3 + 2*(at-1)
+}
+
+// warningsCase is one config of TestWarnings and the warnings it gets.
+type warningsCase struct {
+	name string
+	yaml string
+	want []string // prefixes of each warning, in order; nil: no warning
+}
+
 func TestWarnings(t *testing.T) {
-	tests := []struct {
-		name string
-		yaml string
-		want []string // substrings of each warning, in order; nil: no warning
-	}{
+	tests := []warningsCase{
 		{
 			name: "small sliding log and other algorithms",
 			yaml: `
@@ -41,6 +67,15 @@ descriptors:
 			},
 		},
 	}
+	// A descriptor as deep as a request's can be, and one level deeper:
+	// one warning, at the first level no request reaches.
+	deepest, _, _ := nestedYAML(MaxRequestEntries, 0)
+	tooDeep, path, line := nestedYAML(MaxRequestEntries+3, MaxRequestEntries+1)
+	tests = append(tests,
+		warningsCase{"as deep as a request's descriptor can be", deepest, nil},
+		warningsCase{"deeper than a request's descriptor can be", tooDeep, []string{
+			fmt.Sprintf("c.yaml:%d: api.%s: this descriptor is %d entries deep, and a request's descriptor of more than %d entries is answered OVER_LIMIT without being matched",
+				line, path, MaxRequestEntries+1, MaxRequestEntries)}})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			files, err := Parse("c.yaml", []byte(tt.yaml))
