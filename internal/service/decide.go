@@ -147,9 +147,10 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, dom *descriptor.Domain, w *w
 	if cap(w.entries) < total {
 		w.entries = make([]descriptor.Entry, 0, total)
 	}
+	maxEntries := max(s.opts.Bounds.MaxEntries, dom.Depth())
 	for i, d := range req.Descriptors {
 		it := &w.items[i]
-		if why := s.invalidDescriptor(i, d); why != "" {
+		if why := s.invalidDescriptor(i, d, maxEntries); why != "" {
 			*it = item{kind: kindInvalid, invalid: why, check: -1}
 			continue
 		}

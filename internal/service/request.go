@@ -46,14 +46,16 @@ func (s *Service) validate(req *rlsv3.RateLimitRequest) error {
 // (its default failure_mode_deny is false), so refusing the whole request
 // for one bad descriptor would let a client skip every limit by making one
 // descriptor bad (an oversized header value, say): the caller answers the
-// bad descriptor OVER_LIMIT instead and decides the others.
-func (s *Service) invalidDescriptor(i int, d *ratelimitv3.RateLimitDescriptor) string {
+// bad descriptor OVER_LIMIT instead and decides the others. maxEntries
+// is the bound on entries: Bounds.MaxEntries, or the domain's depth when
+// that is more (a node configured deeper must be reachable).
+func (s *Service) invalidDescriptor(i int, d *ratelimitv3.RateLimitDescriptor, maxEntries int) string {
 	b := &s.opts.Bounds
 	if d == nil {
 		return fmt.Sprintf("descriptor %d must not be null", i)
 	}
-	if len(d.Entries) > b.MaxEntries {
-		return fmt.Sprintf("descriptor %d has %d entries, more than the limit of %d", i, len(d.Entries), b.MaxEntries)
+	if len(d.Entries) > maxEntries {
+		return fmt.Sprintf("descriptor %d has %d entries, more than the limit of %d", i, len(d.Entries), maxEntries)
 	}
 	for j, e := range d.Entries {
 		switch {

@@ -96,7 +96,8 @@ type HeaderOptions struct {
 type RequestBounds struct {
 	// MaxDescriptors is the most descriptors per request (default 64).
 	MaxDescriptors int
-	// MaxEntries is the most entries per descriptor (default 32).
+	// MaxEntries is the most entries per descriptor (default 32); a
+	// domain whose nodes are deeper allows as many as its depth.
 	MaxEntries int
 	// MaxEntryLen is the most bytes in the domain and in each entry key and
 	// value (default 64 KiB).

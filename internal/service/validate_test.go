@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
 func TestRequestValidation(t *testing.T) {
@@ -114,5 +117,56 @@ func TestRequestValidation(t *testing.T) {
 				t.Errorf("backend called %d times with no valid descriptor", n)
 			}
 		})
+	}
+}
+
+// TestEntriesBoundCoversConfigDepth: the bound on a descriptor's entries
+// (32) gives way to the configuration's deepest node, so a limit
+// configured deeper than 32 levels applies as configured. Envoy Gateway
+// generates one level per match of a rule (its route, each header, the
+// method, the path, the source CIDR and IP, each query parameter; up to
+// 128 headers and 16 query parameters a selector): a rule with 40 matches
+// is a 41-level chain, and Envoy sends 41 entries. Answering them
+// OVER_LIMIT as oversized would deny every request the rule selects. A
+// descriptor deeper than both the bound and the configuration is still
+// refused.
+func TestEntriesBoundCoversConfigDepth(t *testing.T) {
+	const depth = 41
+	var yaml strings.Builder
+	yaml.WriteString("domain: eg\ndescriptors:\n")
+	var kv []string
+	for i := range depth {
+		indent := strings.Repeat("    ", i)
+		key := fmt.Sprintf("rule-0-match-%d", i)
+		fmt.Fprintf(&yaml, "%s  - key: %s\n%s    value: %s\n", indent, key, indent, key)
+		if i == depth-1 {
+			fmt.Fprintf(&yaml, "%s    rate_limit: {unit: minute, requests_per_unit: 2}\n", indent)
+		} else {
+			fmt.Fprintf(&yaml, "%s    descriptors:\n", indent)
+		}
+		kv = append(kv, key, key)
+	}
+	ds, err := descriptor.Parse("eg.yaml", []byte(yaml.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := descriptor.NewConfig(ds...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := cfg.Warnings(); len(w) != 1 || !strings.Contains(w[0], "domain eg accepts descriptors of up to 41 entries") {
+		t.Errorf("warnings %q, want one naming the domain's bound", w)
+	}
+	h := newHarness(t, Options{}, basicYAML)
+	h.svc.SetConfig(cfg)
+	for i, want := range []string{"OK 2/MINUTE rem=1 reset=1m0s", "OK 2/MINUTE rem=0 reset=1m0s", "OVER_LIMIT 2/MINUTE rem=0 reset=1m0s"} {
+		resp := h.call(t, rq("eg", d(kv...)))
+		if got := statusString(resp.Statuses[0]); got != want {
+			t.Fatalf("call %d with %d entries: %s, want %s", i+1, depth, got, want)
+		}
+	}
+	deeper := d(append(kv, "one", "more")...)
+	if st := h.call(t, rq("eg", deeper)).Statuses[0]; st.Code != rlsv3.RateLimitResponse_OVER_LIMIT || st.CurrentLimit != nil {
+		t.Errorf("%d entries, deeper than the bound and the config: %v, want OVER_LIMIT as invalid", depth+1, st)
 	}
 }

@@ -124,6 +124,7 @@ func (c *compiler) node(s *DescriptorSpec, at Pos, d *Domain, parent *Node) *Nod
 	if parent != nil {
 		n.Depth = parent.Depth + 1
 	}
+	d.depth = max(d.depth, n.Depth)
 	ok := true
 	if n.Key == "" {
 		c.errorf(s.KeyAt.or(at.below("key")), "descriptor has empty key")

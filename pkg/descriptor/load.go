@@ -150,6 +150,7 @@ func where(file string, line int) string {
 func merge(dst, src *Domain) ErrorList {
 	var errs ErrorList
 	dst.warnings = append(dst.warnings, src.warnings...)
+	dst.depth = max(dst.depth, src.depth)
 	for _, n := range src.root.nodes {
 		if first := dst.root.insert(n); first != nil {
 			errs = append(errs, &Error{File: n.File, Line: n.Line,

@@ -426,3 +426,22 @@ func TestLoadRefusesLargeFile(t *testing.T) {
 	_, err := Load(LoadOptions{}, dir)
 	checkErrors(t, big, err, []want{{line: 0, reason: "file is larger than 4194304 bytes (4 MiB)"}})
 }
+
+// TestDomainDepth: Depth is the deepest node's depth, whichever merged
+// file holds it; 0 for no domain.
+func TestDomainDepth(t *testing.T) {
+	dir := tree(t, map[string]string{
+		"a.yaml": "domain: d\ndescriptors:\n  - key: a\n",
+		"b.yaml": "domain: d\ndescriptors:\n  - key: b\n    descriptors:\n      - key: c\n        descriptors:\n          - key: e\n",
+	}, nil)
+	c, err := Load(LoadOptions{MergeDomains: true}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Domain("d").Depth(); got != 3 {
+		t.Errorf("Depth = %d, want 3 (b.yaml's b.c.e)", got)
+	}
+	if got := c.Domain("none").Depth(); got != 0 {
+		t.Errorf("Depth of no domain = %d, want 0", got)
+	}
+}

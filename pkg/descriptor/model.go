@@ -159,6 +159,8 @@ type Domain struct {
 	// warnings are what the sources ignored, as "file:line: reason", for
 	// Config.Warnings.
 	warnings []string
+	// depth is the deepest node's Depth (Depth).
+	depth int
 }
 
 // Config is a set of compiled domains, built by Load or NewConfig. It is
@@ -213,6 +215,16 @@ func (d *Domain) Match(entries []Entry) *Node {
 		l = &n.children
 	}
 	return n
+}
+
+// Depth returns the Depth of d's deepest node: the most entries a request
+// descriptor that d's nodes can match carries. It is 0 for a nil domain
+// or one without descriptors.
+func (d *Domain) Depth() int {
+	if d == nil {
+		return 0
+	}
+	return d.depth
 }
 
 // Walk calls fn for every node of d, parents before their children, in

@@ -16,9 +16,10 @@ import (
 const SlidingLogWarnAbove = 1000
 
 // MaxRequestEntries is the most entries a descriptor of a request may
-// carry: the service answers a longer one OVER_LIMIT on its own, without
-// matching it (the migration guide's request-bounds row). So a config node
-// deeper than this is never matched, and Warnings says so.
+// carry, unless its domain has deeper nodes (Domain.Depth): the service
+// answers a longer one OVER_LIMIT on its own, without matching it (the
+// migration guide's request-bounds row). A config node deeper than this
+// raises its domain's bound to its depth, and Warnings says so.
 const MaxRequestEntries = 32
 
 // slidingLogEntryBytes is what one entry of a full sliding log costs Redis
@@ -30,8 +31,8 @@ const slidingLogEntryBytes = 116
 // the files say that is ignored (as the reference ignores it),
 // sliding_log rules whose limit is above SlidingLogWarnAbove, with the
 // memory a full log of one descriptor takes, and descriptors deeper than
-// MaxRequestEntries, which no request can match. Warnings never stop a
-// config from loading.
+// MaxRequestEntries, which raise their domain's bound on a request's
+// entries. Warnings never stop a config from loading.
 func (c *Config) Warnings() []string {
 	if c == nil {
 		return nil
@@ -44,8 +45,8 @@ func (c *Config) Warnings() []string {
 		c.domains[name].Walk(func(n *Node) {
 			if n.Depth == MaxRequestEntries+1 {
 				// Once, at the first level too deep: what is below it is too.
-				out = append(out, fmt.Sprintf("%s:%d: %s.%s: this descriptor is %d entries deep, and a request's descriptor of more than %d entries is answered OVER_LIMIT without being matched: it and the descriptors below it never apply",
-					n.File, n.Line, name, n.Path(), n.Depth, MaxRequestEntries))
+				out = append(out, fmt.Sprintf("%s:%d: %s.%s: this descriptor is %d entries deep, more than the %d entries a request's descriptor may carry elsewhere: domain %s accepts descriptors of up to %d entries (its deepest node), each matched and counted as a shorter one is",
+					n.File, n.Line, name, n.Path(), n.Depth, MaxRequestEntries, name, c.domains[name].Depth()))
 			}
 			for _, r := range n.Rules {
 				if r.Algorithm != limit.SlidingLog || r.Limit <= SlidingLogWarnAbove {

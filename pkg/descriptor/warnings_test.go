@@ -68,14 +68,14 @@ descriptors:
 		},
 	}
 	// A descriptor as deep as a request's can be, and one level deeper:
-	// one warning, at the first level no request reaches.
+	// one warning, at the first level beyond the default bound.
 	deepest, _, _ := nestedYAML(MaxRequestEntries, 0)
 	tooDeep, path, line := nestedYAML(MaxRequestEntries+3, MaxRequestEntries+1)
 	tests = append(tests,
 		warningsCase{"as deep as a request's descriptor can be", deepest, nil},
 		warningsCase{"deeper than a request's descriptor can be", tooDeep, []string{
-			fmt.Sprintf("c.yaml:%d: api.%s: this descriptor is %d entries deep, and a request's descriptor of more than %d entries is answered OVER_LIMIT without being matched",
-				line, path, MaxRequestEntries+1, MaxRequestEntries)}})
+			fmt.Sprintf("c.yaml:%d: api.%s: this descriptor is %d entries deep, more than the %d entries a request's descriptor may carry elsewhere: domain api accepts descriptors of up to %d entries",
+				line, path, MaxRequestEntries+1, MaxRequestEntries, MaxRequestEntries+3)}})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			files, err := Parse("c.yaml", []byte(tt.yaml))
