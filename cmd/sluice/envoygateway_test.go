@@ -66,6 +66,12 @@ func TestEnvoyGatewayEnvironmentSettings(t *testing.T) {
 	if !strings.Contains(notes, "GRPC_SERVER_TLS_CA_CERT is not a setting") {
 		t.Errorf("no note that GRPC_SERVER_TLS_CA_CERT does nothing: %q", s.notes)
 	}
+	if !strings.Contains(notes, "PROMETHEUS_MAPPER_YAML is not read; with USE_PROMETHEUS=true the per-descriptor counters are served under the reference's default mapping names") {
+		t.Errorf("no note that the mapping's names are served without reading the file: %q", s.notes)
+	}
+	if !s.Metrics || s.PrometheusAddr != ":19001" {
+		t.Errorf("metrics %v at %q, want on at :19001 (the incumbent's names with them)", s.Metrics, s.PrometheusAddr)
+	}
 }
 
 // TestConfigSourceSettings covers the xDS settings' parsing and errors.

@@ -501,6 +501,10 @@ func (s *settings) referenceListeners(env map[string]string) error {
 			if !strings.HasPrefix(s.PrometheusPath, "/") {
 				errs = append(errs, fmt.Errorf("invalid PROMETHEUS_PATH=%q: must start with /", s.PrometheusPath))
 			}
+			if env["PROMETHEUS_MAPPER_YAML"] != "" {
+				// Envoy Gateway mounts the reference's default mapping there.
+				s.notes = append(s.notes, "PROMETHEUS_MAPPER_YAML is not read; with USE_PROMETHEUS=true the per-descriptor counters are served under the reference's default mapping names, ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}{domain,key1,key2}, besides sluice's own series")
+			}
 		}
 	}
 	return errors.Join(errs...)
