@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -165,13 +167,26 @@ func (c *Client) Run(ctx context.Context) {
 			c.backoff.reset()
 		}
 		wait := c.backoff.next()
-		log.WithError(err).Warnf("xds: no stream to the management server; the configuration in use stays; retrying in %v", wait.Round(time.Millisecond))
+		hint := ""
+		if status.Code(err) == codes.ResourceExhausted {
+			// gRPC names neither the setting nor the bound's origin.
+			hint = fmt.Sprintf(" (a response larger than the bound of XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES, %s: raise it)", maxMsgSizeText(c.opts.Settings.MaxMsgSize))
+		}
+		log.WithError(err).Warnf("xds: no stream to the management server%s; the configuration in use stays; retrying in %v", hint, wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.opts.After(wait):
 		}
 	}
+}
+
+// maxMsgSizeText describes the response bound n (0: gRPC's default).
+func maxMsgSizeText(n int) string {
+	if n == 0 {
+		return "unset, so gRPC's 4 MiB"
+	}
+	return strconv.Itoa(n) + " bytes"
 }
 
 // stream runs one ADS stream until it fails. received reports whether the

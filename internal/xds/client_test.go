@@ -2,6 +2,7 @@ package xds_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -323,6 +324,51 @@ func TestNewRefusesBadSettings(t *testing.T) {
 			_, err := xds.New(xds.Options{Settings: s, Apply: apply})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestClientMaxMsgSize: XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES bounds a response.
+// A configuration larger than the bound is never applied (the stream
+// fails; the configuration in use stays), and the log names the setting to
+// raise, since gRPC's own error names neither it nor the 4 MiB default a
+// large Envoy Gateway deployment can pass. Raised above the response, the
+// same configuration is applied.
+func TestClientMaxMsgSize(t *testing.T) {
+	conf := xdstest.PerMinute("api", "user", 10)
+	for i := range 40 {
+		conf.Descriptors = append(conf.Descriptors, &rlsconfv3.RateLimitDescriptor{
+			Key: fmt.Sprintf("httproute/default/backend-%d/rule/0/match/0/*", i), RateLimit: conf.Descriptors[0].RateLimit})
+	}
+	for _, tc := range []struct {
+		name  string
+		size  int
+		apply bool
+	}{{"too small", 1024, false}, {"large enough", 64 << 10, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := xdstest.Start(t, xdstest.Options{})
+			rec, logs, w := &recorder{}, &syncbuf.Buffer{}, newWaits()
+			s := settingsFor(srv.Addr())
+			s.MaxMsgSize = tc.size
+			startClient(t, s, rec, w, logs)
+			srv.Set(t, node, "1", conf)
+			if tc.apply {
+				srv.WaitACK(t, "1")
+				if got := rec.limitOf("api", "user"); got != 10 {
+					t.Fatalf("limit %d, want 10", got)
+				}
+				return
+			}
+			w.waitFor(t, 2) // two failed streams
+			rec.mu.Lock()
+			applied := rec.cfg != nil || len(rec.accepted) != 0
+			rec.mu.Unlock()
+			if applied {
+				t.Fatalf("a response over the bound was applied")
+			}
+			if !strings.Contains(logs.String(), "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES") {
+				t.Errorf("the log does not name XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES:\n%s", logs)
 			}
 		})
 	}
