@@ -3,7 +3,7 @@ module github.com/sluice-rl/sluice
 go 1.26.8
 
 require (
-	github.com/envoyproxy/go-control-plane v0.14.0
+	github.com/envoyproxy/go-control-plane v0.14.1-0.20260729145720-a2d8c7492908
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/envoyproxy/go-control-plane/ratelimit v0.1.1-0.20260729145720-a2d8c7492908
 	github.com/prometheus/client_golang v1.25.0
