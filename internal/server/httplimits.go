@@ -107,8 +107,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return &limitConn{Conn: c, release: l.release}, nil
 		default:
 		}
-		c.Close()
+		// Counted before the close, so that whoever sees the connection
+		// closed sees it counted too.
 		l.refused.Add(1)
+		c.Close()
 		if l.full.CompareAndSwap(false, true) {
 			l.log.WithFields(logrus.Fields{"max_connections": cap(l.slots), "addr": l.Addr().String()}).
 				Warn("HTTP listener at its connection limit: closing new connections until some close")
