@@ -211,6 +211,26 @@ func TestHitsAddend(t *testing.T) {
 	}
 }
 
+// TestCostAboveTheLimit: a cost larger than the whole limit is denied, as
+// the incumbent denies it, with the window's end as its reset, as for
+// every limited status (so Envoy's x-ratelimit-reset does not say "now"
+// for a cost that waiting cannot make fit); sluice reports what is really
+// left (remaining-on-denial).
+func TestCostAboveTheLimit(t *testing.T) {
+	for _, v := range core {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, v, nil, runtimeConfig...)
+			req := rq("another", d("key4", sluicetest.Unique("cost")))
+			req.HitsAddend = 25
+			resp := s.ask(t, req)
+			expect(t, "cost 25 of 20", answerOf(resp), ans(over, limited(over, 20, "DAY", 0)),
+				because(devRemainingOnDenial, ans(over, limited(over, 20, "DAY", 20))))
+			checkDuration(t, "cost 25 of 20", resp)
+		})
+	}
+}
+
 // reloads reads sluice_config_reloads_total{result="success"} (the
 // incumbent's config_load_success) from /metrics.
 func reloads(t *testing.T, s *server) float64 {
