@@ -11,7 +11,7 @@
 #
 # TARGETS names targets and scenario groups (default: all):
 #   main         noop noopredis memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack
-#   concurrency  noop, redis1 and inc1 at c = 1, 16, 256 (NAME-cN), and at C
+#   concurrency  noop, noopredis, redis1 and inc1 at c = 1, 16, 256 (NAME-cN), and at C
 #   cluster      redis1 and inc1 on one Redis and on a 3-master Redis Cluster (NAMEcl)
 #   rules        redis1, redis3fw, redis6fw: 1, 3, 6 fixed-window rules on one descriptor
 #   descriptors  redis1 inc1, redis3d inc3, redis10d inc10: 1, 3, 10 descriptors per request
@@ -49,8 +49,8 @@
 # and is bounded: the load generator by DURATION + WARMUP + 60 s, the
 # servers by 3 minutes more (DURATION and WARMUP: a whole number and ms, s
 # or m);
-# the cluster takes about 3 s to form, once. `all` is 30 runs a round with
-# the incumbent (22 without): about 6 minutes a round at the defaults.
+# the cluster takes about 3 s to form, once. `all` is 33 runs a round with
+# the incumbent (25 without): about 6 minutes a round at the defaults.
 #
 # Every run records, besides the load generator's report (NAME.ROUND.json),
 # NAME.ROUND.cpu.json (the CPU time of the server, redis-server (every node),
@@ -89,7 +89,7 @@ keys=${KEYS:-10000}
 group() { # name: the targets of a scenario group, or the name itself
 	case $1 in
 	main) echo noop noopredis memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack ;;
-	concurrency) echo noop-c1 redis1-c1 inc1-c1 noop-c16 redis1-c16 inc1-c16 noop redis1 inc1 noop-c256 redis1-c256 inc1-c256 ;;
+	concurrency) echo noop-c1 noopredis-c1 redis1-c1 inc1-c1 noop-c16 noopredis-c16 redis1-c16 inc1-c16 noop noopredis redis1 inc1 noop-c256 noopredis-c256 redis1-c256 inc1-c256 ;;
 	cluster) echo redis1 inc1 redis1cl inc1cl ;;
 	rules) echo redis1 redis3fw redis6fw ;;
 	descriptors) echo redis1 inc1 redis3d inc3 redis10d inc10 ;;

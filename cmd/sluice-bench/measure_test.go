@@ -17,7 +17,7 @@ func TestMeasureTargets(t *testing.T) {
 		t.Skip("no bash")
 	}
 	all := "noop noopredis memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack " +
-		"noop-c1 redis1-c1 inc1-c1 noop-c16 redis1-c16 inc1-c16 noop-c256 redis1-c256 inc1-c256 " +
+		"noop-c1 noopredis-c1 redis1-c1 inc1-c1 noop-c16 noopredis-c16 redis1-c16 inc1-c16 noop-c256 noopredis-c256 redis1-c256 inc1-c256 " +
 		"redis1cl inc1cl redis6fw redis10d inc10 redis1nc redis1nm redis1ev memorynw attacknc"
 	for _, tt := range []struct {
 		name, targets, incumbent, want string
@@ -25,9 +25,9 @@ func TestMeasureTargets(t *testing.T) {
 	}{
 		{"default: every group", "", "/bin/ratelimit", all, nil},
 		{"all", "all", "/bin/ratelimit", all, nil},
-		{"without the incumbent", "", "", "noop noopredis memory redis1 redis3 redis3fw redis3d attack noop-c1 redis1-c1 noop-c16 redis1-c16 noop-c256 redis1-c256 redis1cl redis6fw redis10d redis1nc redis1nm redis1ev memorynw attacknc", nil},
+		{"without the incumbent", "", "", "noop noopredis memory redis1 redis3 redis3fw redis3d attack noop-c1 noopredis-c1 redis1-c1 noop-c16 noopredis-c16 redis1-c16 noop-c256 noopredis-c256 redis1-c256 redis1cl redis6fw redis10d redis1nc redis1nm redis1ev memorynw attacknc", nil},
 		{"groups share targets", "rules descriptors", "/bin/ratelimit", "redis1 redis3fw redis6fw inc1 redis3d inc3 redis10d inc10", nil},
-		{"concurrency keeps the default c in its place", "concurrency", "x", "noop-c1 redis1-c1 inc1-c1 noop-c16 redis1-c16 inc1-c16 noop redis1 inc1 noop-c256 redis1-c256 inc1-c256", nil},
+		{"concurrency keeps the default c in its place", "concurrency", "x", "noop-c1 noopredis-c1 redis1-c1 inc1-c1 noop-c16 noopredis-c16 redis1-c16 inc1-c16 noop noopredis redis1 inc1 noop-c256 noopredis-c256 redis1-c256 inc1-c256", nil},
 		{"cluster", "cluster", "x", "redis1 inc1 redis1cl inc1cl", nil},
 		{"defaults", "defaults", "", "redis1 redis1nc redis1nm redis1ev memory memorynw attack attacknc", nil},
 		{"plain targets and a repeat", "redis1 noop-c8 redis1", "", "redis1 noop-c8", nil},

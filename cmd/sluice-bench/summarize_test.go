@@ -158,6 +158,7 @@ func TestSummarizeDoc(t *testing.T) {
 	dir := t.TempDir()
 	benchRun(t, dir, "noop", 40000, 64, 0.2, 0, 0)
 	benchRun(t, dir, "noop-c16", 20000, 16, 0.2, 0, 0)
+	benchRun(t, dir, "noopredis-c16", 16000, 16, 0.3, 0.05, 100)
 	benchRun(t, dir, "redis1", 20000, 64, 0.3, 0.2, 100000)
 	benchRun(t, dir, "redis1-c16", 10000, 16, 0.4, 0.3, 100000)
 	benchRun(t, dir, "inc1", 10000, 64, 0.6, 0.1, 20000)
@@ -178,9 +179,10 @@ func TestSummarizeDoc(t *testing.T) {
 	for _, want := range []string{
 		"- 2 CPUs (Test CPU), 8 GB RAM, Linux 6.1; go1.26; redis-server 7.0.15. Measured 2026-01-02.",
 		"`INCUMBENT_BIN=/path/to/ratelimit ROUNDS=1 KEYS='100' cmd/sluice-bench/measure.sh OUT` (10 minutes)", // KEYS is not the default
-		// concurrency: c=16 and c=64, with the incumbent only at 64.
-		"| 16 | 20,000 | 10,000 | — | 50% | — | 5.00 / 10.00 / — | 70.0 / — |",
-		"| 64 | 40,000 | 20,000 | 10,000 | 50% | 2.00× | 2.50 / 5.00 / 10.00 | 50.0 / 70.0 |",
+		// concurrency: c=16 and c=64, with the incumbent only at 64 and
+		// the round-trip reference only at 16.
+		"| 16 | 20,000 | 16,000 | 10,000 | — | 50% | 62% | — | 5.00 / 6.25 / 10.00 / — | 70.0 / — |",
+		"| 64 | 40,000 | — | 20,000 | 10,000 | 50% | — | 2.00× | 2.50 / — / 5.00 / 10.00 | 50.0 / 70.0 |",
 		// the cluster against one Redis.
 		"| sluice, Redis Cluster of 3 masters | `redis1cl` | 25,000 | 62% | — | 1.00 / 4.00 / 3.00 | 30.0 / 30.0 / 10.0 | 10.00 | 1.00 | 50 | 1,000 |",
 		"3 masters ÷ one Redis, req/s: sluice 1.25×, incumbent —.",

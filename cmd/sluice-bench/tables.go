@@ -204,12 +204,13 @@ func (rs *runSet) attackTable(w io.Writer) bool {
 }
 
 // concurrencyTable shows throughput and latency by the number of callers,
-// for the no-op ceiling, sluice on Redis and the incumbent.
+// for the no-op ceiling, the round-trip reference, sluice on Redis and the
+// incumbent.
 func (rs *runSet) concurrencyTable(w io.Writer) bool {
 	byC := make(map[int]map[string]string) // callers -> base -> target name
 	for _, name := range rs.order {
 		b := base(name)
-		if b != "noop" && b != "redis1" && b != "inc1" {
+		if b != "noop" && b != "noopredis" && b != "redis1" && b != "inc1" {
 			continue
 		}
 		c := int(rs.med(name, func(s sample) float64 { return float64(s.report.Workers) }))
@@ -228,8 +229,8 @@ func (rs *runSet) concurrencyTable(w io.Writer) bool {
 		return false
 	}
 	slices.Sort(cs)
-	fmt.Fprintln(w, "| callers | no-op req/s | sluice req/s | incumbent req/s | sluice vs no-op | sluice ÷ incumbent | p99 ms: no-op / sluice / incumbent | service + Redis CPU µs per request: sluice / incumbent |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---|---|")
+	fmt.Fprintln(w, "| callers | no-op req/s | round-trip reference req/s | sluice req/s | incumbent req/s | sluice vs no-op | sluice vs reference | sluice ÷ incumbent | p99 ms: no-op / reference / sluice / incumbent | service + Redis CPU µs per request: sluice / incumbent |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
 	for _, c := range cs {
 		m := byC[c]
 		tput := func(b string) float64 { return rs.med(m[b], throughput) }
@@ -245,9 +246,9 @@ func (rs *runSet) concurrencyTable(w io.Writer) bool {
 			}
 			return thousands(tput(b))
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s |\n", c, count("noop"), count("redis1"), count("inc1"),
-			share(tput("redis1"), tput("noop")), ratio(tput("redis1"), tput("inc1")),
-			num("noop", p99, "%.2f"), num("redis1", p99, "%.2f"), num("inc1", p99, "%.2f"),
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s / %s | %s / %s |\n", c, count("noop"), count("noopredis"), count("redis1"), count("inc1"),
+			share(tput("redis1"), tput("noop")), share(tput("redis1"), tput("noopredis")), ratio(tput("redis1"), tput("inc1")),
+			num("noop", p99, "%.2f"), num("noopredis", p99, "%.2f"), num("redis1", p99, "%.2f"), num("inc1", p99, "%.2f"),
 			num("redis1", bothCPU, "%.1f"), num("inc1", bothCPU, "%.1f"))
 	}
 	return true
