@@ -52,8 +52,7 @@ func (ns *nodeStats) add(k int, v float64) {
 func (m *Metrics) nodeCounters(d *domainStats, path string) *nodeStats {
 	return d.nodes.loadOrCreate(path, func() *nodeStats {
 		l := labelValue(path, MaxDescriptorLabelLen)
-		key1, rest, _ := strings.Cut(l, ".")
-		key2, _, _ := strings.Cut(rest, ".")
+		key1, key2 := firstTwoParts(l)
 		ns := new(nodeStats)
 		for k := range ns.own {
 			ns.own[k] = m.node[k].WithLabelValues(d.label, l, key1, key2)
@@ -75,9 +74,16 @@ func (m *Metrics) nodeCounters(d *domainStats, path string) *nodeStats {
 // one level has key2 "", which Prometheus stores as no key2 label, as the
 // mapping's two-part rule makes it.
 func incumbentKeys(path string) (key1, key2 string) {
-	key1, rest, _ := strings.Cut(path, ".")
-	key2, _, _ = strings.Cut(rest, ".")
+	key1, key2 = firstTwoParts(path)
 	return labelValue(key1, MaxDescriptorLabelLen), labelValue(key2, MaxDescriptorLabelLen)
+}
+
+// firstTwoParts returns the first two dot-separated parts of s ("" for a
+// part s does not have).
+func firstTwoParts(s string) (first, second string) {
+	first, rest, _ := strings.Cut(s, ".")
+	second, _, _ = strings.Cut(rest, ".")
+	return first, second
 }
 
 // observeNode counts a backend decision of ev's node as the reference
