@@ -488,11 +488,10 @@ func (s *settings) validate(env map[string]string) error {
 // move where scrapers find sluice.
 func (s *settings) referenceListeners(env map[string]string) error {
 	var errs []error
-	if v := env["USE_PROMETHEUS"]; v != "" {
-		on, err := strconv.ParseBool(v)
+	if on, set, err := referenceBool(env, "USE_PROMETHEUS"); set {
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("invalid USE_PROMETHEUS=%q: want true or false", v))
+			errs = append(errs, err)
 		case on && !s.Metrics:
 			errs = append(errs, fmt.Errorf("USE_PROMETHEUS=true asks for metrics, but %s=false turns them off", s.source["metrics"]))
 		case on:
@@ -539,18 +538,29 @@ func (s *settings) runtimeOverridden(env map[string]string, given map[string]boo
 // true makes health follow Redis after start, as SLUICE_HEALTH_FOLLOWS_BACKEND
 // does (which wins when given, as a flag or a variable).
 func (s *settings) referenceHealth(env map[string]string, flagGiven bool) error {
-	v := env["REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"]
-	if v == "" {
-		return nil
-	}
-	on, err := strconv.ParseBool(v)
-	if err != nil {
-		return fmt.Errorf("invalid REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=%q: want true or false", v)
+	on, set, err := referenceBool(env, "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION")
+	if !set || err != nil {
+		return err
 	}
 	if !flagGiven && env["SLUICE_HEALTH_FOLLOWS_BACKEND"] == "" {
 		s.HealthFollowsBackend = on
 	}
 	return nil
+}
+
+// referenceBool reads a boolean variable of the reference's that has no
+// flag of its own: set is false when it is empty, err names it when it is
+// not a boolean.
+func referenceBool(env map[string]string, name string) (on, set bool, err error) {
+	v := env[name]
+	if v == "" {
+		return false, false, nil
+	}
+	on, err = strconv.ParseBool(v)
+	if err != nil {
+		return false, true, fmt.Errorf("invalid %s=%q: want true or false", name, v)
+	}
+	return on, true, nil
 }
 
 // redisSettingsSet returns the Redis settings given, flags as --name and
