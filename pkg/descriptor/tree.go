@@ -19,6 +19,9 @@ type keyNodes struct {
 	// wildcards are the nodes whose value holds '*', in file order: the
 	// first whose pattern matches wins.
 	wildcards []*Node
+	// wildcardValues maps each wildcard value to its node, so insert finds
+	// a repeated pattern without scanning every earlier one.
+	wildcardValues map[string]*Node
 	// fallback is the key-only node (no value), used when no value matched.
 	fallback *Node
 }
@@ -60,11 +63,13 @@ func (l *level) insert(n *Node) (existing *Node) {
 		}
 		k.fallback = n
 	case n.Wildcard:
-		for _, w := range k.wildcards {
-			if w.Value == n.Value {
-				return w
-			}
+		if w := k.wildcardValues[n.Value]; w != nil {
+			return w
 		}
+		if k.wildcardValues == nil {
+			k.wildcardValues = make(map[string]*Node)
+		}
+		k.wildcardValues[n.Value] = n
 		k.wildcards = append(k.wildcards, n)
 	default:
 		if x := k.exact[n.Value]; x != nil {
