@@ -27,7 +27,10 @@ const maxDepth = 32
 // one mtime tick is seen; the loader refuses larger files anyway).
 //
 // Symlinks are followed, to files and to directories; a directory reached
-// twice along one path (a symlink cycle) is skipped. Entries whose name
+// twice along one path (a symlink cycle) is skipped, and one reached again
+// along another path is recorded by its resolved name, not walked again
+// (links that each reach a shared directory twice would otherwise double
+// the walk per level). Entries whose name
 // starts with a dot are skipped, as the loader skips them: Kubernetes'
 // `..data` and `..2024_...` directories are reached through the visible
 // symlinks that point into them, so swapping `..data` changes the content
@@ -37,9 +40,10 @@ const maxDepth = 32
 // exist, an unreadable file) is returned with the path that failed.
 func Fingerprint(paths ...string) (string, error) {
 	h := sha256.New()
+	walked := map[string]bool{}
 	for i, p := range paths {
 		fmt.Fprintf(h, "root %d %q\n", i, p)
-		if err := walk(h, p, "", map[string]bool{}, 0); err != nil {
+		if err := walk(h, p, "", map[string]bool{}, walked, 0); err != nil {
 			return "", err
 		}
 	}
@@ -48,8 +52,9 @@ func Fingerprint(paths ...string) (string, error) {
 
 // walk writes one record per file under path into h. rel is path relative
 // to the root being walked; onPath holds the resolved directories on the
-// way down, to break symlink cycles.
-func walk(h hash.Hash, path, rel string, onPath map[string]bool, depth int) error {
+// way down, to break symlink cycles; walked holds every resolved directory
+// walked so far.
+func walk(h hash.Hash, path, rel string, onPath, walked map[string]bool, depth int) error {
 	fi, err := os.Stat(path) // follows symlinks
 	if err != nil {
 		return fmt.Errorf("fingerprint %s: %w", path, err)
@@ -67,6 +72,11 @@ func walk(h hash.Hash, path, rel string, onPath map[string]bool, depth int) erro
 	if onPath[real] {
 		return nil
 	}
+	if walked[real] {
+		fmt.Fprintf(h, "again %q %q\n", rel, real)
+		return nil
+	}
+	walked[real] = true
 	onPath[real] = true
 	defer delete(onPath, real)
 
@@ -83,7 +93,7 @@ func walk(h hash.Hash, path, rel string, onPath map[string]bool, depth int) erro
 	sort.Strings(names)
 	fmt.Fprintf(h, "dir %q\n", rel)
 	for _, n := range names {
-		err := walk(h, filepath.Join(path, n), filepath.Join(rel, n), onPath, depth+1)
+		err := walk(h, filepath.Join(path, n), filepath.Join(rel, n), onPath, walked, depth+1)
 		if errors.Is(err, fs.ErrNotExist) {
 			// A dangling symlink, or an entry removed while we walk:
 			// record it as missing rather than failing the whole tree.

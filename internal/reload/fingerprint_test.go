@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/internal/testfile"
 )
 
 // writeFile writes content to dir/name, creating parent directories, and
@@ -256,5 +258,54 @@ func TestFingerprintHashesEveryFile(t *testing.T) {
 	}
 	if write("domain: a\n") == write("domain: b\n") {
 		t.Error("fingerprint unchanged after rewriting a file without .yaml")
+	}
+}
+
+// TestFingerprintWalksSharedDirectoryOnce: a directory reached along many
+// paths of symbolic links (no cycle) is hashed once, so a tree whose links
+// double the paths at each of 30 levels is fingerprinted at once (walking
+// every path took 2^30 visits, every poll); a change in the shared
+// directory still changes the fingerprint, as does a link moved to
+// another directory.
+func TestFingerprintWalksSharedDirectoryOnce(t *testing.T) {
+	dir := t.TempDir()
+	top, shared := testfile.SharedLinks(t, dir, 30)
+	fingerprint := func() string {
+		t.Helper()
+		type result struct {
+			fp  string
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			fp, err := Fingerprint(top)
+			done <- result{fp, err}
+		}()
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			return r.fp
+		case <-time.After(30 * time.Second):
+			t.Fatal("Fingerprint still walking after 30s: it walks the shared directory along each of the 2^30 paths")
+			return ""
+		}
+	}
+	writeFile(t, shared, "a.yaml", "domain: a\n")
+	first := fingerprint()
+	writeFile(t, shared, "a.yaml", "domain: b\n")
+	second := fingerprint()
+	if second == first {
+		t.Error("fingerprint unchanged after the shared file changed")
+	}
+	other := filepath.Join(dir, "other")
+	writeFile(t, other, "a.yaml", "domain: b\n")
+	if err := os.Remove(filepath.Join(top, "b")); err != nil {
+		t.Fatal(err)
+	}
+	symlink(t, other, filepath.Join(top, "b"))
+	if fingerprint() == second {
+		t.Error("fingerprint unchanged after a link moved to another directory with the same content")
 	}
 }

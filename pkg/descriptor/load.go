@@ -35,13 +35,14 @@ type LoadOptions struct {
 // and "..2024_..." directories, whose files are reached through the
 // symbolic links the mount makes) silently, any other with a warning.
 // Symbolic links to files and directories are followed. A file reached
-// twice is read once. Anything found but not read (a dot-file, a socket, a
+// twice is read once, and a directory reached twice is walked once, so
+// links that share directories cost no more than the directories hold. Anything found but not read (a dot-file, a socket, a
 // device) is named in Config.Warnings, never skipped in silence.
 //
 // On error Load returns a nil Config and an ErrorList holding every error
 // of every file. No paths, or only empty directories, give an empty Config.
 func Load(opts LoadOptions, paths ...string) (*Config, error) {
-	w := &walker{seen: make(map[string]bool)}
+	w := &walker{seen: make(map[string]bool), walked: make(map[string]bool)}
 	for _, p := range paths {
 		w.visit(p, true, nil)
 	}
@@ -171,8 +172,22 @@ func merge(dst, src *Domain) ErrorList {
 type walker struct {
 	files   []string
 	seen    map[string]bool // real paths of files already listed
+	walked  map[string]bool // real paths of directories already walked
 	errs    ErrorList
 	skipped []string // what was found but not read, and why
+}
+
+// realPath returns path with symbolic links resolved, made absolute; path
+// itself when it cannot be resolved.
+func realPath(path string) string {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		real = path
+	}
+	if abs, err := filepath.Abs(real); err == nil {
+		real = abs
+	}
+	return real
 }
 
 // isKubernetesInternal reports whether a directory entry is one of the
@@ -196,13 +211,7 @@ func (w *walker) visit(path string, explicit bool, stack []os.FileInfo) {
 			w.skipped = append(w.skipped, fmt.Sprintf("%s: not read: not a regular file (%s)", path, fi.Mode().Type()))
 			return
 		}
-		real, err := filepath.EvalSymlinks(path)
-		if err != nil {
-			real = path
-		}
-		if abs, err := filepath.Abs(real); err == nil {
-			real = abs
-		}
+		real := realPath(path)
 		if !w.seen[real] {
 			w.seen[real] = true
 			w.files = append(w.files, path)
@@ -215,6 +224,14 @@ func (w *walker) visit(path string, explicit bool, stack []os.FileInfo) {
 			return
 		}
 	}
+	// Every file under a directory walked already is listed: walking it
+	// again through another link would list nothing new, and links that
+	// each reach a shared directory twice would double the walk per level.
+	real := realPath(path)
+	if w.walked[real] {
+		return
+	}
+	w.walked[real] = true
 	entries, err := os.ReadDir(path)
 	if err != nil {
 		w.errs = append(w.errs, &Error{File: path, Reason: fmt.Sprintf("cannot read directory: %v", err)})

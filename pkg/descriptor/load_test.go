@@ -8,6 +8,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/testfile"
 )
 
 // tree writes files (path → content) under a new temp dir and makes the
@@ -443,5 +446,34 @@ func TestDomainDepth(t *testing.T) {
 	}
 	if got := c.Domain("none").Depth(); got != 0 {
 		t.Errorf("Depth of no domain = %d, want 0", got)
+	}
+}
+
+// TestLoadWalksSharedDirectoryOnce: a directory reached along many paths
+// of symbolic links (no cycle) is walked once, so a tree whose links
+// double the paths at each of 40 levels loads at once, its file read once.
+// Walking it along every path never ended.
+func TestLoadWalksSharedDirectoryOnce(t *testing.T) {
+	top, shared := testfile.SharedLinks(t, t.TempDir(), 40)
+	testfile.Replace(t, filepath.Join(shared, "a.yaml"), domainYAML("a", "k"))
+	type result struct {
+		c   *Config
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := Load(LoadOptions{}, top)
+		done <- result{c, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("Load: %v (the shared file must be read once, not reported as a duplicate domain)", r.err)
+		}
+		if got := r.c.Domains(); !reflect.DeepEqual(got, []string{"a"}) {
+			t.Errorf("domains = %q, want [a]", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Load still walking after 30s: it walks the shared directory along each of the 2^40 paths")
 	}
 }
