@@ -145,6 +145,13 @@ func (c *compiler) node(s *DescriptorSpec, at Pos, d *Domain, parent *Node) *Nod
 	return n
 }
 
+// MaxRules is the most rate limits one descriptor may hold; a config with
+// more is invalid. Every request that matches the descriptor decides all
+// of them together, in one script call when the backend is Redis, during
+// which Redis serves no other client: at 10,000 rules that call took
+// seconds (docs/decisions/0075-rules-per-descriptor-bound.md).
+const MaxRules = 32
+
 // rules compiles a node's rate limits and sets its Rules, Unlimited and
 // Replaces.
 func (c *compiler) rules(n *Node, specs []RuleSpec, up Pos) {
@@ -152,6 +159,11 @@ func (c *compiler) rules(n *Node, specs []RuleSpec, up Pos) {
 		rule *limit.Rule
 		s    *RuleSpec
 		at   Pos
+	}
+	if len(specs) > MaxRules {
+		extra := &specs[MaxRules]
+		c.errorf(extra.At.or(up.below("rate_limits["+strconv.Itoa(MaxRules)+"]")),
+			"descriptor has %d rate limits, more than the %d one descriptor may hold (every request decides them all in one call)", len(specs), MaxRules)
 	}
 	var rules []good
 	names := make(map[string]bool)
