@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/denycache"
 	"github.com/sluice-rl/sluice/internal/metrics"
+	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/internal/tracing"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
@@ -54,7 +55,7 @@ type settings struct {
 
 	ShadowMode, QuotaMode                     bool
 	AllOrNothing                              bool
-	ChargeOverLimit                           bool
+	ChargeOverLimit                           service.Charging
 	HeadersEnabled                            bool
 	LimitHeader, RemainingHeader, ResetHeader string
 	IETFHeaders, RetryAfter                   bool
@@ -209,8 +210,10 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	boolean(&s.QuotaMode, "quota-mode", "QUOTA_MODE", false, "treat every descriptor as a quota descriptor")
 	boolean(&s.AllOrNothing, "stop-cache-key-increment-when-overlimit", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false,
 		"charge none of a request's descriptors when any of them is over the limit")
-	boolean(&s.ChargeOverLimit, "charge-over-limit", "SLUICE_CHARGE_OVER_LIMIT", false,
-		"charge costs that do not fit on descriptors without charge_over_limit (check-then-debit quotas)")
+	fs.Var(chargingValue{&s.ChargeOverLimit}, "charge-over-limit",
+		"charge costs that do not fit on descriptors without charge_over_limit: true every cost, false none "+
+			"(but quota_mode's); unset, a descriptor's own hits_addend (check-then-debit quotas)"+
+			bind("charge-over-limit", "SLUICE_CHARGE_OVER_LIMIT"))
 	boolean(&s.HeadersEnabled, "limit-response-headers", "LIMIT_RESPONSE_HEADERS_ENABLED", false, "add rate-limit response headers")
 	str(&s.LimitHeader, "limit-header", "LIMIT_LIMIT_HEADER", "RateLimit-Limit", "name of the limit header")
 	str(&s.RemainingHeader, "remaining-header", "LIMIT_REMAINING_HEADER", "RateLimit-Remaining", "name of the remaining header")
@@ -689,6 +692,31 @@ func (b invertedBool) Set(v string) error {
 		return errors.New("want true or false")
 	}
 	*b.p = !on
+	return nil
+}
+
+// chargingValue is SLUICE_CHARGE_OVER_LIMIT: a boolean flag whose absence
+// is a third value, service.ChargeDebits.
+type chargingValue struct{ p *service.Charging }
+
+func (c chargingValue) IsBoolFlag() bool { return true }
+
+func (c chargingValue) String() string {
+	if c.p == nil {
+		return service.ChargeDebits.String()
+	}
+	return c.p.String()
+}
+
+func (c chargingValue) Set(v string) error {
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	*c.p = service.ChargeNone
+	if on {
+		*c.p = service.ChargeAll
+	}
 	return nil
 }
 

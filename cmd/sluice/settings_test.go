@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/internal/xdstest"
 )
 
 func TestParseServe(t *testing.T) {
@@ -136,6 +139,36 @@ func TestParseServe(t *testing.T) {
 	}
 }
 
+// TestChargeOverLimitSetting: SLUICE_CHARGE_OVER_LIMIT has three values.
+// Unset (the default, and what Envoy Gateway's environment leaves it) a
+// descriptor's own hits_addend is charged; true and false, from the
+// environment or the flag, say it for every cost; the flag wins.
+func TestChargeOverLimitSetting(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  []string
+		want service.Charging
+	}{
+		{nil, nil, service.ChargeDebits},
+		{nil, []string{"SLUICE_CHARGE_OVER_LIMIT="}, service.ChargeDebits},
+		{nil, []string{"SLUICE_CHARGE_OVER_LIMIT=true"}, service.ChargeAll},
+		{nil, []string{"SLUICE_CHARGE_OVER_LIMIT=false"}, service.ChargeNone},
+		{nil, []string{"SLUICE_CHARGE_OVER_LIMIT=0"}, service.ChargeNone},
+		{[]string{"--charge-over-limit"}, nil, service.ChargeAll},
+		{[]string{"--charge-over-limit=false"}, []string{"SLUICE_CHARGE_OVER_LIMIT=true"}, service.ChargeNone},
+		{nil, xdstest.EnvoyGatewayEnv, service.ChargeDebits},
+	}
+	for _, tt := range tests {
+		s, err := parseServe(tt.args, tt.env, io.Discard)
+		if err != nil {
+			t.Fatalf("%v %v: %v", tt.args, tt.env, err)
+		}
+		if s.ChargeOverLimit != tt.want {
+			t.Errorf("%v %v: charging %v, want %v", tt.args, tt.env, s.ChargeOverLimit, tt.want)
+		}
+	}
+}
+
 func TestParseServeErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -158,6 +191,8 @@ func TestParseServeErrors(t *testing.T) {
 		{"key prefix", []string{"--cache-key-prefix={x}"}, nil, `--cache-key-prefix: key prefix "{x}"`},
 		{"client cert without key", nil, []string{"REDIS_TLS_CLIENT_CERT=/c.pem"}, "REDIS_TLS_CLIENT_CERT: redis TLS client certificate and key"},
 		{"coalesce", nil, []string{"SLUICE_REDIS_COALESCE=perhaps"}, `SLUICE_REDIS_COALESCE="perhaps"`},
+		{"charge over limit", nil, []string{"SLUICE_CHARGE_OVER_LIMIT=sometimes"}, `SLUICE_CHARGE_OVER_LIMIT="sometimes": want true or false`},
+		{"charge over limit flag", []string{"--charge-over-limit=sometimes"}, nil, "want true or false"},
 		{"redis without URL", nil, []string{"BACKEND_TYPE=redis"}, "BACKEND_TYPE: redis needs REDIS_URL"},
 		// The reference defaults to Redis: a Redis setting without
 		// REDIS_URL must not mean the embedded backend in silence.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sirupsen/logrus"
@@ -163,6 +164,7 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, dom *descriptor.Domain, w *w
 		if d.Limit != nil {
 			w.rules = append(w.rules, overrideRule(d.Limit))
 			it.override, it.kind, it.rules = true, kindCheck, w.rules[len(w.rules)-1:len(w.rules):len(w.rules)]
+			it.cost.Charge = s.charges(nil, false, it.debit)
 			continue
 		}
 		node := dom.Match(it.entries)
@@ -171,7 +173,7 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, dom *descriptor.Domain, w *w
 			continue
 		}
 		it.quota = it.quota || node.QuotaMode
-		it.cost.Charge = s.charges(node, it.quota)
+		it.cost.Charge = s.charges(node, it.quota, it.debit)
 		it.shadow = node.ShadowMode
 		w.replaces = append(w.replaces, node.Replaces...)
 		switch {
@@ -195,29 +197,50 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, dom *descriptor.Domain, w *w
 }
 
 // warnUnchargedDebit logs, at most once per interval, a descriptor's own
-// hits_addend that was denied without being charged on a node that does
-// not say whether it charges: the signature of a check-then-debit quota (a
-// peek on the request path, the cost on the response path) left at the
-// default. Such a quota never binds: an uncharged denial never takes a
-// counter past its limit, so every later peek is admitted. sluice cannot
-// tell it from a request-path cost rightly refused, so it says so instead
-// of failing open in silence; charge_over_limit on the node (true or false)
-// answers the question and ends the warning.
+// hits_addend that was denied without being charged where the config does
+// not say so: on a node without charge_over_limit, or on a limit override,
+// under SLUICE_CHARGE_OVER_LIMIT=false (the only setting that leaves such
+// a cost uncharged). It is the signature of a check-then-debit quota (a
+// peek on the request path, the cost on the response path) that never
+// binds: an uncharged denial never takes a counter past its limit, so
+// every later peek is admitted. sluice cannot tell it from a request-path
+// cost rightly refused, so it says so instead of failing open in silence;
+// charge_over_limit on the node (true or false) answers the question and
+// ends the warning.
 func (s *Service) warnUnchargedDebit(domain string, w *work) {
 	for i := range w.items {
 		it := &w.items[i]
-		if !it.debit || it.override || it.node == nil || it.node.ChargeOverLimit != nil || it.err != nil ||
+		if !it.debit || it.kind != kindCheck || (it.node != nil && it.node.ChargeOverLimit != nil) || it.err != nil ||
 			it.cost.Charge || it.dec.Allowed || len(it.dec.Outcomes) == 0 {
 			continue
 		}
-		s.debitLog.warn(s.log.WithFields(logrus.Fields{"domain": domain, "descriptor": it.node.Path(), "hits_addend": it.cost.N,
+		where := "limit override on " + entryKeys(it.entries)
+		if it.node != nil {
+			where = it.node.Path()
+		}
+		s.debitLog.warn(s.log.WithFields(logrus.Fields{"domain": domain, "descriptor": where, "hits_addend": it.cost.N,
 			"remaining": it.dec.BindingOutcome().Remaining}),
-			"a hits_addend larger than what is left was denied and not charged, so a peek (hits_addend 0) is still admitted: "+
-				"if Envoy debits this descriptor after the response (apply_on_stream_done, a response cost), its quota never binds. "+
-				"Set charge_over_limit: true on the descriptor (or SLUICE_CHARGE_OVER_LIMIT=true) to charge it; "+
+			"a hits_addend larger than what is left was denied and not charged (SLUICE_CHARGE_OVER_LIMIT=false), "+
+				"so a peek (hits_addend 0) is still admitted: if Envoy debits this descriptor after the response "+
+				"(apply_on_stream_done, a response cost), its quota never binds. "+
+				"Set charge_over_limit: true on the descriptor (or leave SLUICE_CHARGE_OVER_LIMIT unset) to charge it; "+
 				"charge_over_limit: false says the cost is checked before the request and ends this warning", nil)
 		return
 	}
+}
+
+// entryKeys names a descriptor by its entries' keys (key1.key2...), for a
+// log line about a descriptor that matched no node; values stay out of
+// the log.
+func entryKeys(entries []descriptor.Entry) string {
+	var b strings.Builder
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(e.Key)
+	}
+	return b.String()
 }
 
 // applyReplaces drops every matched rule whose name some matched node
@@ -403,14 +426,4 @@ func (s *Service) observe(domain string, dom *descriptor.Domain, w *work) {
 		}
 		s.opts.Observer.Descriptor(ev)
 	}
-}
-
-// charges reports whether node's costs are charged when they do not fit:
-// its charge_over_limit when set, else for a quota descriptor, else the
-// global default.
-func (s *Service) charges(node *descriptor.Node, quota bool) bool {
-	if node.ChargeOverLimit != nil {
-		return *node.ChargeOverLimit
-	}
-	return quota || s.opts.ChargeOverLimit
 }

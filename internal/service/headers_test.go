@@ -54,7 +54,7 @@ func TestHeaders(t *testing.T) {
 		},
 		{
 			name: "a denial overrides a lower remaining that passed",
-			opts: Options{Headers: all},
+			opts: Options{Headers: all, ChargeOverLimit: ChargeNone}, // the denied 20 consumes nothing
 			req:  []*rlv3.RateLimitDescriptor{addend(d("b", "1"), 4), addend(d("a", "1"), 20)},
 			want: map[string]string{
 				"RateLimit-Limit": "10", "RateLimit-Remaining": "10", "RateLimit-Reset": "60",
@@ -94,7 +94,7 @@ func TestHeaders(t *testing.T) {
 		},
 		{
 			name: "no Retry-After under global shadow mode",
-			opts: Options{Headers: all, ShadowMode: true},
+			opts: Options{Headers: all, ShadowMode: true, ChargeOverLimit: ChargeNone},
 			req:  []*rlv3.RateLimitDescriptor{addend(d("a", "1"), 20)},
 			want: map[string]string{
 				"RateLimit-Limit": "10", "RateLimit-Remaining": "10", "RateLimit-Reset": "60",

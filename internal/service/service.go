@@ -34,11 +34,13 @@ type Options struct {
 	// QuotaMode is the global QUOTA_MODE: every descriptor counts as a quota
 	// descriptor for the overall code.
 	QuotaMode bool
-	// ChargeOverLimit is the global SLUICE_CHARGE_OVER_LIMIT: nodes that do
-	// not set charge_over_limit charge a cost that does not fit
-	// (limit.Cost.Charge). quota_mode nodes (or every node under QuotaMode)
-	// charge unless their config says charge_over_limit: false.
-	ChargeOverLimit bool
+	// ChargeOverLimit is the global SLUICE_CHARGE_OVER_LIMIT: which costs
+	// that do not fit are charged (limit.Cost.Charge) on nodes that do not
+	// set charge_over_limit and are not quota nodes, and on limit
+	// overrides. quota_mode nodes (or every node under QuotaMode) charge
+	// every cost unless their config says charge_over_limit: false. The
+	// zero value, ChargeDebits, is the default.
+	ChargeOverLimit Charging
 	// Headers selects the response headers added.
 	Headers HeaderOptions
 	// DynamicMetadata fills the response's dynamic_metadata

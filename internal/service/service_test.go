@@ -422,7 +422,7 @@ descriptors:
 		{"refund", 0, refund(addend(d("c", "1"), 3)), OK, 7},
 		{"refund of the request addend", 2, refund(d("c", "1")), OK, 9},
 		{"refund never beyond full", 0, refund(addend(d("c", "1"), 100)), OK, 10},
-		{"denied cost consumes nothing", 0, addend(d("c", "1"), 11), OVER, 10},
+		{"denied request cost consumes nothing", 11, d("c", "1"), OVER, 10},
 		{"exactly the rest", 0, addend(d("c", "1"), 10), OK, 0},
 		{"peek at the limit is admitted", 0, addend(d("c", "1"), 0), OK, 0},
 		{"one more is denied", 0, d("c", "1"), OVER, 0},
