@@ -211,6 +211,28 @@ func TestHitsAddend(t *testing.T) {
 	}
 }
 
+// TestDescriptorHitsAddend is the same arithmetic with the cost in the
+// descriptor's own hits_addend (the field Envoy fills from a route rate
+// limit's hits_addend, and the only one a response-path debit can use): a
+// cost that does not fit is over the limit, reports 0 left and is counted,
+// so the next cost of 1 is over too, with no setting, as the incumbent.
+func TestDescriptorHitsAddend(t *testing.T) {
+	for _, v := range core {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, v, nil, runtimeConfig...)
+			value := sluicetest.Unique("cost")
+			costly := func(n uint64) answer {
+				return answerOf(s.ask(t, rq("another", d("key4", value).hits(n))))
+			}
+			expect(t, "cost 17 of 20", costly(17), ans(ok, limited(ok, 20, "DAY", 3)))
+			expect(t, "cost 2, 19 of 20", costly(2), ans(ok, limited(ok, 20, "DAY", 1)))
+			expect(t, "cost 3 with 1 left", costly(3), ans(over, limited(over, 20, "DAY", 0)))
+			expect(t, "cost 1 after the denied cost", costly(1), ans(over, limited(over, 20, "DAY", 0)))
+		})
+	}
+}
+
 // TestCostAboveTheLimit: a cost larger than the whole limit is denied, as
 // the incumbent denies it, with the window's end as its reset, as for
 // every limited status (so Envoy's x-ratelimit-reset does not say "now"

@@ -202,10 +202,11 @@ func TestEnvoyQuota(t *testing.T) {
 // TestEnvoyTokenQuota replays token-quota.sh: the request path checks
 // (service: service_2) with hits_addend 0, the response path debits 1.
 // service_2 has 2/min, so three requests pass and the fourth is refused:
-// the incumbent charges every debit. sluice charges a debit that does not
-// fit on quota_mode nodes (the example's), with SLUICE_CHARGE_OVER_LIMIT,
-// or with charge_over_limit on the node; otherwise a denied debit consumes
-// nothing and the flow never binds.
+// the incumbent charges every debit. sluice charges a debit, the
+// descriptor's own hits_addend, whether or not it fits: on quota_mode nodes
+// (the example's) and, with no setting, on every other node too. Only
+// SLUICE_CHARGE_OVER_LIMIT=false (or charge_over_limit: false) leaves a
+// denied debit uncharged, and the flow never binds.
 func TestEnvoyTokenQuota(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -214,10 +215,11 @@ func TestEnvoyTokenQuota(t *testing.T) {
 		alts   []alt[string]
 	}{
 		{"quota_mode", exampleEnv, "example/config.yaml", nil},
+		{"no setting", map[string]string{"RUNTIME_WATCH_ROOT": "false"}, "example/no_quota_mode.yaml", nil},
 		{"SLUICE_CHARGE_OVER_LIMIT", with(with(map[string]string{}, "RUNTIME_WATCH_ROOT", "false"), "SLUICE_CHARGE_OVER_LIMIT", "true"),
 			"example/no_quota_mode.yaml", nil},
-		{"no setting", map[string]string{"RUNTIME_WATCH_ROOT": "false"}, "example/no_quota_mode.yaml",
-			[]alt[string]{because(devDeniedNothing, verdicts(true, true, true, true))}},
+		{"SLUICE_CHARGE_OVER_LIMIT=false", with(with(map[string]string{}, "RUNTIME_WATCH_ROOT", "false"), "SLUICE_CHARGE_OVER_LIMIT", "false"),
+			"example/no_quota_mode.yaml", []alt[string]{because(devDeniedNothing, verdicts(true, true, true, true))}},
 	}
 	for _, v := range core {
 		for _, c := range cases {

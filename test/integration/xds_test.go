@@ -305,23 +305,30 @@ func egRequest(user string, hits uint32) *rlsv3.RateLimitRequest {
 // TestEnvoyGatewayTokenBudget sends what Envoy sends for the rule of
 // examples/envoy-gateway/token-cost.yaml (a check with descriptor
 // hits_addend 0 on the request, the token count on the response), with
-// Envoy Gateway's environment and, as the example adds,
-// SLUICE_CHARGE_OVER_LIMIT=true: a charge that does not fit is counted and
-// the budget stays spent. Without the setting the charge is denied and
-// consumes nothing.
+// Envoy Gateway's environment and nothing added: a charge that does not
+// fit is counted and the budget stays spent, as under the incumbent.
+// SLUICE_CHARGE_OVER_LIMIT=true does the same; an explicit false wins, and
+// then the charge is denied and consumes nothing. A cost that comes from
+// the request's hits_addend (the filter state envoy.ratelimit.hits_addend,
+// no cost in the policy) stays all-or-nothing by default.
 func TestEnvoyGatewayTokenBudget(t *testing.T) {
 	type step struct {
 		cost uint64
 		want rlsv3.RateLimitResponse_Code
 	}
 	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+	charged := []step{{0, ok}, {60, ok}, {0, ok}, {60, over}, {0, over}, {1, over}}
 	cases := []struct {
-		name   string
-		charge string
-		steps  []step
+		name    string
+		charge  string
+		request bool // the cost is the request's hits_addend, the descriptor has none
+		steps   []step
 	}{
-		{"charge over limit", "true", []step{{0, ok}, {60, ok}, {0, ok}, {60, over}, {0, over}, {1, over}}},
-		{"default: a denied charge consumes nothing", "", []step{{0, ok}, {60, ok}, {0, ok}, {60, over}, {0, ok}, {40, ok}, {0, ok}, {1, over}}},
+		{"no setting: the response cost is charged", "", false, charged},
+		{"SLUICE_CHARGE_OVER_LIMIT=true", "true", false, charged},
+		{"SLUICE_CHARGE_OVER_LIMIT=false: a denied charge consumes nothing", "false", false,
+			[]step{{0, ok}, {60, ok}, {0, ok}, {60, over}, {0, ok}, {40, ok}, {0, ok}, {1, over}}},
+		{"no setting: a request-level cost is all-or-nothing", "", true, []step{{60, ok}, {60, over}, {40, ok}, {1, over}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -341,7 +348,11 @@ func TestEnvoyGatewayTokenBudget(t *testing.T) {
 			})
 			for i, st := range tc.steps {
 				req := egRequest("carol", 0)
-				req.Descriptors[0].HitsAddend = &wrapperspb.UInt64Value{Value: st.cost}
+				if tc.request {
+					req.HitsAddend = uint32(st.cost)
+				} else {
+					req.Descriptors[0].HitsAddend = &wrapperspb.UInt64Value{Value: st.cost}
+				}
 				resp, err := client.ShouldRateLimit(ctx, req)
 				if err != nil {
 					t.Fatalf("step %d (cost %d): %v", i+1, st.cost, err)
