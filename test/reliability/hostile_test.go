@@ -92,6 +92,12 @@ func wantStatuses(t *testing.T, resp *rlsv3.RateLimitResponse, overall rlsv3.Rat
 	}
 }
 
+// negative marks d is_negative_hits: its cost is a refund.
+func negative(d *rlv3.RateLimitDescriptor) *rlv3.RateLimitDescriptor {
+	d.IsNegativeHits = true
+	return d
+}
+
 // distinct checks that every status of a first request for distinct values
 // reports its own fresh counter: 4 of 5 left.
 func distinct(t *testing.T, _ string, resp *rlsv3.RateLimitResponse, _ caller) {
@@ -235,18 +241,31 @@ var hostileCases = []hostileCase{
 		check: distinct,
 	},
 	{
-		name: "hits_addend 2^64-1 is denied and consumes nothing",
+		name: "hits_addend 2^64-1 is denied, charged up to 2^53, and refunded whole",
 		req: func(tag string) *rlsv3.RateLimitRequest {
 			return rq("hostile", withAddend(desc("user", tag), math.MaxUint64), withAddend(desc("multi", tag), math.MaxUint64))
 		},
 		check: func(t *testing.T, tag string, resp *rlsv3.RateLimitResponse, call caller) {
-			// Denied; remaining says the whole quota is still there.
-			wantStatuses(t, resp, OVER, OVER, 5)
+			// A descriptor's own hits_addend is charged when it does not
+			// fit (as a response-path debit must be): denied, nothing
+			// left, and the next request is denied too, with no overflow.
+			wantStatuses(t, resp, OVER, OVER, 0)
 			next, err := call(rq("hostile", desc("user", tag), desc("multi", tag)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantStatuses(t, next, OK, OK, 4) // the huge cost took nothing
+			wantStatuses(t, next, OVER, OVER, 0)
+			// The same huge refund gives back exactly what was charged.
+			back, err := call(rq("hostile", negative(withAddend(desc("user", tag), math.MaxUint64)), negative(withAddend(desc("multi", tag), math.MaxUint64))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStatuses(t, back, OK, OK, 5)
+			next, err = call(rq("hostile", desc("user", tag), desc("multi", tag)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStatuses(t, next, OK, OK, 4) // the capped charge was taken back whole
 		},
 	},
 	{
