@@ -69,9 +69,10 @@ func TestEnvoyGatewayConfig(t *testing.T) {
 	if img == nil || !strings.Contains(*img, "sluice") {
 		t.Errorf("rate-limit image %v, want sluice's", img)
 	}
-	env := eg.Provider.Kubernetes.RateLimitDeployment.Container.Env
-	if len(env) != 1 || env[0].Name != "SLUICE_CHARGE_OVER_LIMIT" || env[0].Value != "true" {
-		t.Errorf("rate-limit container env %+v, want SLUICE_CHARGE_OVER_LIMIT=true only", env)
+	// Swapping the image is the whole migration: response costs are
+	// charged with no setting.
+	if env := eg.Provider.Kubernetes.RateLimitDeployment.Container.Env; len(env) != 0 {
+		t.Errorf("rate-limit container env %+v, want none", env)
 	}
 	if eg.RateLimit == nil || eg.RateLimit.Backend.Type != egv1a1.RedisBackendType || eg.RateLimit.Backend.Redis == nil {
 		t.Errorf("rate limit backend %+v, want Redis", eg.RateLimit)
