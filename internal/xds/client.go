@@ -159,11 +159,11 @@ func (c *Client) Run(ctx context.Context) {
 	log := c.log.WithField("xds_server", c.opts.Settings.ServerURL)
 	log.WithField("node_id", c.node.Id).Info("xds: subscribing to rate-limit configuration")
 	for {
-		received, err := c.stream(ctx)
+		reached, err := c.stream(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if received {
+		if reached == streamReceived {
 			c.backoff.reset()
 		}
 		wait := c.backoff.next()
@@ -172,7 +172,7 @@ func (c *Client) Run(ctx context.Context) {
 			// gRPC names neither the setting nor the bound's origin.
 			hint = fmt.Sprintf(" (a response larger than the bound of XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES, %s: raise it)", maxMsgSizeText(c.opts.Settings.MaxMsgSize))
 		}
-		log.WithError(err).Warnf("xds: no stream to the management server%s; the configuration in use stays; retrying in %v", hint, wait.Round(time.Millisecond))
+		log.WithError(err).Warnf("xds: %s%s; the configuration in use stays; retrying in %v", reached, hint, wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
 			return
@@ -189,39 +189,59 @@ func maxMsgSizeText(n int) string {
 	return strconv.Itoa(n) + " bytes"
 }
 
-// stream runs one ADS stream until it fails. received reports whether the
-// server sent anything on it.
-func (c *Client) stream(ctx context.Context) (received bool, err error) {
+// streamReach is how far one ADS stream got before it failed; its String
+// is what the retry warning says happened.
+type streamReach uint8
+
+const (
+	streamNone      streamReach = iota // no stream could be opened
+	streamConnected                    // opened, but no response arrived
+	streamReceived                     // at least one response arrived
+)
+
+func (r streamReach) String() string {
+	switch r {
+	case streamConnected:
+		return "the stream to the management server failed before its first response"
+	case streamReceived:
+		return "the stream to the management server ended"
+	}
+	return "no stream to the management server"
+}
+
+// stream runs one ADS stream until it fails, and reports how far it got.
+func (c *Client) stream(ctx context.Context) (reached streamReach, err error) {
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, c.headers))
 	defer cancel()
 	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(c.conn).StreamAggregatedResources(ctx)
 	if err != nil {
-		return false, fmt.Errorf("open the ADS stream: %w", err)
+		return streamNone, fmt.Errorf("open the ADS stream: %w", err)
 	}
 	// A new stream asks for the current state (no version): a restarted
 	// server may reuse version names for other content.
 	if err := st.Send(&discoveryv3.DiscoveryRequest{Node: c.node, TypeUrl: TypeURL}); err != nil {
-		return false, fmt.Errorf("send the subscription: %w", err)
+		return streamConnected, fmt.Errorf("send the subscription: %w", err)
 	}
 	c.observer(func(o Observer) { o.Connected(true) })
 	defer c.observer(func(o Observer) { o.Connected(false) })
 	c.log.WithField("xds_server", c.opts.Settings.ServerURL).Info("xds: connected to the management server")
+	reached = streamConnected
 	for {
 		resp, err := st.Recv()
 		if err != nil {
-			return received, fmt.Errorf("receive: %w", err)
+			return reached, fmt.Errorf("receive: %w", err)
 		}
-		received = true
+		reached = streamReceived
 		req, repeat := c.handle(resp)
 		if repeat {
 			select {
 			case <-ctx.Done():
-				return received, ctx.Err()
+				return reached, ctx.Err()
 			case <-c.opts.After(nackRepeatDelay):
 			}
 		}
 		if err := st.Send(req); err != nil {
-			return received, fmt.Errorf("send ACK/NACK: %w", err)
+			return reached, fmt.Errorf("send ACK/NACK: %w", err)
 		}
 	}
 }

@@ -373,3 +373,68 @@ func TestClientMaxMsgSize(t *testing.T) {
 		})
 	}
 }
+
+// TestClientRetryWarning: the warning logged before each retry says how far
+// the failed stream got: none opened (no server), one that failed before
+// its first response (here a response over XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES,
+// named with the setting), or one that ended after the server had answered
+// (the server stopped).
+func TestClientRetryWarning(t *testing.T) {
+	big := xdstest.PerMinute("api", "user", 10)
+	for i := range 40 {
+		big.Descriptors = append(big.Descriptors, &rlsconfv3.RateLimitDescriptor{
+			Key: fmt.Sprintf("httproute/default/backend-%d/rule/0/match/0/*", i), RateLimit: big.Descriptors[0].RateLimit})
+	}
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, rec *recorder, w *waits, logs *syncbuf.Buffer)
+		want []string // in the first warning
+		not  string   // not in it
+	}{
+		{"no server", func(t *testing.T, rec *recorder, w *waits, logs *syncbuf.Buffer) {
+			srv := xdstest.Start(t, xdstest.Options{})
+			addr := srv.Addr()
+			srv.Stop()
+			s := settingsFor(addr)
+			s.ConnectRetryInterval = 50 * time.Millisecond
+			startClient(t, s, rec, w, logs)
+			w.waitFor(t, 1)
+		}, []string{"no stream to the management server", "open the ADS stream"}, "ended"},
+		{"failed before the first response", func(t *testing.T, rec *recorder, w *waits, logs *syncbuf.Buffer) {
+			srv := xdstest.Start(t, xdstest.Options{})
+			s := settingsFor(srv.Addr())
+			s.MaxMsgSize = 1024
+			startClient(t, s, rec, w, logs)
+			srv.Set(t, node, "1", big)
+			w.waitFor(t, 1)
+		}, []string{"the stream to the management server failed before its first response", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"}, "no stream"},
+		{"ended after answers", func(t *testing.T, rec *recorder, w *waits, logs *syncbuf.Buffer) {
+			srv := xdstest.Start(t, xdstest.Options{})
+			startClient(t, settingsFor(srv.Addr()), rec, w, logs)
+			srv.Set(t, node, "1", xdstest.PerMinute("api", "user", 10))
+			srv.WaitACK(t, "1")
+			srv.Stop()
+			w.waitFor(t, 1)
+		}, []string{"the stream to the management server ended", "receive"}, "no stream"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, logs, w := &recorder{}, &syncbuf.Buffer{}, newWaits()
+			tc.run(t, rec, w, logs)
+			var first string
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, "level=warning") && strings.Contains(line, "retrying in") {
+					first = line
+					break
+				}
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(first, want) {
+					t.Errorf("first retry warning %q lacks %q; log:\n%s", first, want, logs)
+				}
+			}
+			if strings.Contains(first, tc.not) {
+				t.Errorf("first retry warning %q says %q", first, tc.not)
+			}
+		})
+	}
+}
