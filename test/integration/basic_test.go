@@ -115,7 +115,9 @@ func TestReferenceScenario(t *testing.T) {
 // TestMultiRuleAllOrNothing decides one descriptor with three rules
 // (token_bucket burst, sliding_window, calendar fixed_window in a time
 // zone) on each topology, and shows through peeks (hits_addend 0) that a
-// request one rule denies consumes nothing from the others.
+// request one rule denies consumes nothing from the others. The costs are
+// the request's hits_addend: a descriptor's own hits_addend is charged by
+// default when it does not fit (a response-path debit must bind).
 func TestMultiRuleAllOrNothing(t *testing.T) {
 	for _, topo := range topologies {
 		t.Run(topo.name, func(t *testing.T) {
@@ -127,7 +129,9 @@ func TestMultiRuleAllOrNothing(t *testing.T) {
 			sluicetest.AwayFromEdge(t, 24*time.Hour, 16*time.Hour, 5*time.Second)
 			user := entries("user", sluicetest.Unique("alice"))
 			req := func(cost uint64, refund bool) *rlsv3.RateLimitRequest {
-				return withCost(sluicetest.Request("multi", 0, user), cost, refund)
+				r := sluicetest.Request("multi", uint32(cost), user)
+				r.Descriptors[0].IsNegativeHits = refund
+				return r
 			}
 			// The full state is burst 4, window 10, daily 6; each status shows
 			// the binding rule: the least remaining, or the rule that denied.
