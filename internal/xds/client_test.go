@@ -329,6 +329,17 @@ func TestNewRefusesBadSettings(t *testing.T) {
 	}
 }
 
+// largeConfig is api's user limit of 10 a minute plus 40 routes' rules of
+// Envoy Gateway's shape: a response larger than 1 KiB.
+func largeConfig() *rlsconfv3.RateLimitConfig {
+	conf := xdstest.PerMinute("api", "user", 10)
+	for i := range 40 {
+		conf.Descriptors = append(conf.Descriptors, &rlsconfv3.RateLimitDescriptor{
+			Key: fmt.Sprintf("httproute/default/backend-%d/rule/0/match/0/*", i), RateLimit: conf.Descriptors[0].RateLimit})
+	}
+	return conf
+}
+
 // TestClientMaxMsgSize: XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES bounds a response.
 // A configuration larger than the bound is never applied (the stream
 // fails; the configuration in use stays), and the log names the setting to
@@ -336,11 +347,7 @@ func TestNewRefusesBadSettings(t *testing.T) {
 // large Envoy Gateway deployment can pass. Raised above the response, the
 // same configuration is applied.
 func TestClientMaxMsgSize(t *testing.T) {
-	conf := xdstest.PerMinute("api", "user", 10)
-	for i := range 40 {
-		conf.Descriptors = append(conf.Descriptors, &rlsconfv3.RateLimitDescriptor{
-			Key: fmt.Sprintf("httproute/default/backend-%d/rule/0/match/0/*", i), RateLimit: conf.Descriptors[0].RateLimit})
-	}
+	conf := largeConfig()
 	for _, tc := range []struct {
 		name  string
 		size  int
@@ -380,11 +387,7 @@ func TestClientMaxMsgSize(t *testing.T) {
 // named with the setting), or one that ended after the server had answered
 // (the server stopped).
 func TestClientRetryWarning(t *testing.T) {
-	big := xdstest.PerMinute("api", "user", 10)
-	for i := range 40 {
-		big.Descriptors = append(big.Descriptors, &rlsconfv3.RateLimitDescriptor{
-			Key: fmt.Sprintf("httproute/default/backend-%d/rule/0/match/0/*", i), RateLimit: big.Descriptors[0].RateLimit})
-	}
+	big := largeConfig()
 	for _, tc := range []struct {
 		name string
 		run  func(t *testing.T, rec *recorder, w *waits, logs *syncbuf.Buffer)
