@@ -358,7 +358,7 @@ func parseServe(args, environ []string, stderr io.Writer) (*settings, error) {
 			continue
 		}
 		if err := fs.Set(n.flag, v); err != nil {
-			return nil, fmt.Errorf("invalid %s=%q: %w", n.env, v, err)
+			return nil, fmt.Errorf("invalid %s=%q: %w", n.env, v, explainSetError(fs.Lookup(n.flag), err))
 		}
 	}
 	s.redisSet = redisSettingsSet(names, given, env)
@@ -624,6 +624,28 @@ func ignoredReferenceVars(env map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// explainSetError says what f's standard value type accepts, in place of
+// the flag package's bare "parse error": an operator who wrote
+// REDIS_TIMEOUT=5 learns that a unit is needed. Errors of sluice's own
+// value types, which say so already, are returned as they are.
+func explainSetError(f *flag.Flag, err error) error {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return err
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return fmt.Errorf("want a duration with its unit, such as 500ms, 10s or 1m (%w)", err)
+	case bool:
+		return fmt.Errorf("want true or false (%w)", err)
+	case int:
+		return fmt.Errorf("want a whole number (%w)", err)
+	case float64:
+		return fmt.Errorf("want a number (%w)", err)
+	}
+	return err
 }
 
 // envMap turns os.Environ-style "K=V" pairs into a map; a later pair wins.

@@ -176,11 +176,12 @@ func TestParseServeErrors(t *testing.T) {
 		env  []string
 		want string // the error names this, and the value or the problem
 	}{
-		{"port not a number", nil, []string{"GRPC_PORT=abc"}, `GRPC_PORT="abc"`},
+		{"port not a number", nil, []string{"GRPC_PORT=abc"}, `GRPC_PORT="abc": want a whole number`},
 		{"port out of range", nil, []string{"PORT=70000"}, "PORT: port 70000"},
 		{"flag port out of range", []string{"--grpc-port=-1"}, nil, "--grpc-port: port -1"},
-		{"bool", nil, []string{"SHADOW_MODE=maybe"}, `SHADOW_MODE="maybe"`},
-		{"duration without unit", nil, []string{"REDIS_TIMEOUT=10"}, `REDIS_TIMEOUT="10"`},
+		{"bool", nil, []string{"SHADOW_MODE=maybe"}, `SHADOW_MODE="maybe": want true or false`},
+		{"duration without unit", nil, []string{"REDIS_TIMEOUT=10"}, `REDIS_TIMEOUT="10": want a duration with its unit, such as 500ms, 10s or 1m`},
+		{"float", nil, []string{"NEAR_LIMIT_RATIO=most"}, `NEAR_LIMIT_RATIO="most": want a number`},
 		{"negative duration", nil, []string{"GRPC_MAX_CONNECTION_AGE=-1s"}, "GRPC_MAX_CONNECTION_AGE: negative"},
 		{"zero reload interval", []string{"--reload-interval=0s"}, nil, "--reload-interval"},
 		{"log level", nil, []string{"LOG_LEVEL=loud"}, `LOG_LEVEL="loud"`},
