@@ -21,53 +21,15 @@ func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "sluice")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version=v0.0.0-test", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 
 	out, err := exec.Command(bin, "version").Output()
 	if err != nil || !strings.HasPrefix(string(out), "sluice v0.0.0-test go") {
 		t.Fatalf("version: %q, %v", out, err)
 	}
 
-	dir := t.TempDir()
-	writeConfig(t, dir, "api.yaml", yearly(1))
-	serve := exec.Command(bin, "serve", "--config", dir)
-	serve.Env = slices.Concat(os.Environ(), loopback, []string{"BACKEND_TYPE=memory"})
-	stderr := &syncbuf.Buffer{}
-	pipe, err := serve.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	copied := make(chan struct{})
-	go func() {
-		io.Copy(stderr, pipe)
-		close(copied)
-	}()
-	exited := make(chan error, 1)
-	go func() {
-		<-copied // Wait closes the pipe: read it all first
-		exited <- serve.Wait()
-	}()
-	// If the test fails before SIGTERM, stop the process we started (after
-	// a clean exit this is a no-op: os.Process knows it is done).
-	t.Cleanup(func() { serve.Process.Kill() })
-
-	var grpcAddr string
-	waitFor(t, "the binary to listen", func() bool {
-		select {
-		case err := <-exited:
-			t.Fatalf("serve exited: %v\n%s", err, stderr)
-		default:
-		}
-		grpcAddr, _ = listenAddrs(stderr.String())
-		return grpcAddr != ""
-	})
+	p := startBinary(t, bin)
+	grpcAddr := p.grpcAddr
 
 	for i, want := range []struct {
 		out  string
@@ -80,18 +42,87 @@ func TestBinary(t *testing.T) {
 		}
 	}
 
-	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("serve after SIGTERM: %v (want exit 0)\n%s", err, stderr)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not exit after SIGTERM")
+	if err := p.wait(t); err != nil {
+		t.Errorf("serve after SIGTERM: %v (want exit 0)\n%s", err, p.stderr)
 	}
-	if log := stderr.String(); !strings.Contains(log, "shutting down") || !strings.Contains(log, "shut down") {
+	if log := p.stderr.String(); !strings.Contains(log, "shutting down") || !strings.Contains(log, "shut down") {
 		t.Errorf("no shutdown lines in the log:\n%s", log)
+	}
+}
+
+// buildBinary builds the sluice binary into a temporary directory and
+// returns its path.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sluice")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=v0.0.0-test", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// binaryProcess is a `sluice serve` started by startBinary.
+type binaryProcess struct {
+	cmd      *exec.Cmd
+	stderr   *syncbuf.Buffer
+	exited   chan error
+	grpcAddr string
+}
+
+// startBinary runs bin serve with the embedded backend on free loopback
+// ports, a config of one domain and the extra arguments, and waits until
+// it listens. The process is killed at cleanup if still running.
+func startBinary(t *testing.T, bin string, args ...string) *binaryProcess {
+	t.Helper()
+	dir := t.TempDir()
+	writeConfig(t, dir, "api.yaml", yearly(1))
+	serve := exec.Command(bin, append([]string{"serve", "--config", dir}, args...)...)
+	serve.Env = slices.Concat(os.Environ(), loopback, []string{"BACKEND_TYPE=memory"})
+	p := &binaryProcess{cmd: serve, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1)}
+	pipe, err := serve.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(p.stderr, pipe)
+		close(copied)
+	}()
+	go func() {
+		<-copied // Wait closes the pipe: read it all first
+		p.exited <- serve.Wait()
+	}()
+	// If the test fails before the process ends, stop the process we
+	// started (after it exited this is a no-op: os.Process knows it is
+	// done).
+	t.Cleanup(func() { serve.Process.Kill() })
+	waitFor(t, "the binary to listen", func() bool {
+		select {
+		case err := <-p.exited:
+			t.Fatalf("serve exited: %v\n%s", err, p.stderr)
+		default:
+		}
+		p.grpcAddr, _ = listenAddrs(p.stderr.String())
+		return p.grpcAddr != ""
+	})
+	return p
+}
+
+// wait returns how the process ended, failing t if it runs 30 s more.
+func (p *binaryProcess) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-p.exited:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not exit\n%s", p.stderr)
+		return nil
 	}
 }

@@ -6,14 +6,13 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go stopOnSignals(notifyShutdown(), cancel, os.Stderr)
 	os.Exit(run(ctx, commandArgs(os.Args[0], os.Args[1:]), os.Environ(), os.Stdout, os.Stderr))
 }
 
