@@ -12,6 +12,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -310,7 +311,10 @@ func egRequest(user string, hits uint32) *rlsv3.RateLimitRequest {
 // SLUICE_CHARGE_OVER_LIMIT=true does the same; an explicit false wins, and
 // then the charge is denied and consumes nothing. A cost that comes from
 // the request's hits_addend (the filter state envoy.ratelimit.hits_addend,
-// no cost in the policy) stays all-or-nothing by default.
+// no cost in the policy) stays all-or-nothing by default. A rule that
+// takes its limit from metadata sends a limit override (here 100 per hour
+// over a configured 1000) on the check and on the charge alike: the charge
+// is counted against the override.
 func TestEnvoyGatewayTokenBudget(t *testing.T) {
 	type step struct {
 		cost uint64
@@ -319,16 +323,18 @@ func TestEnvoyGatewayTokenBudget(t *testing.T) {
 	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
 	charged := []step{{0, ok}, {60, ok}, {0, ok}, {60, over}, {0, over}, {1, over}}
 	cases := []struct {
-		name    string
-		charge  string
-		request bool // the cost is the request's hits_addend, the descriptor has none
-		steps   []step
+		name     string
+		charge   string
+		request  bool // the cost is the request's hits_addend, the descriptor has none
+		override bool // the descriptor carries a limit override of 100 per hour; the config says 1000
+		steps    []step
 	}{
-		{"no setting: the response cost is charged", "", false, charged},
-		{"SLUICE_CHARGE_OVER_LIMIT=true", "true", false, charged},
-		{"SLUICE_CHARGE_OVER_LIMIT=false: a denied charge consumes nothing", "false", false,
+		{"no setting: the response cost is charged", "", false, false, charged},
+		{"SLUICE_CHARGE_OVER_LIMIT=true", "true", false, false, charged},
+		{"SLUICE_CHARGE_OVER_LIMIT=false: a denied charge consumes nothing", "false", false, false,
 			[]step{{0, ok}, {60, ok}, {0, ok}, {60, over}, {0, ok}, {40, ok}, {0, ok}, {1, over}}},
-		{"no setting: a request-level cost is all-or-nothing", "", true, []step{{60, ok}, {60, over}, {40, ok}, {1, over}}},
+		{"no setting: a request-level cost is all-or-nothing", "", true, false, []step{{60, ok}, {60, over}, {40, ok}, {1, over}}},
+		{"no setting: a limit from metadata, the response cost is charged", "", false, true, charged},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -339,6 +345,9 @@ func TestEnvoyGatewayTokenBudget(t *testing.T) {
 			_, srv, client := startAsEnvoyGateway(t, extra)
 			conf := envoyGatewayPerUser()
 			conf.Descriptors[0].Descriptors[0].RateLimit.RequestsPerUnit = 100
+			if tc.override {
+				conf.Descriptors[0].Descriptors[0].RateLimit.RequestsPerUnit = 1000
+			}
 			srv.Set(t, "envoy-ratelimit", "1", conf)
 			srv.WaitACK(t, "1")
 			ctx := context.Background()
@@ -348,6 +357,9 @@ func TestEnvoyGatewayTokenBudget(t *testing.T) {
 			})
 			for i, st := range tc.steps {
 				req := egRequest("carol", 0)
+				if tc.override {
+					req.Descriptors[0].Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 100, Unit: typev3.RateLimitUnit_HOUR}
+				}
 				if tc.request {
 					req.HitsAddend = uint32(st.cost)
 				} else {
