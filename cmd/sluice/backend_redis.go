@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
@@ -23,7 +22,7 @@ func newRedis(ctx context.Context, s *settings, log *logrus.Logger, observeBatch
 	opts.Logger = log
 	r, err := redis.New(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("redis backend: %w", err)
+		return nil, err // its text starts with "redis backend:"
 	}
 	return r, nil
 }

@@ -248,6 +248,8 @@ func TestServeStartErrors(t *testing.T) {
 		{"missing config dir", []string{"RUNTIME_ROOT=" + filepath.Join(bad, "nope")}, nil, 1, "nope"},
 		{"bad setting", []string{"GRPC_PORT=http"}, nil, 2, `GRPC_PORT="http"`},
 		{"bad flag", nil, []string{"--reload-interval", "soon"}, 2, "reload-interval"},
+		// The backend's error is said once, not behind a repeated prefix.
+		{"bad redis address", []string{"REDIS_URL=,"}, nil, 1, "sluice serve: redis backend: redis address \",\": "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
