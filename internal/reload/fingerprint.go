@@ -17,8 +17,9 @@ import (
 )
 
 // maxDepth bounds how deep Fingerprint descends, so that a symlink cycle
-// the visited-set cannot see (a bind mount, say) still ends.
-const maxDepth = 32
+// the visited-set cannot see (a bind mount, say) still ends. The loader
+// refuses directories this deep, so no file it reads goes unwatched.
+const maxDepth = descriptor.MaxDirectoryDepth
 
 // Fingerprint summarises the trees at paths so that any change a
 // configuration loader could see changes the fingerprint: the relative name,

@@ -3,10 +3,12 @@ package reload
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/testfile"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
 // writeFile writes content to dir/name, creating parent directories, and
@@ -307,5 +309,25 @@ func TestFingerprintWalksSharedDirectoryOnce(t *testing.T) {
 	symlink(t, other, filepath.Join(top, "b"))
 	if fingerprint() == second {
 		t.Error("fingerprint unchanged after a link moved to another directory with the same content")
+	}
+}
+
+// TestFingerprintSeesEveryFileLoadReads: a file in the deepest directory
+// the loader reads changes the fingerprint when it changes (the loader
+// refuses a deeper directory, which the fingerprint does not look into).
+func TestFingerprintSeesEveryFileLoadReads(t *testing.T) {
+	dir := t.TempDir()
+	deepest := filepath.Join(strings.Repeat("d/", descriptor.MaxDirectoryDepth-1), "a.yaml")
+	writeFile(t, dir, deepest, "domain: a\n")
+	if _, err := descriptor.Load(descriptor.LoadOptions{}, dir); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	before, err := Fingerprint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, deepest, "domain: b\n")
+	if after, err := Fingerprint(dir); err != nil || after == before {
+		t.Errorf("fingerprint unchanged (%v) after the deepest file Load reads changed", err)
 	}
 }

@@ -168,6 +168,12 @@ func merge(dst, src *Domain) ErrorList {
 	return errs
 }
 
+// MaxDirectoryDepth bounds how deep Load walks a config directory: a
+// directory MaxDirectoryDepth levels below a path given to Load is an
+// error, not read. The reload watcher looks no deeper for changes, so a
+// file below it would be loaded once and never again.
+const MaxDirectoryDepth = 32
+
 // walker collects the files Load reads.
 type walker struct {
 	files   []string
@@ -223,6 +229,10 @@ func (w *walker) visit(path string, explicit bool, stack []os.FileInfo) {
 			w.errs = append(w.errs, &Error{File: path, Reason: "symbolic link loop: directory is its own ancestor"})
 			return
 		}
+	}
+	if len(stack) >= MaxDirectoryDepth {
+		w.errs = append(w.errs, &Error{File: path, Reason: fmt.Sprintf("directory nested %d levels below the config path, more than the %d that are read and watched", len(stack), MaxDirectoryDepth-1)})
+		return
 	}
 	// Every file under a directory walked already is listed: walking it
 	// again through another link would list nothing new, and links that
