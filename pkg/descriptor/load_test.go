@@ -253,7 +253,7 @@ func TestLoadErrors(t *testing.T) {
 			// loaded once and its changes never seen.
 			name: "directory nested deeper than the watcher looks",
 			files: map[string]string{
-				strings.Repeat("d/", MaxDirectoryDepth-1) + "a.yaml":   domainYAML("a", "x"),
+				strings.Repeat("d/", MaxDirectoryDepth-1) + "a.yaml":  domainYAML("a", "x"),
 				strings.Repeat("d/", MaxDirectoryDepth) + "deep.yaml": domainYAML("b", "x"),
 			},
 			wants: []fileWant{{strings.TrimSuffix(strings.Repeat("d/", MaxDirectoryDepth), "/"), 0,
