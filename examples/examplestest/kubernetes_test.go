@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/server"
 )
 
 const kubernetesDir = "examples/kubernetes"
@@ -15,7 +18,7 @@ const kubernetesDir = "examples/kubernetes"
 var sluiceEnv = []string{
 	"REDIS_TYPE", "REDIS_URL", "REDIS_AUTH", "CACHE_KEY_PREFIX",
 	"LOG_LEVEL", "LOG_FORMAT", "BACKEND_TYPE", "GRPC_PORT", "PORT", "SLUICE_CONFIG",
-	"SLUICE_HEALTH_FOLLOWS_BACKEND",
+	"SLUICE_HEALTH_FOLLOWS_BACKEND", "SLUICE_DRAIN_DELAY",
 }
 
 // The health service names sluice's gRPC health server answers for.
@@ -242,6 +245,17 @@ func TestKubernetesDeployment(t *testing.T) {
 		t.Errorf("REDIS_TYPE %q, want cluster", env["REDIS_TYPE"])
 	}
 	checkRedisSeeds(t, env["REDIS_URL"])
+	// Shutdown: health fails for the drain delay while the endpoint
+	// removal spreads, before the listeners close (a call refused then
+	// passes unlimited); the grace period covers the delay and in-flight
+	// calls, or the kubelet kills sluice in the middle.
+	drain, err := time.ParseDuration(env["SLUICE_DRAIN_DELAY"])
+	if err != nil || drain <= 0 {
+		t.Errorf("SLUICE_DRAIN_DELAY %q: want a positive duration (%v)", env["SLUICE_DRAIN_DELAY"], err)
+	}
+	if grace := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; drain+server.DefaultShutdownTimeout >= grace {
+		t.Errorf("terminationGracePeriodSeconds %v does not cover the drain delay %v and the shutdown timeout %v", grace, drain, server.DefaultShutdownTimeout)
+	}
 	for name, port := range map[string]string{"PORT": "http", "GRPC_PORT": "grpc"} {
 		if v, ok := env[name]; ok && v != strconv.Itoa(ports[port]) {
 			t.Errorf("%s=%s but the container's %s port is %d", name, v, port, ports[port])
