@@ -54,7 +54,9 @@
 #
 # Every run records, besides the load generator's report (NAME.ROUND.json),
 # NAME.ROUND.cpu.json (the CPU time of the server, redis-server (every node),
-# the load generator and the machine's other processes) and every Redis
+# the load generator and the machine's other processes, and the read and
+# write system calls of the server and of redis-server: syscr + syscw of
+# /proc/PID/io; the load generator reports its own) and every Redis
 # node's INFO commandstats, memory and keyspace at the start of the run
 # (after FLUSHALL and CONFIG RESETSTAT: NAME.ROUND.redis-start.txt) and at
 # its end (NAME.ROUND.redis.txt). OUTDIR/machine.json describes the machine
@@ -241,6 +243,11 @@ cpu_ticks() { # pid...: user+system clock ticks so far, summed
 	for p in "$@"; do cat "/proc/$p/stat"; done | awk '{n += $14 + $15} END{print n + 0}'
 }
 
+io_calls() { # pid...: read and write system calls so far (syscr + syscw of /proc/PID/io), summed
+	local p
+	for p in "$@"; do cat "/proc/$p/io"; done | awk '/^sysc[rw]:/{n += $2} END{print n + 0}'
+}
+
 num() { # expression: evaluated by bc, printed as a JSON number
 	printf '%.3f' "$(echo "$1" | bc -l)"
 }
@@ -355,11 +362,12 @@ run() {
 	esac
 	pids+=("$pid")
 	wait_port $port
-	local server before after rbefore rafter bbefore bafter t0 t1 load
+	local server before after rbefore rafter bbefore bafter t0 t1 load iobefore ioafter riobefore rioafter
 	server=$(pgrep -P "$pid" | head -1) # the server under timeout(1): its CPU time is the one to read
 	each_node config resetstat >/dev/null
 	redis_info >"$out/$name.$round.redis-start.txt"
 	before=$(cpu_ticks "$server") rbefore=$(cpu_ticks "${rpids[@]}") bbefore=$(busy_ticks) t0=$(date +%s.%N)
+	iobefore=$(io_calls "$server") riobefore=$(io_calls "${rpids[@]}")
 	load=$(cut -d' ' -f1 /proc/loadavg)
 	local profiler=
 	if [ -n "${PROFILE:-}" ] && [ -n "$pprof" ]; then
@@ -377,6 +385,7 @@ run() {
 			echo "$name round $round: no metrics" >&2
 	fi
 	after=$(cpu_ticks "$server") rafter=$(cpu_ticks "${rpids[@]}") bafter=$(busy_ticks) t1=$(date +%s.%N)
+	ioafter=$(io_calls "$server") rioafter=$(io_calls "${rpids[@]}")
 	redis_info >"$out/$name.$round.redis.txt"
 	# CPU seconds over the bench process's lifetime (warm-up included): the
 	# server, redis-server, the load generator, and every other process on
@@ -385,7 +394,7 @@ run() {
 	hz=$(getconf CLK_TCK)
 	client=$(grep -o '"client_cpu_s":[0-9.e-]*' "$out/$name.$round.json" | cut -d: -f2)
 	cat >"$out/$name.$round.cpu.json" <<JSON
-{"wall_s": $(num "$t1 - $t0"), "server_cpu_s": $(num "($after - $before) / $hz"), "redis_cpu_s": $(num "($rafter - $rbefore) / $hz"), "client_cpu_s": $(num "$client"), "others_cpu_s": $(num "($bafter - $bbefore - ($after - $before) - ($rafter - $rbefore)) / $hz - $client"), "redis_nodes": ${#rports[@]}, "loadavg_before": $load}
+{"wall_s": $(num "$t1 - $t0"), "server_cpu_s": $(num "($after - $before) / $hz"), "redis_cpu_s": $(num "($rafter - $rbefore) / $hz"), "client_cpu_s": $(num "$client"), "others_cpu_s": $(num "($bafter - $bbefore - ($after - $before) - ($rafter - $rbefore)) / $hz - $client"), "server_syscalls": $((ioafter - iobefore)), "redis_syscalls": $((rioafter - riobefore)), "redis_nodes": ${#rports[@]}, "loadavg_before": $load}
 JSON
 	stop "$pid"
 	echo "$name round $round: $(grep -o '"throughput_rps":[0-9.]*' "$out/$name.$round.json")" >&2

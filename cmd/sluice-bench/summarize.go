@@ -42,6 +42,11 @@ type cpuFigures struct {
 	Client  float64 `json:"client_cpu_s"`
 	Others  float64 `json:"others_cpu_s"`
 	Loadavg float64 `json:"loadavg_before"`
+	// ServerSyscalls and RedisSyscalls are the read and write system calls
+	// of the server and of redis-server (every node) over the same span;
+	// nil in runs recorded before measure.sh counted them.
+	ServerSyscalls *float64 `json:"server_syscalls"`
+	RedisSyscalls  *float64 `json:"redis_syscalls"`
 	// The Redis figures of runs recorded before measure.sh kept Redis's
 	// own INFO output (read when NAME.ROUND.redis.txt is absent).
 	RedisCalls    float64 `json:"redis_script_calls"`

@@ -345,3 +345,55 @@ func TestRoundTripReference(t *testing.T) {
 		})
 	}
 }
+
+// The system-calls table shows each process's read and write calls per
+// request, only for runs that counted them, and redis-server only for
+// targets that use Redis.
+func TestSyscallsTable(t *testing.T) {
+	counted := func(calls uint64, client uint64, server, redis, commands float64) sample {
+		return sample{
+			report: loadgen.Report{CallsTotal: calls, ClientSyscalls: &client},
+			cpu:    cpuFigures{ServerSyscalls: &server, RedisSyscalls: &redis},
+			redis:  redisFigures{Commands: commands},
+		}
+	}
+	uncounted := sample{report: loadgen.Report{CallsTotal: 1000}}
+	for _, tc := range []struct {
+		name          string
+		runs          map[string][]sample
+		order         []string
+		want, notWant []string
+		wrote         bool
+	}{
+		{"counted", map[string][]sample{
+			"noop":   {counted(1000, 300, 280, 50, 0)},
+			"redis1": {counted(1000, 500, 900, 220, 140), counted(1000, 700, 1100, 260, 140), counted(1000, 600, 1000, 240, 140)},
+		}, []string{"noop", "redis1"},
+			[]string{"| target | load generator | service | redis-server | all three |",
+				"| `noop` | 0.30 | 0.28 | — | 0.58 |", // redis-server idle: left out of the sum
+				"| `redis1` | 0.60 | 1.00 | 0.24 | 1.84 |"}, nil, true},
+		{"runs of an older measure.sh", map[string][]sample{"redis1": {uncounted}}, []string{"redis1"}, nil, []string{"|"}, false},
+		{"only the counted runs of a target", map[string][]sample{"redis1": {uncounted, counted(1000, 500, 900, 220, 140)}},
+			[]string{"redis1"}, []string{"| `redis1` | 0.50 | 0.90 | 0.22 | 1.62 |"}, nil, true},
+		{"not at other concurrencies", map[string][]sample{"redis1-c16": {counted(1000, 500, 900, 220, 140)}},
+			[]string{"redis1-c16"}, nil, []string{"redis1"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := &runSet{runs: tc.runs, order: tc.order}
+			var b strings.Builder
+			if got := rs.syscallsTable(&b); got != tc.wrote {
+				t.Errorf("wrote %v, want %v", got, tc.wrote)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("no %q in\n%s", w, b.String())
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(b.String(), w) {
+					t.Errorf("%q in\n%s", w, b.String())
+				}
+			}
+		})
+	}
+}

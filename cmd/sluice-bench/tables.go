@@ -140,6 +140,7 @@ func (rs *runSet) blocks() []block {
 	add("defaults", rs.defaultsTable)
 	add("time", rs.timeTable)
 	add("stages", rs.stagesTable)
+	add("syscalls", rs.syscallsTable)
 	add("runs", func(w io.Writer) bool {
 		rs.runsTable(w)
 		return len(rs.order) > 0
@@ -361,6 +362,49 @@ func (rs *runSet) timeTable(w io.Writer) bool {
 			median(ss, redisCPU), others, max(0, budget-used), inside)
 	}
 	return wrote
+}
+
+// syscallsTable gives each process's read and write system calls per
+// request, for the targets at the default concurrency whose runs counted
+// them.
+func (rs *runSet) syscallsTable(w io.Writer) bool {
+	wrote := false
+	for _, name := range rs.order {
+		if concurrency(name) != 0 || !slices.Contains(targetOrder, base(name)) {
+			continue
+		}
+		ss := rs.runs[name]
+		if !slices.ContainsFunc(ss, countedSyscalls) {
+			continue
+		}
+		ss = slices.DeleteFunc(slices.Clone(ss), func(s sample) bool { return !countedSyscalls(s) })
+		if !wrote {
+			fmt.Fprintln(w, "| target | load generator | service | redis-server | all three |")
+			fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+			wrote = true
+		}
+		// redis-server counts only for the targets that use it (for the
+		// others it is idle: its calls are the script's own INFO).
+		onRedis := 0.0
+		redisCell := "—"
+		if rs.onRedis(name) {
+			onRedis = 1
+			redisCell = fmt.Sprintf("%.2f", median(ss, func(s sample) float64 { return s.perRequest(*s.cpu.RedisSyscalls) / 1e6 }))
+		}
+		client := median(ss, func(s sample) float64 { return s.perRequest(float64(*s.report.ClientSyscalls)) / 1e6 })
+		server := median(ss, func(s sample) float64 { return s.perRequest(*s.cpu.ServerSyscalls) / 1e6 })
+		all := median(ss, func(s sample) float64 {
+			return s.perRequest(float64(*s.report.ClientSyscalls)+*s.cpu.ServerSyscalls+onRedis**s.cpu.RedisSyscalls) / 1e6
+		})
+		fmt.Fprintf(w, "| `%s` | %.2f | %.2f | %s | %.2f |\n", name, client, server, redisCell, all)
+	}
+	return wrote
+}
+
+// countedSyscalls reports whether the run counted every process's system
+// calls.
+func countedSyscalls(s sample) bool {
+	return s.report.ClientSyscalls != nil && s.cpu.ServerSyscalls != nil && s.cpu.RedisSyscalls != nil
 }
 
 // stagesTable splits each profiled service's CPU per request by stage

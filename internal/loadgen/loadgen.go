@@ -148,6 +148,10 @@ type Report struct {
 	// during the whole run, warm-up included: on a shared machine the
 	// client competes with the server for the same cores.
 	ClientCPUSec float64 `json:"client_cpu_s"`
+	// ClientSyscalls is the read and write system calls this process made
+	// over the same span (Linux: syscr + syscw of /proc/self/io; absent
+	// elsewhere). Waiting (epoll, futex) is not among them.
+	ClientSyscalls *uint64 `json:"client_syscalls,omitempty"`
 	// Histogram holds every counted call's latency.
 	Histogram *Histogram `json:"-"`
 }
@@ -219,6 +223,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	cpuBefore := processCPU()
+	callsBefore, callsOK := processSyscalls()
 	start := time.Now()
 	measureFrom := start.Add(cfg.Warmup)
 	deadline := measureFrom.Add(cfg.Duration)
@@ -233,6 +238,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	wg.Wait()
 	cpu := processCPU() - cpuBefore
+	callsAfter, callsAfterOK := processSyscalls()
 
 	r := &Report{
 		Target: cfg.Target, Domain: cfg.Domain, Workers: cfg.Workers, Conns: cfg.Conns,
@@ -240,6 +246,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		AttackKeys: cfg.Keys.AttackKeys, AttackShare: cfg.Keys.AttackShare, Seed: cfg.Seed,
 		WarmupSec: cfg.Warmup.Seconds(), Errors: make(map[string]uint64), Histogram: &Histogram{},
 		ClientCPUSec: cpu.Seconds(),
+	}
+	if callsOK && callsAfterOK {
+		n := callsAfter - callsBefore
+		r.ClientSyscalls = &n
 	}
 	if cfg.Keys.Distribution == Zipf {
 		r.ZipfS = cfg.Keys.ZipfS

@@ -105,6 +105,11 @@ func TestRunCountsAddUp(t *testing.T) {
 	if r.Throughput <= 0 || r.ElapsedSec <= 0 || r.Latency.P50 <= 0 || r.Latency.Max < r.Latency.P99 || r.ClientCPUSec <= 0 {
 		t.Errorf("implausible figures: %+v", r)
 	}
+	// Eight callers share the connections, so every socket write carries
+	// at most eight calls: 400 calls need at least 50 writes.
+	if _, measured := processSyscalls(); measured && (r.ClientSyscalls == nil || *r.ClientSyscalls < 50) {
+		t.Errorf("client system calls %v, want at least 50 for 400 calls", r.ClientSyscalls)
+	}
 	line, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
