@@ -1,4 +1,4 @@
-package service
+package logthrottle
 
 import (
 	"bytes"
@@ -15,20 +15,20 @@ import (
 // One warning per interval, with the error's words, and the count of
 // those held back on the next one.
 func TestThrottledLog(t *testing.T) {
-	clock := fakeclock.New(t0)
+	clock := fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	var buf bytes.Buffer
 	log := logrus.New()
 	log.SetOutput(&buf)
 	log.SetFormatter(&logrus.TextFormatter{DisableTimestamp: true})
-	tl := throttledLog{now: clock.Now}
+	tl := Log{Now: clock.Now}
 	err := errors.New("WRONGPASS invalid username-password pair")
 	for range 3 {
-		tl.warn(log, "backend could not decide", err)
+		tl.Warn(log, "backend could not decide", err)
 	}
-	clock.Advance(errLogInterval - time.Millisecond)
-	tl.warn(log, "backend could not decide", err)
+	clock.Advance(Interval - time.Millisecond)
+	tl.Warn(log, "backend could not decide", err)
 	clock.Advance(time.Millisecond)
-	tl.warn(log, "backend could not decide", err)
+	tl.Warn(log, "backend could not decide", err)
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("%d lines, want 2:\n%s", len(lines), buf.String())
