@@ -40,7 +40,7 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
+		opts = append(opts, grpc.Creds(newHandshakeLog(credentials.NewTLS(cfg), s.log)))
 	}
 	opts = append(opts, s.opts.GRPCOptions...)
 	g := grpc.NewServer(opts...)

@@ -6,11 +6,17 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/sluice-rl/sluice/internal/logthrottle"
 )
 
 // TLSFiles name the PEM files of the gRPC server's TLS. The files are read
@@ -41,11 +47,17 @@ type certReloader struct {
 	// certificate itself).
 	optional bool
 
-	mu      sync.Mutex
-	pems    [3][]byte // cert, key, CA: the content cfg was built from
-	cfg     *tls.Config
-	lastErr string // the last error logged, so a broken file is logged once
+	mu       sync.Mutex
+	pems     [3][]byte // cert, key, CA: the content cfg was built from
+	cfg      *tls.Config
+	lastErr  string    // the last error logged, so a broken file is logged once
+	notAfter time.Time // when cfg's certificate expires
+	expired  bool      // its expiry has been logged
 }
+
+// expiryWarning is how long before its certificate expires a (re)load
+// says so.
+const expiryWarning = 7 * 24 * time.Hour
 
 // newServerTLS returns a TLS config for the gRPC server whose certificate
 // and client CAs follow the files. The first load must succeed.
@@ -92,6 +104,7 @@ func (r *certReloader) current() (*tls.Config, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err == nil && r.cfg != nil && samePEMs(pems, r.pems) {
+		r.checkExpiry()
 		return r.cfg, nil
 	}
 	if err == nil {
@@ -101,14 +114,33 @@ func (r *certReloader) current() (*tls.Config, error) {
 				r.log.WithField("cert", r.files.CertFile).Info("TLS certificate reloaded")
 			}
 			r.pems, r.cfg, r.lastErr = pems, cfg, ""
+			r.notAfter, r.expired = cfg.Certificates[0].Leaf.NotAfter, false
+			if left := time.Until(r.notAfter); left > 0 && left < expiryWarning {
+				r.log.WithFields(logrus.Fields{"cert": r.files.CertFile, "not_after": r.notAfter}).
+					Warnf("TLS certificate expires in %v: renew it (the renewed files are read without a restart)", left.Round(time.Minute))
+			}
+			r.checkExpiry()
 			return cfg, nil
 		}
 	}
+	r.checkExpiry()
 	if r.cfg != nil && err.Error() != r.lastErr {
 		r.lastErr = err.Error()
 		r.log.WithError(err).Error("TLS files unusable; keeping the previous certificate")
 	}
 	return r.cfg, err
+}
+
+// checkExpiry logs, once per certificate, an error when the certificate
+// in use has expired: clients then refuse every handshake, and nothing
+// else on the server side would say why calls stopped. Callers hold r.mu.
+func (r *certReloader) checkExpiry() {
+	if r.cfg == nil || r.expired || time.Now().Before(r.notAfter) {
+		return
+	}
+	r.expired = true
+	r.log.WithFields(logrus.Fields{"cert": r.files.CertFile, "not_after": r.notAfter}).
+		Error("TLS certificate expired: clients refuse every handshake; renew it (the renewed files are read without a restart)")
 }
 
 func samePEMs(a, b [3][]byte) bool {
@@ -138,6 +170,9 @@ func (r *certReloader) read() ([3][]byte, error) {
 
 func (r *certReloader) build(pems [3][]byte) (*tls.Config, error) {
 	cert, err := tls.X509KeyPair(pems[0], pems[1])
+	if err == nil && cert.Leaf == nil {
+		cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0])
+	}
 	if err != nil {
 		return nil, fmt.Errorf("server: load TLS key pair %s, %s: %w", r.files.CertFile, r.files.KeyFile, err)
 	}
@@ -185,4 +220,36 @@ func hasSAN(c *x509.Certificate, san string) bool {
 		}
 	}
 	return false
+}
+
+// handshakeLog is gRPC's TLS transport credentials, logging the
+// handshakes that fail: gRPC drops such a connection without a word, and
+// the client (Envoy, with failure_mode_deny false) then lets its requests
+// through unlimited. One warning per logthrottle.Interval, counting the
+// others, since a scanner or a misconfigured fleet can fail at any rate.
+type handshakeLog struct {
+	credentials.TransportCredentials
+	log      logrus.FieldLogger
+	throttle *logthrottle.Log
+}
+
+func newHandshakeLog(c credentials.TransportCredentials, log logrus.FieldLogger) *handshakeLog {
+	return &handshakeLog{TransportCredentials: c, log: log, throttle: &logthrottle.Log{}}
+}
+
+// ServerHandshake is the wrapped credentials' handshake, logging a failure.
+func (h *handshakeLog) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := h.TransportCredentials.ServerHandshake(conn)
+	// EOF: closed before a byte, as a TCP probe does; no TLS client.
+	if err != nil && !errors.Is(err, io.EOF) {
+		h.throttle.Warn(h.log.WithField("remote", conn.RemoteAddr().String()),
+			"gRPC TLS handshake failed: the client got no connection (a client that does not trust the certificate, one without the client certificate required, an expired certificate)", err)
+	}
+	return out, info, err
+}
+
+// Clone returns a handshakeLog of a clone of the wrapped credentials,
+// sharing the log and its throttle.
+func (h *handshakeLog) Clone() credentials.TransportCredentials {
+	return &handshakeLog{TransportCredentials: h.TransportCredentials.Clone(), log: h.log, throttle: h.throttle}
 }

@@ -4,14 +4,18 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/sluice-rl/sluice/internal/syncbuf"
 	"github.com/sluice-rl/sluice/internal/testfile"
 	"github.com/sluice-rl/sluice/internal/testpki"
 )
@@ -125,6 +129,104 @@ func TestTLSOptionErrors(t *testing.T) {
 			_, err := New(Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Service: rlsv3.UnimplementedRateLimitServiceServer{}, TLS: &tt.files})
 			if err == nil {
 				t.Error("New: no error")
+			}
+		})
+	}
+}
+
+// TestTLSFailuresLogged: what makes clients refuse sluice's TLS, or sluice
+// refuse theirs, is in sluice's log, where it used to be nowhere (gRPC
+// drops a failed handshake in silence, and Envoy then lets its requests
+// through unlimited): an expired certificate as an error once, one that
+// expires within a week as a warning, a failed handshake as a warning. A connection closed before any byte (a TCP
+// probe) and a good handshake log nothing.
+func TestTLSFailuresLogged(t *testing.T) {
+	const expiredLine = "TLS certificate expired: clients refuse every handshake"
+	const handshakeLine = "gRPC TLS handshake failed"
+	tests := []struct {
+		name string
+		// files builds the server's TLS files; client is the client's
+		// TLS config, or nil to connect and close without a handshake.
+		files   func(t *testing.T) (*TLSFiles, *tls.Config)
+		wantOK  bool
+		want    []string
+		wantNot []string
+	}{
+		{
+			name: "valid certificate",
+			files: func(t *testing.T) (*TLSFiles, *tls.Config) {
+				ca := testpki.NewCA(t, "ca")
+				p := ca.Server(t, "server")
+				return &TLSFiles{CertFile: p.CertFile, KeyFile: p.KeyFile}, &tls.Config{RootCAs: ca.Pool()}
+			},
+			wantOK: true,
+			// testpki's certificates last a day: within the week
+			// before expiry a (re)load says so.
+			want:    []string{"TLS certificate expires in "},
+			wantNot: []string{expiredLine, handshakeLine},
+		},
+		{
+			name: "expired certificate",
+			files: func(t *testing.T) (*TLSFiles, *tls.Config) {
+				ca := testpki.NewCA(t, "ca")
+				p := ca.Expired(t, "server")
+				return &TLSFiles{CertFile: p.CertFile, KeyFile: p.KeyFile}, &tls.Config{RootCAs: ca.Pool()}
+			},
+			want: []string{expiredLine, handshakeLine},
+		},
+		{
+			name: "client without the required certificate",
+			files: func(t *testing.T) (*TLSFiles, *tls.Config) {
+				p := newPKI(t, "")
+				return p.files, &tls.Config{RootCAs: pool(p.serverCA.PEM())}
+			},
+			want:    []string{handshakeLine},
+			wantNot: []string{expiredLine},
+		},
+		{
+			name: "connection closed before a handshake",
+			files: func(t *testing.T) (*TLSFiles, *tls.Config) {
+				ca := testpki.NewCA(t, "ca")
+				p := ca.Server(t, "server")
+				return &TLSFiles{CertFile: p.CertFile, KeyFile: p.KeyFile}, nil
+			},
+			wantOK:  true,
+			wantNot: []string{handshakeLine},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files, client := tt.files(t)
+			logs := &syncbuf.Buffer{}
+			log := logrus.New()
+			log.SetOutput(logs)
+			st := newStack(t, testConfig, Options{TLS: files, Logger: log}, nil)
+			var err error
+			if client == nil {
+				var conn net.Conn
+				if conn, err = net.Dial("tcp", st.srv.GRPCAddr()); err == nil {
+					conn.Close()
+				}
+			} else {
+				err = callTLS(t, st.srv.GRPCAddr(), client)
+			}
+			if (err == nil) != tt.wantOK {
+				t.Errorf("call: %v, want ok=%v", err, tt.wantOK)
+			}
+			// Stopping the server waits for its connections' handshakes, so
+			// every line is written by then.
+			if err := st.stop(); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("log lacks %q:\n%s", want, logs)
+				}
+			}
+			for _, not := range tt.wantNot {
+				if strings.Contains(logs.String(), not) {
+					t.Errorf("log has %q:\n%s", not, logs)
+				}
 			}
 		})
 	}

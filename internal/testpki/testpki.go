@@ -112,6 +112,17 @@ func (ca *CA) Issue(t testing.TB, name string, usage []x509.ExtKeyUsage, names .
 	return ca.issue(t, name, tmpl)
 }
 
+// Expired issues a server certificate for localhost and 127.0.0.1 that
+// expired an hour ago.
+func (ca *CA) Expired(t testing.TB, name string) Pair {
+	t.Helper()
+	tmpl := template(name)
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	tmpl.DNSNames, tmpl.IPAddresses = []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}
+	return ca.issue(t, name, tmpl)
+}
+
 // Client issues a client certificate whose subject alternative name is
 // san (and whose common name is name); no SAN when san is "".
 func (ca *CA) Client(t testing.TB, name, san string) Pair {
