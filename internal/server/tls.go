@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -240,8 +241,9 @@ func newHandshakeLog(c credentials.TransportCredentials, log logrus.FieldLogger)
 // ServerHandshake is the wrapped credentials' handshake, logging a failure.
 func (h *handshakeLog) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	out, info, err := h.TransportCredentials.ServerHandshake(conn)
-	// EOF: closed before a byte, as a TCP probe does; no TLS client.
-	if err != nil && !errors.Is(err, io.EOF) {
+	// EOF or a reset before a TLS record: a TCP probe (a TLS client that
+	// fails says why with an alert first).
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
 		h.throttle.Warn(h.log.WithField("remote", conn.RemoteAddr().String()),
 			"gRPC TLS handshake failed: the client got no connection (a client that does not trust the certificate, one without the client certificate required, an expired certificate)", err)
 	}

@@ -147,7 +147,9 @@ func TestTLSFailuresLogged(t *testing.T) {
 		name string
 		// files builds the server's TLS files; client is the client's
 		// TLS config, or nil to connect and close without a handshake.
-		files   func(t *testing.T) (*TLSFiles, *tls.Config)
+		files func(t *testing.T) (*TLSFiles, *tls.Config)
+		// reset closes the connection with a TCP reset before any byte.
+		reset   bool
 		wantOK  bool
 		want    []string
 		wantNot []string
@@ -184,6 +186,17 @@ func TestTLSFailuresLogged(t *testing.T) {
 			wantNot: []string{expiredLine},
 		},
 		{
+			name: "connection reset before a handshake",
+			files: func(t *testing.T) (*TLSFiles, *tls.Config) {
+				ca := testpki.NewCA(t, "ca")
+				p := ca.Server(t, "server")
+				return &TLSFiles{CertFile: p.CertFile, KeyFile: p.KeyFile}, nil
+			},
+			reset:   true,
+			wantOK:  true,
+			wantNot: []string{handshakeLine},
+		},
+		{
 			name: "connection closed before a handshake",
 			files: func(t *testing.T) (*TLSFiles, *tls.Config) {
 				ca := testpki.NewCA(t, "ca")
@@ -202,7 +215,13 @@ func TestTLSFailuresLogged(t *testing.T) {
 			log.SetOutput(logs)
 			st := newStack(t, testConfig, Options{TLS: files, Logger: log}, nil)
 			var err error
-			if client == nil {
+			if tt.reset {
+				var conn net.Conn
+				if conn, err = net.Dial("tcp", st.srv.GRPCAddr()); err == nil {
+					conn.(*net.TCPConn).SetLinger(0) // close sends a reset
+					conn.Close()
+				}
+			} else if client == nil {
 				var conn net.Conn
 				if conn, err = net.Dial("tcp", st.srv.GRPCAddr()); err == nil {
 					conn.Close()
