@@ -22,7 +22,13 @@ func TestRuntimeOverriddenWarning(t *testing.T) {
 			want: "SLUICE_CONFIG names the config (/etc/sluice/config), so RUNTIME_ROOT, RUNTIME_SUBDIRECTORY are not read: the directory /data/ratelimit/config is not loaded"},
 		{name: "flags", args: []string{"--config", "/c", "--runtime-appdirectory", "limits"},
 			want: "--config names the config (/c), so --runtime-appdirectory is not read"},
-		{name: "xDS reads neither", env: []string{"CONFIG_TYPE=GRPC_XDS_SOTW", "SLUICE_CONFIG=/c", "RUNTIME_ROOT=/data"}},
+		{name: "xDS reads neither", env: []string{"CONFIG_TYPE=GRPC_XDS_SOTW", "RUNTIME_ROOT=/data"}},
+		// Files named on purpose are not read with xDS: a warning, not a
+		// note (RUNTIME_* above is set by every reference deployment).
+		{name: "xDS with config files named", env: []string{"CONFIG_TYPE=GRPC_XDS_SOTW", "SLUICE_CONFIG=/c", "RUNTIME_ROOT=/data"},
+			want: "SLUICE_CONFIG names config files (/c), but CONFIG_TYPE=GRPC_XDS_SOTW takes the rate-limit configuration from the xDS server: the files are not read"},
+		{name: "xDS with --config", args: []string{"--config", "/c", "--config-type", "grpc_xds_sotw"},
+			want: "--config names config files (/c), but CONFIG_TYPE=GRPC_XDS_SOTW"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := parseServeCase(t, tc.args, tc.env, "")

@@ -100,6 +100,13 @@ func (s *settings) validateConfigSource(env map[string]string) (notes []string, 
 	if err := c.XDS.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid xDS settings (CONFIG_GRPC_XDS_*, XDS_CLIENT_*): %w", err)
 	}
+	if len(s.Configs) > 0 {
+		// Named on purpose (RUNTIME_* is set by every reference
+		// deployment, Envoy Gateway's included): not a mere note.
+		s.warnings = append(s.warnings, s.source["config"]+" names config files ("+strings.Join(s.Configs, ", ")+
+			"), but CONFIG_TYPE=GRPC_XDS_SOTW takes the rate-limit configuration from the xDS server: the files are not read")
+		return notes, nil
+	}
 	notes = append(notes, "CONFIG_TYPE=GRPC_XDS_SOTW: the rate-limit configuration comes from the xDS server; config files ("+
 		strings.Join(s.configPaths(), ", ")+") are not read")
 	return notes, nil
