@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -372,6 +373,9 @@ func parseServe(args, environ []string, stderr io.Writer) (*settings, error) {
 		return nil, err
 	}
 	s.ignored = ignoredReferenceVars(env)
+	if unknown := unknownSluiceVars(env, names); len(unknown) > 0 {
+		s.warnings = append(s.warnings, "not sluice settings, ignored (a typo? `sluice serve --help` lists every setting): "+strings.Join(unknown, ", "))
+	}
 	if s.BackendType == "memory" && len(s.redisSet) > 0 {
 		s.warnings = append(s.warnings, "BACKEND_TYPE=memory: limits are per instance and these Redis settings are unused: "+
 			strings.Join(s.redisSet, ", "))
@@ -646,6 +650,32 @@ func explainSetError(f *flag.Flag, err error) error {
 		return fmt.Errorf("want a number (%w)", err)
 	}
 	return err
+}
+
+// serviceLinkVar matches the variables Kubernetes sets for a Service
+// named sluice or sluice-<something> (SLUICE_SERVICE_HOST,
+// SLUICE_PORT_8081_TCP_ADDR, ...), unless the pod disables service links.
+var serviceLinkVar = regexp.MustCompile(`^SLUICE(_[A-Z0-9_]+)?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$`)
+
+// unknownSluiceVars returns, sorted, the variables of env in sluice's own
+// SLUICE_ namespace that are no setting: a misspelt setting would
+// otherwise be ignored in silence. Kubernetes' service-link variables and
+// the test harnesses' SLUICE_TEST_ variables are not settings either, and
+// are left alone.
+func unknownSluiceVars(env map[string]string, names []envName) []string {
+	known := make(map[string]bool, len(names))
+	for _, n := range names {
+		known[n.env] = true
+	}
+	var out []string
+	for name := range env {
+		if strings.HasPrefix(name, "SLUICE_") && !known[name] &&
+			!strings.HasPrefix(name, "SLUICE_TEST_") && !serviceLinkVar.MatchString(name) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // envMap turns os.Environ-style "K=V" pairs into a map; a later pair wins.

@@ -50,3 +50,44 @@ func TestRuntimeOverriddenWarning(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownSluiceVarsWarning: a variable in sluice's own SLUICE_
+// namespace that is no setting (a misspelt one) is named in a warning at
+// start instead of being ignored in silence; Kubernetes' service-link
+// variables of a Service named sluice, and the test harnesses' own, are
+// not settings and are left alone.
+func TestUnknownSluiceVarsWarning(t *testing.T) {
+	const prefix = "not sluice settings, ignored"
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string // the warning's list; "" for no warning
+	}{
+		{"settings", []string{"SLUICE_LOCAL_CACHE_MAX_AGE=2s", "SLUICE_DRAIN_DELAY=1s", "SLUICE_CONFIG=/c"}, ""},
+		{"misspelt", []string{"SLUICE_LOCAL_CACHE_MAXAGE=2s", "SLUICE_DRAIN_DELAY=1s", "SLUICE_REDIS_TIMEOUT=5s"},
+			"SLUICE_LOCAL_CACHE_MAXAGE, SLUICE_REDIS_TIMEOUT"},
+		{"service links", []string{"SLUICE_SERVICE_HOST=10.0.0.1", "SLUICE_SERVICE_PORT=8081", "SLUICE_SERVICE_PORT_GRPC=8081",
+			"SLUICE_PORT=tcp://10.0.0.1:8081", "SLUICE_PORT_8081_TCP=tcp://10.0.0.1:8081", "SLUICE_PORT_8081_TCP_ADDR=10.0.0.1",
+			"SLUICE_ADMIN_SERVICE_HOST=10.0.0.2", "SLUICE_ADMIN_PORT_6070_TCP_PORT=6070"}, ""},
+		{"test harness", []string{"SLUICE_TEST_REDIS=off"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := parseServeCase(t, nil, tc.env, "")
+			if s == nil {
+				return
+			}
+			var got []string
+			for _, w := range s.warnings {
+				if strings.HasPrefix(w, prefix) {
+					got = append(got, w)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("warnings %q, want none", got)
+			case tc.want != "" && (len(got) != 1 || !strings.HasSuffix(got[0], ": "+tc.want)):
+				t.Errorf("warnings %q, want one ending in %q", got, tc.want)
+			}
+		})
+	}
+}
