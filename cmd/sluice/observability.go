@@ -133,6 +133,7 @@ func (o *observability) apply(f func(*descriptor.Config)) func(*descriptor.Confi
 	return func(c *descriptor.Config) {
 		f(c)
 		o.metrics.ConfigLoaded(len(c.Domains()))
+		o.metrics.ConfigApplied(c)
 	}
 }
 

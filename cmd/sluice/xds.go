@@ -170,6 +170,7 @@ func newXDSSource(s *settings, svc *service.Service, obs *observability, log *lo
 			}
 			svc.SetConfig(c)
 			obs.metrics.ConfigLoaded(len(c.Domains()))
+			obs.metrics.ConfigApplied(c)
 			domains := c.Domains()
 			log.WithField("xds_version", version).Infof("config loaded: %d %s %v", len(domains), plural(len(domains), "domain", "domains"), domains)
 			src.gate.Open()

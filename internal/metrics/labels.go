@@ -55,12 +55,44 @@ func (c *cowMap[V]) loadOrCreate(k string, mk func() V) V {
 	return v
 }
 
+// snapshot returns the entries; the map must not be changed.
+func (c *cowMap[V]) snapshot() map[string]V {
+	if p := c.m.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // len returns the number of entries.
 func (c *cowMap[V]) len() int {
 	if p := c.m.Load(); p != nil {
 		return len(*p)
 	}
 	return 0
+}
+
+// keepOnly removes every entry whose key keep rejects, and returns the
+// removed ones.
+func (c *cowMap[V]) keepOnly(keep func(k string) bool) map[string]V {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.m.Load()
+	if p == nil {
+		return nil
+	}
+	next := make(map[string]V, len(*p))
+	removed := make(map[string]V)
+	for k, v := range *p {
+		if keep(k) {
+			next[k] = v
+		} else {
+			removed[k] = v
+		}
+	}
+	if len(removed) > 0 {
+		c.m.Store(&next)
+	}
+	return removed
 }
 
 // storeLocked adds k → v. The caller holds c.mu.

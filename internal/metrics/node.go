@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
 // The per-node counters, the reference's per-descriptor stats
@@ -51,20 +52,68 @@ func (ns *nodeStats) add(k int, v float64) {
 // creating them on first use.
 func (m *Metrics) nodeCounters(d *domainStats, path string) *nodeStats {
 	return d.nodes.loadOrCreate(path, func() *nodeStats {
-		l := labelValue(path, MaxDescriptorLabelLen)
-		key1, key2 := firstTwoParts(l)
+		own, inc := nodeLabels(d, path)
 		ns := new(nodeStats)
 		for k := range ns.own {
-			ns.own[k] = m.node[k].WithLabelValues(d.label, l, key1, key2)
+			ns.own[k] = m.node[k].WithLabelValues(own[:]...)
 		}
 		if m.incumbent[0] != nil {
-			k1, k2 := incumbentKeys(path)
 			for k := range ns.incumbent {
-				ns.incumbent[k] = m.incumbent[k].WithLabelValues(d.label, k1, k2)
+				ns.incumbent[k] = m.incumbent[k].WithLabelValues(inc[:]...)
 			}
 		}
 		return ns
 	})
+}
+
+// nodeLabels returns the label values of the series of d's node of stats
+// path path: sluice's (domain, descriptor, key1, key2) and the
+// reference's (domain, key1, key2).
+func nodeLabels(d *domainStats, path string) (own [4]string, inc [3]string) {
+	l := labelValue(path, MaxDescriptorLabelLen)
+	key1, key2 := firstTwoParts(l)
+	k1, k2 := incumbentKeys(path)
+	return [4]string{d.label, l, key1, key2}, [3]string{d.label, k1, k2}
+}
+
+// ConfigApplied drops the per-node series of the nodes that c no longer
+// holds (a domain removed, a descriptor renamed or deleted), so that a
+// process whose configuration changes for months does not keep a series
+// per node it ever served. A series that a node still in c shares (the
+// reference's names group nodes by their first two path parts; long
+// paths are cut to the same label) is kept. A request decided with the
+// previous configuration while this runs may create its node's series
+// again; the next change drops it.
+func (m *Metrics) ConfigApplied(c *descriptor.Config) {
+	if m == nil || c == nil {
+		return
+	}
+	for name, d := range m.domains.snapshot() {
+		paths := map[string]bool{}
+		if dom := c.Domain(name); dom != nil {
+			dom.Walk(func(n *descriptor.Node) { paths[n.Path()] = true })
+		}
+		removed := d.nodes.keepOnly(func(path string) bool { return paths[path] })
+		if len(removed) == 0 {
+			continue
+		}
+		keptOwn, keptInc := map[[4]string]bool{}, map[[3]string]bool{}
+		for path := range d.nodes.snapshot() {
+			own, inc := nodeLabels(d, path)
+			keptOwn[own], keptInc[inc] = true, true
+		}
+		for path := range removed {
+			own, inc := nodeLabels(d, path)
+			for k := range m.node {
+				if !keptOwn[own] {
+					m.node[k].DeleteLabelValues(own[:]...)
+				}
+				if m.incumbent[k] != nil && !keptInc[inc] {
+					m.incumbent[k].DeleteLabelValues(inc[:]...)
+				}
+			}
+		}
+	}
 }
 
 // incumbentKeys returns the key1 and key2 labels the reference's default

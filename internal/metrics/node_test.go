@@ -1,9 +1,12 @@
 package metrics
 
 import (
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
 // TestNodeMetrics: every config node with rules gets the reference's
@@ -160,5 +163,113 @@ descriptors:
 				t.Errorf("series %q, want one per first two levels", got)
 			}
 		})
+	}
+}
+
+// TestConfigAppliedDropsRemovedNodes: a reload drops the per-node series
+// of the nodes it removes (a descriptor deleted, a domain removed), in
+// sluice's names and the reference's, and keeps those of the nodes still
+// configured, with their counts, and a reference series another node
+// still adds to. Before, every node ever served kept its series for the
+// life of the process, however often the configuration changed.
+func TestConfigAppliedDropsRemovedNodes(t *testing.T) {
+	// after is what the reload keeps; before adds a node beside x, a
+	// top-level node and a domain.
+	const after = `
+domain: d
+descriptors:
+  - key: keep
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: p
+    value: v
+    descriptors:
+      - key: a
+        descriptors:
+          - key: x
+            rate_limit: {unit: hour, requests_per_unit: 10}
+`
+	const before = after + `          - key: y
+            rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: gone
+    rate_limit: {unit: hour, requests_per_unit: 10}
+---
+domain: removed
+descriptors:
+  - key: k
+    rate_limit: {unit: hour, requests_per_unit: 10}
+`
+	h := newHarness(t, Options{IncumbentNames: true}, service.Options{}, before)
+	for _, c := range []struct {
+		domain string
+		kv     []string
+	}{
+		{"d", []string{"keep", "1"}}, {"d", []string{"gone", "1"}},
+		{"d", []string{"p", "v", "a", "1", "x", "1"}}, {"d", []string{"p", "v", "a", "1", "y", "1"}},
+		{"removed", []string{"k", "1"}},
+	} {
+		if _, err := h.call(t, rq(c.domain, d(c.kv...))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := parseConfig(t, after)
+	h.svc.SetConfig(cfg)
+	h.m.ConfigApplied(cfg)
+
+	f := scrape(t, h.reg)
+	if got, want := f.series("sluice_rate_limit_total_hits_total"), []string{
+		"descriptor=keep,domain=d,key1=keep,key2=",
+		"descriptor=p_v.a.x,domain=d,key1=p_v,key2=a",
+	}; !slices.Equal(got, want) {
+		t.Errorf("sluice's node series after the reload:\n%q\nwant\n%q", got, want)
+	}
+	// The reference's names sum p_v.a.x and the removed p_v.a.y into
+	// their first two parts: that series stays, with both counts.
+	if got, want := f.series("ratelimit_service_rate_limit_total_hits"), []string{
+		"domain=d,key1=keep,key2=",
+		"domain=d,key1=p_v,key2=a",
+	}; !slices.Equal(got, want) {
+		t.Errorf("reference series after the reload:\n%q\nwant\n%q", got, want)
+	}
+	f.check(t, []want{
+		{"sluice_rate_limit_total_hits_total", "descriptor=keep,domain=d,key1=keep,key2=", 1},
+		{"ratelimit_service_rate_limit_total_hits", "domain=d,key1=p_v,key2=a", 2},
+	})
+	// A node still configured counts on from where it was.
+	if _, err := h.call(t, rq("d", d("keep", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	scrape(t, h.reg).check(t, []want{{"sluice_rate_limit_total_hits_total", "descriptor=keep,domain=d,key1=keep,key2=", 2}})
+}
+
+// TestConfigAppliedConcurrent: reloads that drop series while requests
+// create them race with nothing (run with -race), and once the requests
+// of the removed node stop, the next reload leaves only the configured
+// nodes' series.
+func TestConfigAppliedConcurrent(t *testing.T) {
+	const both = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1000000}\n  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 1000000}\n"
+	const onlyA = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1000000}\n"
+	h := newHarness(t, Options{IncumbentNames: true}, service.Options{}, both)
+	cfgs := []*descriptor.Config{parseConfig(t, onlyA), parseConfig(t, both)}
+	var wg sync.WaitGroup
+	for _, key := range []string{"a", "b"} {
+		wg.Go(func() {
+			for range 200 {
+				if _, err := h.call(t, rq("d", d(key, "1"))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 100 {
+		c := cfgs[i%2]
+		h.svc.SetConfig(c)
+		h.m.ConfigApplied(c)
+	}
+	wg.Wait()
+	h.svc.SetConfig(cfgs[0])
+	h.m.ConfigApplied(cfgs[0])
+	if got, want := scrape(t, h.reg).series("sluice_rate_limit_total_hits_total"), []string{"descriptor=a,domain=d,key1=a,key2="}; !slices.Equal(got, want) {
+		t.Errorf("series %q, want %q", got, want)
 	}
 }
