@@ -77,7 +77,8 @@ func nodeLabels(d *domainStats, path string) (own [4]string, inc [3]string) {
 }
 
 // ConfigApplied drops the per-node series of the nodes that c no longer
-// holds (a domain removed, a descriptor renamed or deleted), so that a
+// holds (a domain removed, a descriptor renamed or deleted), and the
+// per-rule series of the rule names it no longer holds, so that a
 // process whose configuration changes for months does not keep a series
 // per node it ever served. A series that a node still in c shares (the
 // reference's names group nodes by their first two path parts; long
@@ -89,10 +90,16 @@ func (m *Metrics) ConfigApplied(c *descriptor.Config) {
 		return
 	}
 	for name, d := range m.domains.snapshot() {
-		paths := map[string]bool{}
+		paths, rules := map[string]bool{}, map[string]bool{}
 		if dom := c.Domain(name); dom != nil {
-			dom.Walk(func(n *descriptor.Node) { paths[n.Path()] = true })
+			dom.Walk(func(n *descriptor.Node) {
+				paths[n.Path()] = true
+				for _, r := range n.Rules {
+					rules[r.Name] = true
+				}
+			})
 		}
+		m.dropRules(d, rules)
 		removed := d.nodes.keepOnly(func(path string) bool { return paths[path] })
 		if len(removed) == 0 {
 			continue
@@ -162,4 +169,20 @@ func (m *Metrics) observeNode(d *domainStats, ev *service.DescriptorEvent, o out
 // rule's near-limit threshold (the reference's near_limit accounting).
 func (m *Metrics) nearCost(ev *service.DescriptorEvent) uint64 {
 	return min(ev.Cost.N, m.aboveNear(ev))
+}
+
+// dropRules drops d's per-rule series whose rule name names is without.
+// Names cut to the same label as a name still held keep their series.
+func (m *Metrics) dropRules(d *domainStats, names map[string]bool) {
+	removed := d.rules.keepOnly(func(name string) bool { return names[name] })
+	kept := map[string]bool{}
+	for name := range d.rules.snapshot() {
+		kept[labelValue(name, MaxDescriptorLabelLen)] = true
+	}
+	for name := range removed {
+		if l := labelValue(name, MaxDescriptorLabelLen); !kept[l] {
+			m.ruleHits.DeleteLabelValues(d.label, l)
+			m.ruleOver.DeleteLabelValues(d.label, l)
+		}
+	}
 }

@@ -168,7 +168,8 @@ descriptors:
 
 // TestConfigAppliedDropsRemovedNodes: a reload drops the per-node series
 // of the nodes it removes (a descriptor deleted, a domain removed), in
-// sluice's names and the reference's, and keeps those of the nodes still
+// sluice's names and the reference's, and the per-rule series of the rule
+// names it removes, and keeps those of the nodes and rules still
 // configured, with their counts, and a reference series another node
 // still adds to. Before, every node ever served kept its series for the
 // life of the process, however often the configuration changed.
@@ -179,7 +180,7 @@ func TestConfigAppliedDropsRemovedNodes(t *testing.T) {
 domain: d
 descriptors:
   - key: keep
-    rate_limit: {unit: hour, requests_per_unit: 10}
+    rate_limit: {unit: hour, requests_per_unit: 10, name: kept}
   - key: p
     value: v
     descriptors:
@@ -189,7 +190,7 @@ descriptors:
             rate_limit: {unit: hour, requests_per_unit: 10}
 `
 	const before = after + `          - key: y
-            rate_limit: {unit: hour, requests_per_unit: 10}
+            rate_limit: {unit: hour, requests_per_unit: 10, name: dropped}
   - key: gone
     rate_limit: {unit: hour, requests_per_unit: 10}
 ---
@@ -230,8 +231,12 @@ descriptors:
 	}; !slices.Equal(got, want) {
 		t.Errorf("reference series after the reload:\n%q\nwant\n%q", got, want)
 	}
+	if got, want := f.series("sluice_rule_hits_total"), []string{"domain=d,rule=kept"}; !slices.Equal(got, want) {
+		t.Errorf("rule series after the reload: %q, want %q", got, want)
+	}
 	f.check(t, []want{
 		{"sluice_rate_limit_total_hits_total", "descriptor=keep,domain=d,key1=keep,key2=", 1},
+		{"sluice_rule_hits_total", "domain=d,rule=kept", 1},
 		{"ratelimit_service_rate_limit_total_hits", "domain=d,key1=p_v,key2=a", 2},
 	})
 	// A node still configured counts on from where it was.
