@@ -36,6 +36,7 @@ import (
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
 	"github.com/sluice-rl/sluice/internal/hitters"
+	"github.com/sluice-rl/sluice/internal/logthrottle"
 	"github.com/sluice-rl/sluice/internal/server"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/pkg/backend"
@@ -116,6 +117,9 @@ type Server struct {
 	http  *http.Server
 	grpc  *grpc.Server
 	token *tokenFile
+	// tokenLog and refusedLog throttle the lines of requests refused for
+	// an unreadable token file and for a missing or wrong token.
+	tokenLog, refusedLog logthrottle.Log
 
 	verMu  sync.Mutex
 	verCfg *descriptor.Config
@@ -133,6 +137,7 @@ func New(o Options) (*Server, error) {
 		o.Now = time.Now
 	}
 	s := &Server{opts: o, log: o.Logger}
+	s.tokenLog.Now, s.refusedLog.Now = o.Now, o.Now
 	if s.log == nil {
 		s.log = logrus.StandardLogger()
 	}
@@ -258,7 +263,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		want, err := s.token.get()
 		if err != nil {
-			s.log.WithError(err).Error("admin: token file unreadable: refusing every request")
+			s.tokenLog.Error(s.log, "admin: token file unreadable: refusing every request", err)
 			http.Error(w, "admin token unavailable", http.StatusServiceUnavailable)
 			return
 		}
@@ -269,7 +274,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			got = pw
 		}
 		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			s.log.WithFields(logrus.Fields{"remote": r.RemoteAddr, "path": r.URL.Path}).Warn("admin: request without a valid token refused")
+			// A client can send these at any rate: one line per interval.
+			s.refusedLog.Warn(s.log.WithFields(logrus.Fields{"remote": r.RemoteAddr, "path": r.URL.Path}), "admin: request without a valid token refused", nil)
 			w.Header().Set("WWW-Authenticate", `Basic realm="sluice admin"`)
 			http.Error(w, "a valid admin token is required", http.StatusUnauthorized)
 			return

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/sluice-rl/sluice/internal/logthrottle"
 	"github.com/sluice-rl/sluice/internal/server"
 	"github.com/sluice-rl/sluice/internal/syncbuf"
 	"github.com/sluice-rl/sluice/internal/testhttp"
@@ -166,4 +167,34 @@ func TestAdminRefusesOpenAddress(t *testing.T) {
 		t.Fatalf("non-loopback with a token: %v", err)
 	}
 	a.ln.Close()
+}
+
+// TestAdminRefusalsLogThrottled: requests refused for want of the token
+// are logged at most once per interval, the next line counting those held
+// back: a client sending them as fast as it can wrote a line each.
+func TestAdminRefusalsLogThrottled(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(file, []byte("one\n"), 0o600)
+	logs := &syncbuf.Buffer{}
+	log := logrus.New()
+	log.SetOutput(logs)
+	f := newFixture(t, Options{TokenFile: file, Logger: log})
+	const line = "admin: request without a valid token refused"
+	refuse := func(n int) {
+		t.Helper()
+		for range n {
+			if code, _ := testhttp.Get(t, f.base+"/rlconfig", "Authorization", "Bearer two"); code != 401 {
+				t.Fatalf("GET with a wrong token: %d, want 401", code)
+			}
+		}
+	}
+	refuse(5)
+	if got := strings.Count(logs.String(), line); got != 1 {
+		t.Errorf("%d lines for 5 refusals within the interval, want 1:\n%s", got, logs)
+	}
+	f.clock.Advance(logthrottle.Interval)
+	refuse(1)
+	if got := strings.Count(logs.String(), line); got != 2 || !strings.Contains(logs.String(), "similar_warnings_held_back=4") {
+		t.Errorf("after the interval: %d lines, want 2, the second counting 4 held back:\n%s", got, logs)
+	}
 }

@@ -25,10 +25,25 @@ type Log struct {
 	Now func() time.Time
 }
 
-// Warn logs msg with err (if not nil) at warning level, unless a warning
-// was logged less than Interval ago; the next warning logged says how many
+// Warn logs msg with err (if not nil) at warning level, unless a line
+// was logged less than Interval ago; the next line logged says how many
 // were held back (field similar_warnings_held_back).
 func (t *Log) Warn(log logrus.FieldLogger, msg string, err error) {
+	if e := t.entry(log, err); e != nil {
+		e.Warn(msg)
+	}
+}
+
+// Error is Warn at error level.
+func (t *Log) Error(log logrus.FieldLogger, msg string, err error) {
+	if e := t.entry(log, err); e != nil {
+		e.Error(msg)
+	}
+}
+
+// entry returns the entry to log a line with, or nil when the line is
+// held back.
+func (t *Log) entry(log logrus.FieldLogger, err error) *logrus.Entry {
 	now := time.Now
 	if t.Now != nil {
 		now = t.Now
@@ -38,7 +53,7 @@ func (t *Log) Warn(log logrus.FieldLogger, msg string, err error) {
 	if !t.last.IsZero() && at.Sub(t.last) < Interval {
 		t.suppressed++
 		t.mu.Unlock()
-		return
+		return nil
 	}
 	held := t.suppressed
 	t.last, t.suppressed = at, 0
@@ -50,5 +65,5 @@ func (t *Log) Warn(log logrus.FieldLogger, msg string, err error) {
 	if held > 0 {
 		e = e.WithField("similar_warnings_held_back", held)
 	}
-	e.Warn(msg)
+	return e
 }

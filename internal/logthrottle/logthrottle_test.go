@@ -40,3 +40,23 @@ func TestThrottledLog(t *testing.T) {
 		t.Errorf("second line %q, want 3 held back", lines[1])
 	}
 }
+
+// Error throttles the same way, at error level, sharing the interval with
+// Warn.
+func TestThrottledLogError(t *testing.T) {
+	clock := fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	var buf bytes.Buffer
+	log := logrus.New()
+	log.SetOutput(&buf)
+	log.SetFormatter(&logrus.TextFormatter{DisableTimestamp: true})
+	tl := Log{Now: clock.Now}
+	tl.Error(log, "token file unreadable", errors.New("permission denied"))
+	tl.Warn(log, "token file unreadable", nil)
+	clock.Advance(Interval)
+	tl.Error(log, "token file unreadable", nil)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "level=error") || !strings.Contains(lines[0], "permission denied") ||
+		!strings.Contains(lines[1], "level=error") || !strings.Contains(lines[1], "similar_warnings_held_back=1") {
+		t.Errorf("lines:\n%s\nwant two at error level, the second counting 1 held back", buf.String())
+	}
+}
