@@ -18,7 +18,9 @@
 #   defaults     redis1 memory attack, and each with one speed default off: redis1nc
 #                (SLUICE_REDIS_COALESCE=false), redis1nm (SLUICE_REDIS_MERGE=false),
 #                redis1ev (SLUICE_REDIS_FUNCTIONS=false: EVALSHA), memorynw
-#                (SLUICE_GRPC_STREAM_WORKERS=0), attacknc (SLUICE_LOCAL_CACHE=false)
+#                (SLUICE_GRPC_STREAM_WORKERS=0), attacknc (SLUICE_LOCAL_CACHE=false),
+#                redis1dw (SLUICE_GRPC_STATIC_WINDOWS=false), and redis1 and
+#                redis1dw at one caller (-c1)
 #   all          every group above
 # The targets: noop (answers OK, does nothing: the ceiling); noopredis (the
 # no-op, each call answered only after a Redis round trip, an ECHO shared
@@ -95,7 +97,7 @@ group() { # name: the targets of a scenario group, or the name itself
 	cluster) echo redis1 inc1 redis1cl inc1cl ;;
 	rules) echo redis1 redis3fw redis6fw ;;
 	descriptors) echo redis1 inc1 redis3d inc3 redis10d inc10 ;;
-	defaults) echo redis1 redis1nc redis1nm redis1ev memory memorynw attack attacknc ;;
+	defaults) echo redis1 redis1nc redis1nm redis1ev memory memorynw attack attacknc redis1dw redis1-c1 redis1dw-c1 ;;
 	all) echo main concurrency cluster rules descriptors defaults ;;
 	*) echo "$1" ;;
 	esac
@@ -111,7 +113,7 @@ expand() { # words: targets, groups expanded, first occurrence kept
 		fi
 	done
 }
-known=" noop noopredis memory memorynw redis1 redis1nc redis1nm redis1ev redis1cl redis3 redis3fw redis6fw redis3d redis10d attack attacknc inc1 inc1cl inc3 inc10 incattack "
+known=" noop noopredis memory memorynw redis1 redis1nc redis1nm redis1ev redis1dw redis1cl redis3 redis3fw redis6fw redis3d redis10d attack attacknc inc1 inc1cl inc3 inc10 incattack "
 targets=()
 for t in $(expand ${TARGETS:-all}); do
 	case " ${targets[*]} " in *" $t "*) continue ;; esac
@@ -415,6 +417,7 @@ for round in $(seq "$rounds"); do
 		redis1ev) target_env=SLUICE_REDIS_FUNCTIONS=false base=redis1 ;;
 		memorynw) target_env=SLUICE_GRPC_STREAM_WORKERS=0 base=memory ;;
 		attacknc) target_env=SLUICE_LOCAL_CACHE=false base=attack ;;
+		redis1dw) target_env=SLUICE_GRPC_STATIC_WINDOWS=false base=redis1 ;;
 		esac
 		case $base in
 		noop) run "$t" "$round" noop conf1 "$conc" "${one[@]}" ;;

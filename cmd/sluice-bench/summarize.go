@@ -307,7 +307,7 @@ func readRedis(prefix string, s *sample) error {
 
 // targetOrder is the order of measure.sh's targets in the tables.
 var targetOrder = []string{"noop", "noopredis", "memory", "redis1", "inc1", "redis3", "redis3fw", "redis6fw", "redis3d", "inc3",
-	"redis10d", "inc10", "attack", "incattack", "redis1cl", "inc1cl", "redis1nc", "redis1nm", "redis1ev", "memorynw", "attacknc"}
+	"redis10d", "inc10", "attack", "incattack", "redis1cl", "inc1cl", "redis1nc", "redis1nm", "redis1ev", "memorynw", "attacknc", "redis1dw"}
 
 // sortTargets orders target names as measure.sh runs them (a target at
 // another concurrency after it, by concurrency), others after them by name.

@@ -316,6 +316,8 @@ func (rs *runSet) defaultsTable(w io.Writer) bool {
 		{"Redis functions (`SLUICE_REDIS_FUNCTIONS`; off: `EVALSHA`)", "Redis, 1 rule", "redis1", "redis1ev", "Redis CPU µs per request", redisCPU, "%.1f"},
 		{"gRPC stream workers (`SLUICE_GRPC_STREAM_WORKERS`)", "embedded backend", "memory", "memorynw", "service CPU µs per request", serverCPU, "%.1f"},
 		{"local denial cache (`SLUICE_LOCAL_CACHE`)", "attack mix", "attack", "attacknc", "Redis CPU µs per request", redisCPU, "%.1f"},
+		{"fixed gRPC flow-control windows (`SLUICE_GRPC_STATIC_WINDOWS`)", "Redis, 1 rule", "redis1", "redis1dw", "service CPU µs per request", serverCPU, "%.1f"},
+		{"fixed gRPC flow-control windows (`SLUICE_GRPC_STATIC_WINDOWS`)", "Redis, 1 rule, 1 caller", "redis1-c1", "redis1dw-c1", "service CPU µs per request", serverCPU, "%.1f"},
 	} {
 		if !rs.has(d.on) || !rs.has(d.off) {
 			continue

@@ -89,6 +89,7 @@ type settings struct {
 	LocalCache           bool
 	LocalCacheSize       int
 	StreamWorkers        int
+	StaticWindows        bool
 	ShutdownTimeout      time.Duration
 
 	// LocalCacheMaxAge bounds how long a denial is answered locally.
@@ -293,6 +294,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	integer(&s.LocalCacheSize, "local-cache-size", "SLUICE_LOCAL_CACHE_SIZE", 10000, "most descriptors the local denial cache holds")
 	duration(&s.LocalCacheMaxAge, "local-cache-max-age", "SLUICE_LOCAL_CACHE_MAX_AGE", denycache.DefaultMaxAge,
 		"most time a denial is answered locally before Redis is asked again (bounds a missed refund announcement)")
+	boolean(&s.StaticWindows, "grpc-static-windows", "SLUICE_GRPC_STATIC_WINDOWS", true,
+		"fixed HTTP/2 flow-control windows for gRPC (a request's bound per call), so the server sends no bandwidth-estimation pings; false = gRPC's dynamic windows")
 	integer(&s.StreamWorkers, "grpc-stream-workers", "SLUICE_GRPC_STREAM_WORKERS", defaultStreamWorkers, "gRPC calls served by a pool of this many long-lived goroutines instead of one new goroutine each (saves stack growth; calls beyond it get their own goroutine); 0 = a new goroutine for every call")
 	adminFlags(str, &s.Admin)
 	str(&s.DebugAddr, "debug-addr", "SLUICE_DEBUG_ADDR", "", "deprecated: the admin listener's address, when --admin-addr keeps its default")
