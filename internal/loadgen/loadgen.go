@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -196,7 +197,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	conns := make([]*grpc.ClientConn, cfg.Conns)
 	for i := range conns {
-		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.DialOptions...)
+		opts := slices.Concat([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, clientWindows(), cfg.DialOptions)
 		cc, err := grpc.NewClient(cfg.Target, opts...)
 		if err != nil {
 			for _, c := range conns[:i] {

@@ -43,9 +43,29 @@ func (n *Noop) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (
 }
 
 // NewNoopServer returns a gRPC server with a Noop registered, ready to
-// Serve.
+// Serve, with ServerWindows before opts.
 func NewNoopServer(opts ...grpc.ServerOption) *grpc.Server {
-	s := grpc.NewServer(opts...)
+	s := grpc.NewServer(append(ServerWindows(), opts...)...)
 	rlsv3.RegisterRateLimitServiceServer(s, NewNoop())
 	return s
+}
+
+// ServerWindows are the fixed HTTP/2 flow-control windows sluice's gRPC
+// listener has by default (a stream's and the connection's at 1 MiB, so
+// the server sends no bandwidth-estimation PINGs): the no-op servers use
+// them too, so that the ceiling pays no HTTP/2 cost sluice does not.
+func ServerWindows() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.StaticStreamWindowSize(1 << 20), grpc.StaticConnWindowSize(1 << 20)}
+}
+
+// envoyWindow is the flow-control window of Envoy's HTTP/2 client, for a
+// stream and for a connection, by default (Http2ProtocolOptions'
+// initial_stream_window_size and initial_connection_window_size): fixed,
+// so Envoy sends no bandwidth-estimation PINGs, and the load generator,
+// calling as Envoy does, sends none either.
+const envoyWindow = 256 << 20
+
+// clientWindows are the load generator's dial options for envoyWindow.
+func clientWindows() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithStaticStreamWindowSize(envoyWindow), grpc.WithStaticConnWindowSize(envoyWindow)}
 }

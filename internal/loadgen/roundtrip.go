@@ -200,7 +200,7 @@ func (r *RoundTrip) Close() {
 // NewRoundTripServer returns a gRPC server with rt registered, ready to
 // Serve, built as NewNoopServer builds the no-op's.
 func NewRoundTripServer(rt *RoundTrip, opts ...grpc.ServerOption) *grpc.Server {
-	s := grpc.NewServer(opts...)
+	s := grpc.NewServer(append(ServerWindows(), opts...)...)
 	rlsv3.RegisterRateLimitServiceServer(s, rt)
 	return s
 }
