@@ -399,3 +399,27 @@ func TestSyscallsTable(t *testing.T) {
 		})
 	}
 }
+
+// A goal's figure gets one more decimal only when rounding would show the
+// threshold itself beside a verdict it does not explain.
+func TestNearGoal(t *testing.T) {
+	for _, tc := range []struct {
+		x, threshold float64
+		decimals     int
+		want         string
+	}{
+		{74.51, 75, 0, "74.5"},
+		{75.4, 75, 0, "75.4"},
+		{75, 75, 0, "75"},
+		{73.6, 75, 0, "74"},
+		{59, 75, 0, "59"},
+		{1.699, 1.7, 2, "1.699"},
+		{1.702, 1.7, 2, "1.702"},
+		{1.68, 1.7, 2, "1.68"},
+		{0.42, 0.4, 2, "0.42"},
+	} {
+		if got := nearGoal(tc.x, tc.threshold, tc.decimals); got != tc.want {
+			t.Errorf("nearGoal(%v, %v, %d) = %q, want %q", tc.x, tc.threshold, tc.decimals, got, tc.want)
+		}
+	}
+}

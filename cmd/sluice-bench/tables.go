@@ -585,9 +585,9 @@ func atLeast(a, b float64, want float64, pct bool) func() (string, bool, bool) {
 			return "", false, false
 		}
 		if pct {
-			return share(a, b), a/b >= want, true
+			return nearGoal(100*a/b, 100*want, 0) + "%", a/b >= want, true
 		}
-		return ratio(a, b), a/b >= want, true
+		return nearGoal(a/b, want, 2) + "×", a/b >= want, true
 	}
 }
 
@@ -597,8 +597,19 @@ func atMost(a, b, want float64) func() (string, bool, bool) {
 		if a <= 0 || b <= 0 {
 			return "", false, false
 		}
-		return ratio(a, b), a/b <= want, true
+		return nearGoal(a/b, want, 2) + "×", a/b <= want, true
 	}
+}
+
+// nearGoal formats x with decimals digits after the point, or with one
+// more when that would read as the goal's threshold itself: a figure of
+// 74.5% shown as "75%, missed" against a goal of 75% reads as a mistake.
+func nearGoal(x, threshold float64, decimals int) string {
+	f := strconv.FormatFloat(x, 'f', decimals, 64)
+	if x != threshold && f == strconv.FormatFloat(threshold, 'f', decimals, 64) {
+		return strconv.FormatFloat(x, 'f', decimals+1, 64)
+	}
+	return f
 }
 
 // throughputGoalsOf are the goals of throughputGoals set for target's
