@@ -30,6 +30,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -103,7 +104,11 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		b.co = newCoalescer(bg, o, b.cluster != nil, b.exec)
 	}
 	if err != nil {
-		b.log.WithError(err).Warn("redis: not reachable at start; retrying in the background, decisions fail until it answers")
+		what := "not reachable at start"
+		if errors.As(err, new(goredis.Error)) {
+			what = "answered at start with an error"
+		}
+		b.log.WithError(b.explain(err)).Warn("redis: " + what + "; retrying in the background, decisions fail until it answers")
 		b.loops.Add(1)
 		go b.retryLoad(bg)
 	}

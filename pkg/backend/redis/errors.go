@@ -74,8 +74,53 @@ func (b *Backend) callErr(err error) error {
 		// Redis refuses a long command from a client that has not
 		// authenticated with a protocol error, not NOAUTH.
 		err = fmt.Errorf("the server requires a password, none was given (REDIS_AUTH): %w", err)
+	} else {
+		err = b.explain(err)
 	}
 	return fmt.Errorf("redis backend: %w: %w", backend.ErrUnavailable, err)
+}
+
+// explain puts in front of err what it means for this deployment, when
+// go-redis's own words would mislead: a single Redis that answers READONLY
+// is a replica (sluice writes, so REDIS_URL must name the master), and a
+// Sentinel client whose every sentinel answered "no such master" was given
+// a master name no sentinel knows, not sentinels that are down. Any other
+// error is returned as it is.
+func (b *Backend) explain(err error) error {
+	switch {
+	case b.opts.Type == TypeSingle && goredis.IsReadOnlyError(err):
+		return fmt.Errorf("the Redis at REDIS_URL is a read-only replica, and sluice writes its counters: "+
+			"REDIS_URL must reach the master (behind a name that follows failovers, this passes once it does; "+
+			"REDIS_TYPE=sentinel follows them itself): %w", err)
+	case b.opts.Type == TypeSentinel && sentinelsKnowNoMaster(err):
+		name, _, _ := strings.Cut(b.opts.URL, ",")
+		return fmt.Errorf("no sentinel knows a master named %q (the first part of REDIS_URL): %w", strings.TrimSpace(name), err)
+	}
+	return err
+}
+
+// sentinelsUnreachable is in go-redis's error when no sentinel gave the
+// master's address.
+const sentinelsUnreachable = "all sentinels specified in configuration are unreachable"
+
+// sentinelsKnowNoMaster reports whether err is go-redis's failure to find
+// the master through the sentinels where every sentinel answered, with no
+// address for the master's name.
+func sentinelsKnowNoMaster(err error) bool {
+	if !strings.Contains(err.Error(), sentinelsUnreachable) {
+		return false
+	}
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) {
+		return false
+	}
+	errs := joined.Unwrap()
+	for _, e := range errs {
+		if !errors.Is(e, goredis.Nil) {
+			return false
+		}
+	}
+	return len(errs) > 0
 }
 
 // nodeAnswered reports whether err, a call's error, means the node answered
@@ -88,6 +133,12 @@ func nodeAnswered(err error) bool { return !isUnavailable(err) || liveRefusal(er
 func isUnavailable(err error) bool {
 	if err == nil {
 		return false
+	}
+	if strings.Contains(err.Error(), sentinelsUnreachable) {
+		// No sentinel gave the master's address; when they all answered
+		// (an unknown master name), the error wraps their redis.Nil
+		// replies, which must not read as a reply of the master.
+		return true
 	}
 	var rerr goredis.Error
 	if !errors.As(err, &rerr) {
