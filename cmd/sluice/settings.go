@@ -31,6 +31,10 @@ import (
 // beyond it still get a goroutine each (docs/benchmarks.md).
 const defaultStreamWorkers = 256
 
+// minPollInterval is the shortest interval at which sluice may poll its
+// config for changes or its backend for health.
+const minPollInterval = 10 * time.Millisecond
+
 // settings are everything `sluice serve` reads from flags and environment.
 type settings struct {
 	GRPCHost string
@@ -423,10 +427,13 @@ func (s *settings) validate(env map[string]string) error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"reload-interval", s.ReloadInterval}, {"health-interval", s.HealthInterval}, {"shutdown-timeout", s.ShutdownTimeout}} {
-		if d.v <= 0 {
-			bad(d.flag, "duration %v must be positive", d.v)
+	}{{"reload-interval", s.ReloadInterval}, {"health-interval", s.HealthInterval}} {
+		if d.v < minPollInterval {
+			bad(d.flag, "%v: at least %v (it is how often sluice polls; shorter, polling becomes a busy loop)", d.v, minPollInterval)
 		}
+	}
+	if s.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout", "duration %v must be positive", s.ShutdownTimeout)
 	}
 	if s.MemoryMaxDescriptors < 1 {
 		bad("memory-max-descriptors", "%d: must be at least 1", s.MemoryMaxDescriptors)

@@ -184,6 +184,8 @@ func TestParseServeErrors(t *testing.T) {
 		{"float", nil, []string{"NEAR_LIMIT_RATIO=most"}, `NEAR_LIMIT_RATIO="most": want a number`},
 		{"negative duration", nil, []string{"GRPC_MAX_CONNECTION_AGE=-1s"}, "GRPC_MAX_CONNECTION_AGE: negative"},
 		{"zero reload interval", []string{"--reload-interval=0s"}, nil, "--reload-interval"},
+		{"reload interval too short to poll", nil, []string{"SLUICE_RELOAD_INTERVAL=1ns"}, "SLUICE_RELOAD_INTERVAL: 1ns: at least 10ms"},
+		{"health interval too short to poll", []string{"--health-interval=9ms"}, nil, "--health-interval: 9ms: at least 10ms"},
 		{"log level", nil, []string{"LOG_LEVEL=loud"}, `LOG_LEVEL="loud"`},
 		{"log format", nil, []string{"LOG_FORMAT=xml"}, `LOG_FORMAT="xml"`},
 		{"memcache backend", nil, []string{"BACKEND_TYPE=memcache"}, `BACKEND_TYPE="memcache"`},
