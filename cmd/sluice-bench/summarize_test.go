@@ -334,16 +334,7 @@ func TestRoundTripReference(t *testing.T) {
 			rs := &runSet{runs: tc.runs}
 			var b strings.Builder
 			rs.goalsTable(&b)
-			for _, w := range tc.want {
-				if !strings.Contains(b.String(), w) {
-					t.Errorf("no %q in\n%s", w, b.String())
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(b.String(), w) {
-					t.Errorf("%q in\n%s", w, b.String())
-				}
-			}
+			checkText(t, b.String(), tc.want, tc.notWant)
 		})
 	}
 }
@@ -386,17 +377,24 @@ func TestSyscallsTable(t *testing.T) {
 			if got := rs.syscallsTable(&b); got != tc.wrote {
 				t.Errorf("wrote %v, want %v", got, tc.wrote)
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(b.String(), w) {
-					t.Errorf("no %q in\n%s", w, b.String())
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(b.String(), w) {
-					t.Errorf("%q in\n%s", w, b.String())
-				}
-			}
+			checkText(t, b.String(), tc.want, tc.notWant)
 		})
+	}
+}
+
+// checkText fails t for each of want that text lacks and each of notWant
+// that it holds.
+func checkText(t *testing.T, text string, want, notWant []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("no %q in\n%s", w, text)
+		}
+	}
+	for _, w := range notWant {
+		if strings.Contains(text, w) {
+			t.Errorf("%q in\n%s", w, text)
+		}
 	}
 }
 
