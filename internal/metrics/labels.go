@@ -76,6 +76,12 @@ func (c *cowMap[V]) len() int {
 func (c *cowMap[V]) keepOnly(keep func(k string) bool) map[string]V {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.keepOnlyLocked(func(k string, _ V) bool { return keep(k) })
+}
+
+// keepOnlyLocked is keepOnly for a caller that holds c.mu; keep also
+// sees the value.
+func (c *cowMap[V]) keepOnlyLocked(keep func(k string, v V) bool) map[string]V {
 	p := c.m.Load()
 	if p == nil {
 		return nil
@@ -83,7 +89,7 @@ func (c *cowMap[V]) keepOnly(keep func(k string) bool) map[string]V {
 	next := make(map[string]V, len(*p))
 	removed := make(map[string]V)
 	for k, v := range *p {
-		if keep(k) {
+		if keep(k, v) {
 			next[k] = v
 		} else {
 			removed[k] = v
@@ -129,7 +135,11 @@ func labelValue(s string, max int) string {
 
 // domainStats holds one domain label's pre-resolved counters.
 type domainStats struct {
-	label    string
+	label string
+	// unknown: the domain was not configured when its counters were
+	// created, so it counts against Options.MaxUnknownDomains and a
+	// configuration change does not drop it. Guarded by Metrics.domains.mu.
+	unknown  bool
 	outcomes [numOutcomes]atomic.Pointer[prometheus.Counter]
 	near     atomic.Pointer[prometheus.Counter]
 	rules    cowMap[*pair]
@@ -183,6 +193,7 @@ func (m *Metrics) addDomain(name string, unknown bool) *domainStats {
 		m.unknowns++
 	}
 	d := m.newDomainStats(labelValue(name, MaxDescriptorLabelLen))
+	d.unknown = unknown
 	m.domains.storeLocked(name, d)
 	return d
 }

@@ -101,8 +101,9 @@ type Metrics struct {
 
 	// domains maps a request domain to its pre-resolved counters.
 	domains  cowMap[*domainStats]
-	unknowns int          // domains created for unconfigured domains (under domains.mu)
-	other    *domainStats // where unconfigured domains fold past the cap
+	unknowns int             // domains created for unconfigured domains (under domains.mu)
+	applied  map[string]bool // the domains of the last ConfigApplied (under domains.mu)
+	other    *domainStats    // where unconfigured domains fold past the cap
 	methods  cowMap[prometheus.Observer]
 }
 

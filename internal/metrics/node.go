@@ -76,29 +76,44 @@ func nodeLabels(d *domainStats, path string) (own [4]string, inc [3]string) {
 	return [4]string{d.label, l, key1, key2}, [3]string{d.label, k1, k2}
 }
 
-// ConfigApplied drops the per-node series of the nodes that c no longer
-// holds (a domain removed, a descriptor renamed or deleted), and the
-// per-rule series of the rule names it no longer holds, so that a
+// ConfigApplied drops the series of what c no longer holds, so that a
 // process whose configuration changes for months does not keep a series
-// per node it ever served. A series that a node still in c shares (the
-// reference's names group nodes by their first two path parts; long
-// paths are cut to the same label) is kept. A request decided with the
-// previous configuration while this runs may create its node's series
-// again; the next change drops it.
+// per domain, node or rule it ever served: every series of a domain that
+// was configured and is not in c (sluice_decisions_total and the other
+// families labelled by domain, the reference's names included), the
+// per-node series of the nodes c no longer holds (a descriptor renamed or
+// deleted), and the per-rule series of the rule names it no longer holds.
+// A series that something still in c shares is kept: the reference's
+// names group nodes by their first two path parts, and long paths, rule
+// names and domain names are cut to the same label (a removed domain
+// whose label a remaining domain, or OtherLabel, still uses keeps all its
+// series). Domains that were
+// never configured (outcome unknown_domain) keep their series; they are
+// capped by Options.MaxUnknownDomains. A request decided with the
+// previous configuration while this runs may create its domain's or
+// node's series again; the next change drops it.
 func (m *Metrics) ConfigApplied(c *descriptor.Config) {
 	if m == nil || c == nil {
 		return
 	}
-	for name, d := range m.domains.snapshot() {
-		paths, rules := map[string]bool{}, map[string]bool{}
-		if dom := c.Domain(name); dom != nil {
-			dom.Walk(func(n *descriptor.Node) {
-				paths[n.Path()] = true
-				for _, r := range n.Rules {
-					rules[r.Name] = true
-				}
-			})
+	removed, kept := m.dropDomains(c)
+	for _, d := range removed {
+		if !kept[d.label] {
+			m.deleteDomainSeries(d.label)
 		}
+	}
+	for name, d := range m.domains.snapshot() {
+		dom := c.Domain(name)
+		if dom == nil {
+			continue // not configured: it has only outcome series
+		}
+		paths, rules := map[string]bool{}, map[string]bool{}
+		dom.Walk(func(n *descriptor.Node) {
+			paths[n.Path()] = true
+			for _, r := range n.Rules {
+				rules[r.Name] = true
+			}
+		})
 		m.dropRules(d, rules)
 		removed := d.nodes.keepOnly(func(path string) bool { return paths[path] })
 		if len(removed) == 0 {
@@ -119,6 +134,54 @@ func (m *Metrics) ConfigApplied(c *descriptor.Config) {
 					m.incumbent[k].DeleteLabelValues(inc[:]...)
 				}
 			}
+		}
+	}
+}
+
+// dropDomains removes from m.domains the domains c does not hold that were
+// configured: in the configuration applied before c, or created for a
+// decision of a configured domain (a request decided with an earlier
+// configuration included). Domains c holds stop counting as unknown. It
+// returns the removed domains' counters and the domain labels still in
+// use (OtherLabel always).
+func (m *Metrics) dropDomains(c *descriptor.Config) (removed map[string]*domainStats, kept map[string]bool) {
+	m.domains.mu.Lock()
+	defer m.domains.mu.Unlock()
+	prev := m.applied
+	m.applied = map[string]bool{}
+	for _, name := range c.Domains() {
+		m.applied[name] = true
+	}
+	removed = m.domains.keepOnlyLocked(func(name string, d *domainStats) bool {
+		switch {
+		case m.applied[name]:
+			if d.unknown {
+				d.unknown = false
+				m.unknowns--
+			}
+			return true
+		case prev[name] || !d.unknown:
+			return false
+		}
+		return true
+	})
+	kept = map[string]bool{OtherLabel: true}
+	for _, d := range m.domains.snapshot() {
+		kept[d.label] = true
+	}
+	return removed, kept
+}
+
+// deleteDomainSeries deletes every series whose domain label is l.
+func (m *Metrics) deleteDomainSeries(l string) {
+	match := prometheus.Labels{"domain": l}
+	for _, v := range []*prometheus.CounterVec{m.decisions, m.nearLimit, m.ruleHits, m.ruleOver, m.descHits, m.descOver} {
+		v.DeletePartialMatch(match)
+	}
+	for k := range m.node {
+		m.node[k].DeletePartialMatch(match)
+		if m.incumbent[k] != nil {
+			m.incumbent[k].DeletePartialMatch(match)
 		}
 	}
 }
