@@ -48,7 +48,7 @@ func newObservability(ctx context.Context, s *settings, log *logrus.Logger) (*ob
 		}
 		// USE_PROMETHEUS=true (PrometheusAddr set): the reference's names
 		// too, which dashboards and alerts written for it query.
-		m, err := metrics.New(o.reg, metrics.Options{NearLimitRatio: s.NearLimitRatio, IncumbentNames: s.PrometheusAddr != ""})
+		m, err := metrics.New(o.reg, metrics.Options{NearLimitRatio: s.NearLimitRatio, IncumbentNames: s.PrometheusAddr != "", Logger: log})
 		if err != nil {
 			return nil, err
 		}

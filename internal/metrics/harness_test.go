@@ -56,6 +56,9 @@ func newHarness(t *testing.T, mo Options, so service.Options, yaml string) *harn
 	if mo.Now == nil {
 		mo.Now = h.clock.Now
 	}
+	if mo.Logger == nil {
+		mo.Logger = stacktest.QuietLogger()
+	}
 	m, err := New(h.reg, mo)
 	if err != nil {
 		t.Fatal(err)

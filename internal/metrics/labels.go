@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
 )
 
 // cowMap is a string-keyed map for data that is written rarely (once per
@@ -147,6 +148,8 @@ type domainStats struct {
 	detailed cowMap[*pair]
 	// detailedOther is where descriptors fold past the cap, created lazily.
 	detailedOther atomic.Pointer[pair]
+	// foldLogged: the first fold past the cap was logged.
+	foldLogged atomic.Bool
 }
 
 // pair is a hits counter and an over-limit counter.
@@ -188,6 +191,12 @@ func (m *Metrics) addDomain(name string, unknown bool) *domainStats {
 	}
 	if unknown {
 		if m.unknowns >= m.opts.MaxUnknownDomains {
+			if !m.folded {
+				m.folded = true
+				m.log.WithFields(logrus.Fields{"domain": name, "cap": m.opts.MaxUnknownDomains}).Warn(
+					"metrics: more domains that are not configured than the cap; their decisions are counted under domain=\"" +
+						OtherLabel + "\" from now on (logged once per process; the cap is fixed)")
+			}
 			return m.other
 		}
 		m.unknowns++
@@ -259,5 +268,10 @@ func (m *Metrics) detailedOther(d *domainStats) *pair {
 	}
 	p := &pair{hits: m.descHits.WithLabelValues(d.label, OtherLabel), over: m.descOver.WithLabelValues(d.label, OtherLabel)}
 	d.detailedOther.Store(p)
+	if d.foldLogged.CompareAndSwap(false, true) {
+		m.log.WithFields(logrus.Fields{"domain": d.label, "cap": m.opts.MaxDetailedDescriptors}).Warn(
+			"metrics: the domain's detailed_metric / value_to_metric descriptors reached the cap of distinct values; further values are counted under descriptor=\"" +
+				OtherLabel + "\" (logged once per domain; the cap is fixed: fewer distinct values, or no detailed_metric, keep every value's series)")
+	}
 	return p
 }

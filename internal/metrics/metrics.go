@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
 )
 
@@ -53,6 +54,12 @@ type Options struct {
 	// Grafana dashboard reads): ratelimit_service_rate_limit_<stat> with
 	// labels domain, key1, key2.
 	IncumbentNames bool
+	// Logger receives one warning per domain the first time its
+	// detailed_metric / value_to_metric descriptor values fold into
+	// OtherLabel, and one per process the first time a domain that is not
+	// configured folds into OtherLabel. Nil means a new logrus logger
+	// writing to standard error.
+	Logger logrus.FieldLogger
 }
 
 // Duration buckets, in seconds: a rate-limit decision takes well under a
@@ -72,6 +79,7 @@ type Metrics struct {
 	opts Options
 	reg  prometheus.Registerer
 	now  func() time.Time
+	log  logrus.FieldLogger
 
 	decisions     *prometheus.CounterVec                  // domain, outcome
 	nearLimit     *prometheus.CounterVec                  // domain
@@ -102,6 +110,7 @@ type Metrics struct {
 	// domains maps a request domain to its pre-resolved counters.
 	domains  cowMap[*domainStats]
 	unknowns int             // domains created for unconfigured domains (under domains.mu)
+	folded   bool            // an unconfigured domain folded into other (under domains.mu)
 	applied  map[string]bool // the domains of the last ConfigApplied (under domains.mu)
 	other    *domainStats    // where unconfigured domains fold past the cap
 	methods  cowMap[prometheus.Observer]
@@ -124,9 +133,12 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	if opts.MaxDetailedDescriptors <= 0 {
 		opts.MaxDetailedDescriptors = DefaultMaxDetailedDescriptors
 	}
-	m := &Metrics{opts: opts, reg: reg, now: opts.Now}
+	m := &Metrics{opts: opts, reg: reg, now: opts.Now, log: opts.Logger}
 	if m.now == nil {
 		m.now = time.Now
+	}
+	if m.log == nil {
+		m.log = logrus.New()
 	}
 	f := registrar{reg: reg}
 	m.decisions = f.counterVec("sluice_decisions_total",
