@@ -69,15 +69,22 @@ type Stats struct {
 }
 
 // Watcher reloads the configuration when its paths change. Its methods are
-// safe for concurrent use; loads never run concurrently.
+// safe for concurrent use; loads never run concurrently, and Stats and
+// Config never wait for a load in progress (they answer what the last
+// finished load left).
 type Watcher struct {
 	opts Options
 	log  logrus.FieldLogger
 
+	// mu serializes loads; it is held for a whole load, Apply included.
 	mu          sync.Mutex
 	fingerprint string
-	current     *descriptor.Config
-	stats       Stats
+
+	// stateMu guards current and stats for readers. They are written
+	// under mu and stateMu, so a load reads them under mu alone.
+	stateMu sync.Mutex
+	current *descriptor.Config
+	stats   Stats
 }
 
 // New returns a Watcher. It loads nothing: call Load for the first
@@ -160,18 +167,20 @@ func (w *Watcher) Run(ctx context.Context) {
 	}
 }
 
-// Stats returns the load counters.
+// Stats returns the load counters as the last finished load left them; it
+// does not wait for a load in progress.
 func (w *Watcher) Stats() Stats {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.stateMu.Lock()
+	defer w.stateMu.Unlock()
 	return w.stats
 }
 
 // Config returns the configuration in use: the last one applied, or nil
-// before the first successful load.
+// before the first successful load. It does not wait for a load in
+// progress.
 func (w *Watcher) Config() *descriptor.Config {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.stateMu.Lock()
+	defer w.stateMu.Unlock()
 	return w.current
 }
 
@@ -186,6 +195,8 @@ func (w *Watcher) fingerprintNow() string {
 	return fp
 }
 
+// loadLocked loads, applies on success and counts the load. The caller
+// holds w.mu.
 func (w *Watcher) loadLocked() error {
 	cfg, panicked, err := w.loadSafely()
 	now := w.opts.Now()
@@ -202,12 +213,16 @@ func (w *Watcher) loadLocked() error {
 		w.opts.Refused(err)
 	}
 	if err != nil {
+		w.stateMu.Lock()
+		defer w.stateMu.Unlock()
 		w.stats.Failures++
 		w.stats.LastError = err
 		w.stats.LastFailure = now
 		return err
 	}
 	w.opts.Apply(cfg)
+	w.stateMu.Lock()
+	defer w.stateMu.Unlock()
 	w.current = cfg
 	w.stats.Successes++
 	w.stats.LastError = nil

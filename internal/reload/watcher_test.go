@@ -384,3 +384,54 @@ func TestWatcherLoadPanics(t *testing.T) {
 		t.Errorf("api limit %d, want 10 (kept)", got)
 	}
 }
+
+// TestStatsDoNotWaitForLoad: while a load is blocked (a slow disk, a
+// stalled mount), Stats and Config answer at once with what the last
+// finished load left, and see the new load once it finishes. Before, they
+// took the lock the load held, so the admin status endpoint hung for as
+// long as the load. Run with -race.
+func TestStatsDoNotWaitForLoad(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", config("a", 1))
+	entered, release := make(chan struct{}), make(chan struct{})
+	var blocking bool
+	h := newHarness(t, dir, Options{})
+	load := h.w.opts.Load
+	h.w.opts.Load = func() (*descriptor.Config, error) {
+		if blocking {
+			entered <- struct{}{}
+			<-release
+		}
+		return load()
+	}
+	if err := h.w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	first := h.w.Config()
+	blocking = true // the first load has finished: no load reads it concurrently
+	done := make(chan error)
+	go func() { done <- h.w.Load() }()
+	<-entered
+
+	answered := make(chan Stats)
+	go func() {
+		h.w.Config()
+		answered <- h.w.Stats()
+	}()
+	select {
+	case st := <-answered:
+		if st.Successes != 1 || h.w.Config() != first {
+			t.Errorf("during the load: %+v, config changed %v; want the first load's", st, h.w.Config() != first)
+		}
+	case <-time.After(30 * time.Second): // a deadline for a hang, not a wait
+		close(release)
+		t.Fatal("Stats waited for the load in progress")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := h.w.Stats(); st.Successes != 2 || h.w.Config() == first {
+		t.Errorf("after the load: %+v, config replaced %v; want 2 successes and a new config", st, h.w.Config() != first)
+	}
+}
