@@ -28,7 +28,9 @@ type LoadOptions struct {
 // Load reads every config file named by paths and compiles them into one
 // Config.
 //
-// A path naming a file is read whatever its name. A directory is walked
+// A path naming a regular file is read whatever its name; a path naming
+// neither a regular file nor a directory (a named pipe, a socket, a device)
+// is an error, never read: reading a named pipe blocks. A directory is walked
 // recursively in name order and every regular file in it is read, as the
 // reference reads its runtime directory, whatever its extension. Names
 // starting with '.' are skipped: Kubernetes' ConfigMap internals ("..data"
@@ -203,8 +205,9 @@ func isKubernetesInternal(name string) bool {
 	return strings.HasPrefix(name, "..")
 }
 
-// visit lists path: a file (read when explicit, or when it is a regular
-// file), or a directory to walk. stack holds the directories being walked,
+// visit lists path: a regular file, or a directory to walk. Anything else
+// is an error when explicit (a path given to Load) and skipped with a
+// warning in a directory. stack holds the directories being walked,
 // to stop symbolic-link loops.
 func (w *walker) visit(path string, explicit bool, stack []os.FileInfo) {
 	fi, err := os.Stat(path) // follows symbolic links
@@ -213,7 +216,14 @@ func (w *walker) visit(path string, explicit bool, stack []os.FileInfo) {
 		return
 	}
 	if !fi.IsDir() {
-		if !explicit && !fi.Mode().IsRegular() {
+		switch {
+		case fi.Mode().IsRegular():
+		case explicit:
+			// Reading a named pipe blocks until a writer comes, maybe
+			// forever; a device may never end.
+			w.errs = append(w.errs, &Error{File: path, Reason: fmt.Sprintf("not a regular file or a directory (%s): a config path must name one", fi.Mode().Type())})
+			return
+		default:
 			w.skipped = append(w.skipped, fmt.Sprintf("%s: not read: not a regular file (%s)", path, fi.Mode().Type()))
 			return
 		}

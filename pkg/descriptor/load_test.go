@@ -428,6 +428,44 @@ func TestLoadNamesSpecialFiles(t *testing.T) {
 	}
 }
 
+// TestLoadRefusesExplicitSpecialFile: a path given to Load that names
+// neither a regular file nor a directory (a named pipe, a device) is an
+// error naming the path, and is not read. Before, a named pipe blocked
+// Load (and so sluice's start) forever, and a device was read as a file.
+func TestLoadRefusesExplicitSpecialFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("cannot make a named pipe: %v", err)
+	}
+	for _, tt := range []struct {
+		name, path, want string
+	}{
+		{"named pipe", fifo, fifo + ": not a regular file or a directory (p---------): a config path must name one"},
+		{"device", os.DevNull, os.DevNull + ": not a regular file or a directory (Dc---------): a config path must name one"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			type result struct {
+				c   *Config
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				c, err := Load(LoadOptions{}, tt.path)
+				done <- result{c, err}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(30 * time.Second): // a deadline for a hang, not a wait
+				t.Fatalf("Load(%s) blocked", tt.path)
+			}
+			if r.err == nil || r.err.Error() != tt.want {
+				t.Errorf("Load(%s) = %v, %v; want error %q", tt.path, r.c, r.err, tt.want)
+			}
+		})
+	}
+}
+
 // TestLoadRefusesLargeFile: a file over MaxFileSize is an error naming the
 // bound, and is not read past it.
 func TestLoadRefusesLargeFile(t *testing.T) {
