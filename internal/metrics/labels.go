@@ -193,7 +193,7 @@ func (m *Metrics) addDomain(name string, unknown bool) *domainStats {
 		if m.unknowns >= m.opts.MaxUnknownDomains {
 			if !m.folded {
 				m.folded = true
-				m.log.WithFields(logrus.Fields{"domain": name, "cap": m.opts.MaxUnknownDomains}).Warn(
+				m.log.WithFields(logrus.Fields{"domain": labelValue(name, MaxDescriptorLabelLen), "cap": m.opts.MaxUnknownDomains}).Warn(
 					"metrics: more domains that are not configured than the cap; their decisions are counted under domain=\"" +
 						OtherLabel + "\" from now on (logged once per process; the cap is fixed)")
 			}

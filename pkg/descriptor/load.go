@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // LoadOptions controls Load. The zero LoadOptions reads as the reference
@@ -88,13 +89,22 @@ func Load(opts LoadOptions, paths ...string) (*Config, error) {
 // error, never read in part.
 const MaxFileSize = 4 << 20
 
-// readFile reads a config file of at most MaxFileSize bytes.
+// readFile reads a regular config file of at most MaxFileSize bytes. It
+// opens without blocking and refuses anything else, so a file that became
+// a named pipe since the walk saw it cannot block the load.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read: %w", err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file or a directory (%s): a config path must name one", fi.Mode().Type())
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read: %w", err)

@@ -466,6 +466,30 @@ func TestLoadRefusesExplicitSpecialFile(t *testing.T) {
 	}
 }
 
+// TestReadFileRefusesSpecialFile: the read itself refuses a named pipe
+// without blocking, so a regular file replaced by one between the walk
+// and the read (a reload racing a deploy) cannot block the load. Before,
+// opening the pipe waited for a writer.
+func TestReadFileRefusesSpecialFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("cannot make a named pipe: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := readFile(fifo)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if want := "not a regular file or a directory (p---------): a config path must name one"; err == nil || err.Error() != want {
+			t.Errorf("readFile(pipe) = %v, want %q", err, want)
+		}
+	case <-time.After(30 * time.Second): // a deadline for a hang, not a wait
+		t.Fatal("readFile(pipe) blocked")
+	}
+}
+
 // TestLoadRefusesLargeFile: a file over MaxFileSize is an error naming the
 // bound, and is not read past it.
 func TestLoadRefusesLargeFile(t *testing.T) {
