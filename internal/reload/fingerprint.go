@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
@@ -111,11 +112,18 @@ func walk(h hash.Hash, path, rel string, onPath, walked map[string]bool, depth i
 func hashFile(h hash.Hash, path, rel string, fi fs.FileInfo) error {
 	fmt.Fprintf(h, "file %q %d %d", rel, fi.Size(), fi.ModTime().UnixNano())
 	if fi.Mode().IsRegular() && fi.Size() <= descriptor.MaxFileSize {
-		f, err := os.Open(path)
+		// Opened without blocking and checked again: a file replaced by a
+		// named pipe since the Stat must not block the watcher. The
+		// change is recorded; the load then says what the path holds.
+		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return fmt.Errorf("fingerprint %s: %w", path, err)
 		}
 		defer f.Close()
+		if now, err := f.Stat(); err != nil || !now.Mode().IsRegular() {
+			h.Write([]byte(" no longer regular\n"))
+			return nil
+		}
 		c := sha256.New()
 		if _, err := io.Copy(c, f); err != nil {
 			return fmt.Errorf("fingerprint %s: %w", path, err)

@@ -1,9 +1,11 @@
 package reload
 
 import (
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -329,5 +331,43 @@ func TestFingerprintSeesEveryFileLoadReads(t *testing.T) {
 	writeFile(t, dir, deepest, "domain: b\n")
 	if after, err := Fingerprint(dir); err != nil || after == before {
 		t.Errorf("fingerprint unchanged (%v) after the deepest file Load reads changed", err)
+	}
+}
+
+// TestHashFileReplacedByPipe: a file that was regular when walked and is a
+// named pipe when opened (replaced between the two) changes the
+// fingerprint and does not block it. Before, opening the pipe waited for a
+// writer, and the watcher with it.
+func TestHashFileReplacedByPipe(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", "x")
+	path := filepath.Join(dir, "a.yaml")
+	regular, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := sha256.New()
+	if err := hashFile(before, path, "a.yaml", regular); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("cannot make a named pipe: %v", err)
+	}
+	done := make(chan error, 1)
+	after := sha256.New()
+	go func() { done <- hashFile(after, path, "a.yaml", regular) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second): // a deadline for a hang, not a wait
+		t.Fatal("hashing a named pipe blocked")
+	}
+	if string(before.Sum(nil)) == string(after.Sum(nil)) {
+		t.Error("the pipe left the fingerprint unchanged")
 	}
 }
