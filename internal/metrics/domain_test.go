@@ -4,9 +4,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
 // domainLabels lists the values of the domain label across every family
@@ -38,7 +40,8 @@ func (f families) domainLabels() []string {
 // cut to the same 256 bytes), and keeps the unknown_domain series of
 // domains that were never configured. A domain that was unknown, then
 // configured, then removed is dropped, and stops counting against
-// MaxUnknownDomains once configured. A series that a request decided with
+// MaxUnknownDomains once configured; so is an unknown domain whose
+// counters a late decision of the previous configuration reused. A series that a request decided with
 // the previous configuration recreates is dropped by the next change.
 // Before, a removed domain kept its series until the process restarted.
 func TestConfigAppliedDropsRemovedDomains(t *testing.T) {
@@ -54,7 +57,7 @@ func TestConfigAppliedDropsRemovedDomains(t *testing.T) {
 		}
 		return strings.Join(docs, "---\n")
 	}
-	h := newHarness(t, Options{IncumbentNames: true, MaxUnknownDomains: 1}, service.Options{}, join("keep", "gone", long+"1", long+"2"))
+	h := newHarness(t, Options{IncumbentNames: true, MaxUnknownDomains: 2}, service.Options{}, join("keep", "gone", long+"1", long+"2"))
 	apply := func(yaml string) {
 		t.Helper()
 		c := parseConfig(t, yaml)
@@ -101,15 +104,25 @@ func TestConfigAppliedDropsRemovedDomains(t *testing.T) {
 	if got := scrape(t, h.reg).domainLabels(); slices.Contains(got, "gone") {
 		t.Errorf("domains after the next change %q: the late series stayed", got)
 	}
+	// The same when a request to the removed domain, now unknown, came
+	// first: the late decision reuses the unknown domain's counters.
+	call("gone")
+	h.m.Descriptor(service.DescriptorEvent{Domain: "gone", Outcome: service.OutcomeNoLimit})
+	apply(join("keep", long+"2"))
+	if got := scrape(t, h.reg).domainLabels(); slices.Contains(got, "gone") {
+		t.Errorf("domains after the next change %q: the late series on an unknown domain stayed", got)
+	}
 
-	// stranger holds the only unknown-domain label; configuring it frees
-	// the label for another unknown domain, and removing it drops it.
+	// stranger holds one of the two unknown-domain labels, filler the
+	// other; configuring stranger frees its label for another unknown
+	// domain, and removing it drops it.
 	apply(join("keep", long+"2", "stranger"))
+	call("filler")
 	call("stranger")
 	call("other-stranger")
 	apply(join("keep", long+"2"))
 	f = scrape(t, h.reg)
-	if got, want := f.domainLabels(), []string{"keep", "other-stranger", long}; !slices.Equal(got, want) {
+	if got, want := f.domainLabels(), []string{"filler", "keep", "other-stranger", long}; !slices.Equal(got, want) {
 		t.Errorf("domains after configuring and removing stranger %q, want %q", got, want)
 	}
 }
@@ -131,4 +144,46 @@ func TestConfigAppliedKeepsSharedDomainLabel(t *testing.T) {
 	h.svc.SetConfig(empty)
 	h.m.ConfigApplied(empty)
 	scrape(t, h.reg).check(t, []want{{"sluice_decisions_total", "domain=" + OtherLabel + ",outcome=unknown_domain", 1}})
+}
+
+// TestConfigAppliedDomainsConcurrent: changes that add and remove a
+// domain while requests to it create its series race with nothing (run
+// with -race), and once its requests stop, the next change that leaves it
+// out leaves none of its series.
+func TestConfigAppliedDomainsConcurrent(t *testing.T) {
+	const a = "domain: a\ndescriptors:\n  - key: k\n    detailed_metric: true\n    rate_limit: {unit: hour, requests_per_unit: 1000000, name: r}\n"
+	const both = a + "---\n" + "domain: b\ndescriptors:\n  - key: k\n    detailed_metric: true\n    rate_limit: {unit: hour, requests_per_unit: 1000000, name: r}\n"
+	h := newHarness(t, Options{IncumbentNames: true}, service.Options{}, both)
+	cfgs := []*descriptor.Config{parseConfig(t, a), parseConfig(t, both)}
+	var wg sync.WaitGroup
+	for _, dom := range []string{"a", "b"} {
+		wg.Go(func() {
+			for range 200 {
+				if _, err := h.call(t, rq(dom, d("k", "1"))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 100 {
+		c := cfgs[i%2]
+		h.svc.SetConfig(c)
+		h.m.ConfigApplied(c)
+	}
+	wg.Wait()
+	h.svc.SetConfig(cfgs[0])
+	h.m.ConfigApplied(cfgs[0])
+	if got, want := scrape(t, h.reg).domainLabels(), []string{"a", "b"}; !slices.Equal(got, want) && !slices.Equal(got, want[:1]) {
+		t.Fatalf("domains %q", got)
+	}
+	if got := scrape(t, h.reg).domainLabels(); slices.Contains(got, "b") {
+		// b's requests ended while it was configured, or were answered
+		// unknown_domain; either way only that outcome may stay.
+		for _, s := range scrape(t, h.reg).series("sluice_decisions_total") {
+			if strings.Contains(s, "domain=b,") && s != "domain=b,outcome=unknown_domain" {
+				t.Errorf("series %q of the removed domain stayed", s)
+			}
+		}
+	}
 }

@@ -139,7 +139,7 @@ func (m *Metrics) ConfigApplied(c *descriptor.Config) {
 }
 
 // dropDomains removes from m.domains the domains c does not hold that were
-// configured: in the configuration applied before c, or created for a
+// configured: in the configuration applied before c, or used for a
 // decision of a configured domain (a request decided with an earlier
 // configuration included). Domains c holds stop counting as unknown. It
 // returns the removed domains' counters and the domain labels still in
@@ -160,7 +160,10 @@ func (m *Metrics) dropDomains(c *descriptor.Config) (removed map[string]*domainS
 				m.unknowns--
 			}
 			return true
-		case prev[name] || !d.unknown:
+		case prev[name] || !d.unknown || decidedAsConfigured(d):
+			if d.unknown {
+				m.unknowns-- // its label is free for another unknown domain
+			}
 			return false
 		}
 		return true
@@ -170,6 +173,18 @@ func (m *Metrics) dropDomains(c *descriptor.Config) (removed map[string]*domainS
 		kept[d.label] = true
 	}
 	return removed, kept
+}
+
+// decidedAsConfigured reports whether d counted an outcome only a
+// configured domain has: a request decided with an earlier configuration
+// reused an unknown domain's counters.
+func decidedAsConfigured(d *domainStats) bool {
+	for o := range d.outcomes {
+		if outcome(o) != outUnknownDomain && outcome(o) != outError && d.outcomes[o].Load() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // deleteDomainSeries deletes every series whose domain label is l.
