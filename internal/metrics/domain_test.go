@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sluice-rl/sluice/internal/service"
@@ -154,26 +153,7 @@ func TestConfigAppliedDomainsConcurrent(t *testing.T) {
 	const a = "domain: a\ndescriptors:\n  - key: k\n    detailed_metric: true\n    rate_limit: {unit: hour, requests_per_unit: 1000000, name: r}\n"
 	const both = a + "---\n" + "domain: b\ndescriptors:\n  - key: k\n    detailed_metric: true\n    rate_limit: {unit: hour, requests_per_unit: 1000000, name: r}\n"
 	h := newHarness(t, Options{IncumbentNames: true}, service.Options{}, both)
-	cfgs := []*descriptor.Config{parseConfig(t, a), parseConfig(t, both)}
-	var wg sync.WaitGroup
-	for _, dom := range []string{"a", "b"} {
-		wg.Go(func() {
-			for range 200 {
-				if _, err := h.call(t, rq(dom, d("k", "1"))); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	for i := range 100 {
-		c := cfgs[i%2]
-		h.svc.SetConfig(c)
-		h.m.ConfigApplied(c)
-	}
-	wg.Wait()
-	h.svc.SetConfig(cfgs[0])
-	h.m.ConfigApplied(cfgs[0])
+	h.churn(t, []*descriptor.Config{parseConfig(t, a), parseConfig(t, both)}, rq("a", d("k", "1")), rq("b", d("k", "1")))
 	if got, want := scrape(t, h.reg).domainLabels(), []string{"a", "b"}; !slices.Equal(got, want) && !slices.Equal(got, want[:1]) {
 		t.Fatalf("domains %q", got)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,4 +175,30 @@ func (f families) check(t *testing.T, wants []want) {
 			t.Errorf("%s{%s} = %v, want %v", w.name, w.labels, got, w.value)
 		}
 	}
+}
+
+// churn sends each of reqs 200 times from its own goroutine while the
+// service and the metrics apply cfgs in turn, 100 changes in all, then,
+// once every request is answered, applies cfgs[0] once more.
+func (h *harness) churn(t *testing.T, cfgs []*descriptor.Config, reqs ...*rlsv3.RateLimitRequest) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, req := range reqs {
+		wg.Go(func() {
+			for range 200 {
+				if _, err := h.call(t, req); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 100 {
+		c := cfgs[i%len(cfgs)]
+		h.svc.SetConfig(c)
+		h.m.ConfigApplied(c)
+	}
+	wg.Wait()
+	h.svc.SetConfig(cfgs[0])
+	h.m.ConfigApplied(cfgs[0])
 }

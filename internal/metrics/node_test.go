@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/sluice-rl/sluice/internal/service"
@@ -254,26 +253,7 @@ func TestConfigAppliedConcurrent(t *testing.T) {
 	const both = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1000000}\n  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 1000000}\n"
 	const onlyA = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1000000}\n"
 	h := newHarness(t, Options{IncumbentNames: true}, service.Options{}, both)
-	cfgs := []*descriptor.Config{parseConfig(t, onlyA), parseConfig(t, both)}
-	var wg sync.WaitGroup
-	for _, key := range []string{"a", "b"} {
-		wg.Go(func() {
-			for range 200 {
-				if _, err := h.call(t, rq("d", d(key, "1"))); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	for i := range 100 {
-		c := cfgs[i%2]
-		h.svc.SetConfig(c)
-		h.m.ConfigApplied(c)
-	}
-	wg.Wait()
-	h.svc.SetConfig(cfgs[0])
-	h.m.ConfigApplied(cfgs[0])
+	h.churn(t, []*descriptor.Config{parseConfig(t, onlyA), parseConfig(t, both)}, rq("d", d("a", "1")), rq("d", d("b", "1")))
 	if got, want := scrape(t, h.reg).series("sluice_rate_limit_total_hits_total"), []string{"descriptor=a,domain=d,key1=a,key2="}; !slices.Equal(got, want) {
 		t.Errorf("series %q, want %q", got, want)
 	}
