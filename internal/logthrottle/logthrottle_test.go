@@ -15,12 +15,7 @@ import (
 // One warning per interval, with the error's words, and the count of
 // those held back on the next one.
 func TestThrottledLog(t *testing.T) {
-	clock := fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	var buf bytes.Buffer
-	log := logrus.New()
-	log.SetOutput(&buf)
-	log.SetFormatter(&logrus.TextFormatter{DisableTimestamp: true})
-	tl := Log{Now: clock.Now}
+	clock, buf, log, tl := newTestLog()
 	err := errors.New("WRONGPASS invalid username-password pair")
 	for range 3 {
 		tl.Warn(log, "backend could not decide", err)
@@ -44,12 +39,7 @@ func TestThrottledLog(t *testing.T) {
 // Error throttles the same way, at error level, sharing the interval with
 // Warn.
 func TestThrottledLogError(t *testing.T) {
-	clock := fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	var buf bytes.Buffer
-	log := logrus.New()
-	log.SetOutput(&buf)
-	log.SetFormatter(&logrus.TextFormatter{DisableTimestamp: true})
-	tl := Log{Now: clock.Now}
+	clock, buf, log, tl := newTestLog()
 	tl.Error(log, "token file unreadable", errors.New("permission denied"))
 	tl.Warn(log, "token file unreadable", nil)
 	clock.Advance(Interval)
@@ -59,4 +49,15 @@ func TestThrottledLogError(t *testing.T) {
 		!strings.Contains(lines[1], "level=error") || !strings.Contains(lines[1], "similar_warnings_held_back=1") {
 		t.Errorf("lines:\n%s\nwant two at error level, the second counting 1 held back", buf.String())
 	}
+}
+
+// newTestLog returns a fake clock, a logger writing text lines without
+// timestamps into the returned buffer, and a Log on that clock.
+func newTestLog() (*fakeclock.Clock, *bytes.Buffer, *logrus.Logger, *Log) {
+	clock := fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	buf := &bytes.Buffer{}
+	log := logrus.New()
+	log.SetOutput(buf)
+	log.SetFormatter(&logrus.TextFormatter{DisableTimestamp: true})
+	return clock, buf, log, &Log{Now: clock.Now}
 }
