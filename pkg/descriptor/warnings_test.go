@@ -66,6 +66,25 @@ descriptors:
 				"c.yaml:7: api.user.path_/upload: sliding_log 10000000/1 hour keeps one entry per admitted request: up to 10000000 per descriptor, about 1 GiB",
 			},
 		},
+		{
+			name: "a '*' in a key is literal, at any depth",
+			yaml: `
+domain: api
+descriptors:
+  - key: "x*"
+    rate_limit: {unit: minute, requests_per_unit: 70}
+  - key: path
+    value: "/api/*"
+    descriptors:
+      - key: "*"
+        value: "v*"
+        rate_limit: {unit: minute, requests_per_unit: 1}
+`,
+			want: []string{
+				"c.yaml:4: key 'x*' holds '*', which sluice compares as a literal character: only a request key written 'x*' matches it; envoyproxy/ratelimit matches such a key as a wildcard",
+				"c.yaml:9: key '*' holds '*', which sluice compares as a literal character",
+			},
+		},
 	}
 	// A descriptor as deep as a request's can be, and one level deeper:
 	// one warning, at the first level beyond the default bound.
