@@ -133,9 +133,6 @@ func (c *compiler) node(s *DescriptorSpec, at Pos, d *Domain, parent *Node) *Nod
 	if n.Wildcard = strings.Contains(n.Value, "*"); n.Wildcard {
 		n.pattern = compilePattern(n.Value)
 	}
-	if strings.Contains(n.Key, "*") {
-		d.warnings = append(d.warnings, s.KeyAt.or(at.below("key")).error(starKeyWarning(n.Key)).Error())
-	}
 	if n.ShareThreshold && !n.Wildcard {
 		c.errorf(s.ShareThresholdAt.or(at.below("share_threshold")), "share_threshold applies only to a value holding '*', not '%s'", n.Value)
 	}
@@ -146,20 +143,6 @@ func (c *compiler) node(s *DescriptorSpec, at Pos, d *Domain, parent *Node) *Nod
 		return nil
 	}
 	return n
-}
-
-// starKeyWarning says what a '*' in a descriptor's key means to sluice,
-// and what it meant to the reference: there, a key holding '*' is matched
-// as a wildcard pattern against the request's key and value joined by '_'
-// (key "x*" matches key "x" with any value, and key "xyz"), an accident of
-// how it builds lookup keys. sluice compares keys whole (the migration
-// guide's star-key-literal row); a config written for that accident would
-// otherwise lose its limit in silence.
-func starKeyWarning(key string) string {
-	return fmt.Sprintf("key '%s' holds '*', which sluice compares as a literal character: only a request key written '%s' matches it; "+
-		"envoyproxy/ratelimit matches such a key as a wildcard over the request's key and value joined by '_' "+
-		"(key 'x*' also matches key 'x' with any value, and key 'xyz'); for a wildcard, write the key whole and the '*' in the value",
-		key, key)
 }
 
 // MaxRules is the most rate limits one descriptor may hold; a config with

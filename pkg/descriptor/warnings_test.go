@@ -129,3 +129,25 @@ func TestByteSize(t *testing.T) {
 		}
 	}
 }
+
+// TestStarKeyFromSpec: a key holding '*' that does not come from a file
+// loads without a warning. Over xDS, Envoy Gateway's keys are route names
+// whose last part is often a literal '*' (the hostname), and Envoy sends
+// them back unchanged, so the key compares equal as written.
+func TestStarKeyFromSpec(t *testing.T) {
+	route := "httproute/default/backend/rule/0/match/0/*"
+	d, err := Compile(DomainSpec{Name: "default/eg/http", Descriptors: []DescriptorSpec{{
+		Key: route, Value: route,
+		RateLimits: []RuleSpec{{Unit: "hour", RequestsPerUnit: 2}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewConfig(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := c.Warnings(); len(w) != 0 {
+		t.Errorf("warnings %q, want none", w)
+	}
+}

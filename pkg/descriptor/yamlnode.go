@@ -24,8 +24,8 @@ type parser struct {
 	strict bool
 }
 
-// ignoredf records something the reference ignores: a warning, or an
-// error in strict mode.
+// ignoredf records something the reference ignores, or reads otherwise
+// than sluice: a warning, or an error in strict mode.
 func (p *parser) ignoredf(n *yaml.Node, format string, args ...any) {
 	e := &Error{File: p.file, Line: n.Line, Reason: fmt.Sprintf(format, args...)}
 	if p.strict {

@@ -3,7 +3,9 @@ package descriptor
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -156,6 +158,9 @@ func (p *parser) descriptor(m *yaml.Node) DescriptorSpec {
 		case "key":
 			s.Key, _ = p.str(f.val, "key")
 			s.KeyAt = p.pos(f.val)
+			if strings.Contains(s.Key, "*") {
+				p.ignoredf(f.val, "%s", starKeyWarning(s.Key))
+			}
 		case "value":
 			s.Value, _ = p.str(f.val, "value")
 		case "rate_limit":
@@ -194,4 +199,20 @@ func (p *parser) descriptor(m *yaml.Node) DescriptorSpec {
 		s.RateLimits = list(p, rateLimits.val, "rate_limits", p.rule)
 	}
 	return s
+}
+
+// starKeyWarning says what a '*' in a descriptor's key means to sluice,
+// and what it meant to the reference: there, a key holding '*' is matched
+// as a wildcard pattern against the request's key and value joined by '_'
+// (key "x*" matches key "x" with any value, and key "xyz"), an accident of
+// how it builds lookup keys. sluice compares keys whole (the migration
+// guide's star-key-literal row); a file written for that accident would
+// otherwise lose its limit in silence. Only files are warned about: over
+// xDS, Envoy Gateway writes route names holding a literal '*' as keys,
+// and Envoy sends them back unchanged.
+func starKeyWarning(key string) string {
+	return fmt.Sprintf("key '%s' holds '*', which sluice compares as a literal character: only a request key written '%s' matches it; "+
+		"envoyproxy/ratelimit matches such a key as a wildcard over the request's key and value joined by '_' "+
+		"(key 'x*' also matches key 'x' with any value, and key 'xyz'); for a wildcard, write the key whole and the '*' in the value",
+		key, key)
 }
