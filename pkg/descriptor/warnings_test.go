@@ -67,7 +67,7 @@ descriptors:
 			},
 		},
 		{
-			name: "a '*' in a key is literal, at any depth",
+			name: "a '*' in a key is literal, at any depth; Envoy Gateway's route descriptors are not warned about",
 			yaml: `
 domain: api
 descriptors:
@@ -79,6 +79,9 @@ descriptors:
       - key: "*"
         value: "v*"
         rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: httproute/default/backend/rule/0/match/0/*
+    value: httproute/default/backend/rule/0/match/0/*
+    rate_limit: {unit: minute, requests_per_unit: 1}
 `,
 			want: []string{
 				"c.yaml:4: key 'x*' holds '*', which sluice compares as a literal character: only a request key written 'x*' matches it; envoyproxy/ratelimit matches such a key as a wildcard",

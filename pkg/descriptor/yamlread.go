@@ -153,14 +153,13 @@ func (p *parser) descriptor(m *yaml.Node) DescriptorSpec {
 	fields = p.known(fields, descriptorKeys, "a descriptor")
 	s := DescriptorSpec{At: p.pos(m), KeyAt: p.pos(m)}
 	var rateLimit, rateLimits *field
+	var keyNode *yaml.Node
 	for i, f := range fields {
 		switch f.name {
 		case "key":
 			s.Key, _ = p.str(f.val, "key")
 			s.KeyAt = p.pos(f.val)
-			if strings.Contains(s.Key, "*") {
-				p.ignoredf(f.val, "%s", starKeyWarning(s.Key))
-			}
+			keyNode = f.val
 		case "value":
 			s.Value, _ = p.str(f.val, "value")
 		case "rate_limit":
@@ -188,6 +187,9 @@ func (p *parser) descriptor(m *yaml.Node) DescriptorSpec {
 			s.Metadata = p.metadata(f.val)
 		}
 	}
+	if strings.Contains(s.Key, "*") && s.Value != s.Key {
+		p.ignoredf(keyNode, "%s", starKeyWarning(s.Key))
+	}
 	switch {
 	case rateLimit != nil && rateLimits != nil:
 		p.errorf(rateLimits.key, "rate_limit (line %d) and rate_limits cannot both be set: put every rule in rate_limits", rateLimit.key.Line)
@@ -207,9 +209,11 @@ func (p *parser) descriptor(m *yaml.Node) DescriptorSpec {
 // (key "x*" matches key "x" with any value, and key "xyz"), an accident of
 // how it builds lookup keys. sluice compares keys whole (the migration
 // guide's star-key-literal row); a file written for that accident would
-// otherwise lose its limit in silence. Only files are warned about: over
-// xDS, Envoy Gateway writes route names holding a literal '*' as keys,
-// and Envoy sends them back unchanged.
+// otherwise lose its limit in silence. Envoy Gateway's route descriptors
+// are not warned about: their key is a route name often ending in a
+// literal '*' (the hostname), their value the same name, and Envoy sends
+// both back unchanged. They come over xDS, which is never warned about,
+// or from a file holding such a config, whose key equals its value.
 func starKeyWarning(key string) string {
 	return fmt.Sprintf("key '%s' holds '*', which sluice compares as a literal character: only a request key written '%s' matches it; "+
 		"envoyproxy/ratelimit matches such a key as a wildcard over the request's key and value joined by '_' "+
