@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"regexp"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -203,13 +204,32 @@ func (m *Metrics) deleteDomainSeries(l string) {
 
 // incumbentKeys returns the key1 and key2 labels the reference's default
 // statsd mapping (PROMETHEUS_MAPPER_YAML, which Envoy Gateway mounts
-// unchanged) gives a node of stats path path: the path's first two
-// dot-separated parts, each whole (up to MaxDescriptorLabelLen). A node of
-// one level has key2 "", which Prometheus stores as no key2 label, as the
-// mapping's two-part rule makes it.
+// unchanged) gives a node of stats path path: the first two dot-separated
+// parts, each whole (up to MaxDescriptorLabelLen), of the path as the
+// reference names its stats (sanitizeStatName). A node of one level has
+// key2 "", which Prometheus stores as no key2 label, as the mapping's
+// two-part rule makes it.
 func incumbentKeys(path string) (key1, key2 string) {
-	key1, key2 = firstTwoParts(path)
+	key1, key2 = firstTwoParts(sanitizeStatName(path))
 	return labelValue(key1, MaxDescriptorLabelLen), labelValue(key2, MaxDescriptorLabelLen)
+}
+
+// statNameReplacer and ipv4InStatName are what the reference's stat names
+// lose: ':' and '|' (statsd's separators) become '_', and so do the dots
+// of anything shaped like an IPv4 address.
+var (
+	statNameReplacer = strings.NewReplacer(":", "_", "|", "_")
+	ipv4InStatName   = regexp.MustCompile(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
+)
+
+// sanitizeStatName returns s as the reference writes it into a stat name,
+// before its Prometheus mapping splits the name at dots: so a value
+// 192.168.0.0/16 (Envoy Gateway's CIDR rules) stays one label,
+// masked_remote_address_192_168_0_0/16, instead of being cut at its first
+// dot.
+func sanitizeStatName(s string) string {
+	s = statNameReplacer.Replace(s)
+	return ipv4InStatName.ReplaceAllStringFunc(s, func(ip string) string { return strings.ReplaceAll(ip, ".", "_") })
 }
 
 // firstTwoParts returns the first two dot-separated parts of s ("" for a

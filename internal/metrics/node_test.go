@@ -145,7 +145,7 @@ descriptors:
 			labels := func(key1, key2 string) string {
 				return "domain=default/eg/http,key1=" + key1 + ",key2=" + key2
 			}
-			rule, cidr, k := labels(route+"_"+route, "rule-0-match-0"), labels(route+"_"+route, "masked_remote_address_192"), labels("k", "")
+			rule, cidr, k := labels(route+"_"+route, "rule-0-match-0"), labels(route+"_"+route, "masked_remote_address_192_168_0_0/16"), labels("k", "")
 			f.check(t, []want{
 				{"ratelimit_service_rate_limit_total_hits", rule, 3},
 				{"ratelimit_service_rate_limit_within_limit", rule, 2},
@@ -162,6 +162,28 @@ descriptors:
 				t.Errorf("series %q, want one per first two levels", got)
 			}
 		})
+	}
+}
+
+// TestIncumbentKeysSanitized: the reference's key1 and key2 labels are
+// cut from its stat name, in which ':' and '|' became '_', and so did the
+// dots of anything shaped like an IPv4 address (the first five cases were
+// read from envoyproxy/ratelimit's Prometheus output; the last two follow
+// its regular expression, \d{1,3} four times joined by dots).
+func TestIncumbentKeysSanitized(t *testing.T) {
+	for _, tc := range []struct{ path, key1, key2 string }{
+		{"plain", "plain", ""},
+		{"k:colon_1.2.3.4", "k_colon_1_2_3_4", ""},
+		{"k:x|y_10.1.2.3", "k_x_y_10_1_2_3", ""},
+		{"route_route.masked_remote_address_192.168.0.0/16.remote_address", "route_route", "masked_remote_address_192_168_0_0/16"},
+		{"k.dot_v.dot", "k", "dot_v"},
+		{"version_1.2.3", "version_1", "2"},
+		{"a_1234.5.6.7", "a_1234_5_6_7", ""},
+	} {
+		k1, k2 := incumbentKeys(tc.path)
+		if k1 != tc.key1 || k2 != tc.key2 {
+			t.Errorf("incumbentKeys(%q) = %q, %q; want %q, %q", tc.path, k1, k2, tc.key1, tc.key2)
+		}
 	}
 }
 
