@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sirupsen/logrus"
@@ -263,13 +264,13 @@ func loadFiles(s *settings, svc *service.Service, obs *observability, log *logru
 }
 
 // newLogger builds the process logger: text, or JSON with the reference's
-// @timestamp and @message field names.
+// @timestamp (to the nanosecond, RFC 3339) and @message fields.
 func newLogger(s *settings, w io.Writer) *logrus.Logger {
 	l := logrus.New()
 	l.SetOutput(w)
 	l.SetLevel(s.LogLevel)
 	if s.LogFormat == "json" {
-		l.SetFormatter(&logrus.JSONFormatter{FieldMap: logrus.FieldMap{
+		l.SetFormatter(&logrus.JSONFormatter{TimestampFormat: time.RFC3339Nano, FieldMap: logrus.FieldMap{
 			logrus.FieldKeyTime: "@timestamp",
 			logrus.FieldKeyMsg:  "@message",
 		}})

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/sluice-rl/sluice/internal/poll"
 	"github.com/sluice-rl/sluice/internal/syncbuf"
 	"github.com/sluice-rl/sluice/internal/testhttp"
@@ -277,5 +279,29 @@ func TestServeWarnsOfLargeSlidingLog(t *testing.T) {
 	}
 	if code := s.stop(t); code != 0 {
 		t.Errorf("serve exit %d after cancel, want 0", code)
+	}
+}
+
+// TestJSONLogFields: LOG_FORMAT=json writes the reference's fields,
+// @message and @timestamp, the time to the nanosecond (RFC 3339), as the
+// reference writes it; log pipelines parse and order by it.
+func TestJSONLogFields(t *testing.T) {
+	for _, tc := range []struct {
+		at   time.Time
+		want string
+	}{
+		{time.Date(2020, 9, 10, 17, 22, 44, 926010192, time.UTC), "2020-09-10T17:22:44.926010192Z"},
+		{time.Date(2020, 9, 10, 17, 22, 44, 0, time.UTC), "2020-09-10T17:22:44Z"},
+	} {
+		var buf strings.Builder
+		l := newLogger(&settings{LogFormat: "json", LogLevel: logrus.InfoLevel}, &buf)
+		l.WithTime(tc.at).Info("loading domain: messaging")
+		var line map[string]any
+		if err := json.Unmarshal([]byte(buf.String()), &line); err != nil {
+			t.Fatalf("%q: %v", buf.String(), err)
+		}
+		if line["@message"] != "loading domain: messaging" || line["@timestamp"] != tc.want {
+			t.Errorf("log line %q, want @message %q and @timestamp %q", buf.String(), "loading domain: messaging", tc.want)
+		}
 	}
 }
