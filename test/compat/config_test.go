@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,4 +148,34 @@ func TestConfigFiles(t *testing.T) {
 	resp = s.ask(t, rq("another", d("key2", sluicetest.Unique("foo"))))
 	expect(t, "a dot-file", answerOf(resp), ans(ok, limited(ok, 20, "MINUTE", 19)),
 		because(devDotfiles, ans(ok, noLimit)))
+}
+
+// devMissingPath: a config directory that does not exist at start stops
+// sluice; the incumbent starts without limits and loads it when it
+// appears.
+var devMissingPath = dev("config-path-missing-at-start")
+
+// TestConfigPathMissingAtStart: with its default RUNTIME_WATCH_ROOT=true,
+// the incumbent starts when RUNTIME_ROOT does not exist yet, answers every
+// call OK without limits, and loads the directory when the RUNTIME_ROOT
+// symlink appears (a git-sync sidecar's first sync; checked against its
+// binary). sluice exits 1 naming the path.
+func TestConfigPathMissingAtStart(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "current")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sluicetest.Binary(t), "serve")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "RUNTIME_ROOT=" + missing, "RUNTIME_SUBDIRECTORY=ratelimit",
+		"GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "HOST=127.0.0.1", "PORT=0", "SLUICE_ADMIN_ADDR=127.0.0.1:0"}
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Run()
+	got := "starts"
+	if exit, ok := err.(*exec.ExitError); ok && ctx.Err() == nil {
+		got = "exits " + strconv.Itoa(exit.ExitCode())
+		if !strings.Contains(buf.String(), filepath.Join(missing, "ratelimit", "config")) {
+			t.Errorf("the error does not name the missing directory:\n%s", buf.String())
+		}
+	}
+	expect(t, "a RUNTIME_ROOT that does not exist yet", got, "starts", because(devMissingPath, "exits 1"))
 }
