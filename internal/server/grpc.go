@@ -42,6 +42,7 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 		}
 		opts = append(opts, grpc.Creds(newHandshakeLog(credentials.NewTLS(cfg), s.log)))
 	}
+	opts = append(opts, s.grpcLimitOptions(s.opts.GRPCLimits)...)
 	opts = append(opts, s.opts.GRPCOptions...)
 	g := grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(g, s.opts.Service)

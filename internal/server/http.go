@@ -54,7 +54,12 @@ func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, status.Convert(err).Message(), http.StatusForbidden)
 		return
 	}
+	if !s.inflight.acquire(0) {
+		http.Error(w, status.Convert(errOverloaded).Message(), http.StatusServiceUnavailable)
+		return
+	}
 	resp, err := s.opts.Service.ShouldRateLimit(r.Context(), &req)
+	s.inflight.release()
 	if err != nil {
 		st := status.Convert(err)
 		http.Error(w, st.Message(), httpStatus(st.Code()))

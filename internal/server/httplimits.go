@@ -76,22 +76,26 @@ func Bound(srv *http.Server, ln net.Listener, l HTTPLimits, log logrus.FieldLogg
 	l = l.withDefaults()
 	srv.ReadHeaderTimeout, srv.ReadTimeout = l.ReadHeaderTimeout, l.ReadTimeout
 	srv.WriteTimeout, srv.IdleTimeout = l.WriteTimeout, l.IdleTimeout
-	return newLimitListener(ln, l.MaxConnections, log)
+	return newLimitListener(ln, l.MaxConnections, "HTTP", log)
 }
 
 // limitListener closes connections accepted beyond a bound on the open
-// ones.
+// ones, and counts the open ones.
 type limitListener struct {
 	net.Listener
-	slots chan struct{}
-	log   logrus.FieldLogger
-	full  atomic.Bool // a refusal was logged since the listener was last below its bound
+	max  int64  // 0: no bound
+	what string // the listener's name in the warning: "HTTP", "gRPC"
+	log  logrus.FieldLogger
+	open atomic.Int64
+	full atomic.Bool // a refusal was logged since the listener was last below its bound
 	// Refused counts the connections closed for being beyond the bound.
 	refused atomic.Uint64
 }
 
-func newLimitListener(ln net.Listener, max int, log logrus.FieldLogger) *limitListener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, max), log: log}
+// newLimitListener bounds ln to max open connections (0: no bound, only
+// counted); what names the listener in its warning.
+func newLimitListener(ln net.Listener, max int, what string, log logrus.FieldLogger) *limitListener {
+	return &limitListener{Listener: ln, max: int64(max), what: what, log: log}
 }
 
 // Accept returns the next connection within the bound, closing those
@@ -102,24 +106,23 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		select {
-		case l.slots <- struct{}{}:
+		if n := l.open.Add(1); l.max <= 0 || n <= l.max {
 			return &limitConn{Conn: c, release: l.release}, nil
-		default:
 		}
+		l.open.Add(-1)
 		// Counted before the close, so that whoever sees the connection
 		// closed sees it counted too.
 		l.refused.Add(1)
 		c.Close()
 		if l.full.CompareAndSwap(false, true) {
-			l.log.WithFields(logrus.Fields{"max_connections": cap(l.slots), "addr": l.Addr().String()}).
-				Warn("HTTP listener at its connection limit: closing new connections until some close")
+			l.log.WithFields(logrus.Fields{"max_connections": l.max, "addr": l.Addr().String()}).
+				Warn(l.what + " listener at its connection limit: closing new connections until some close")
 		}
 	}
 }
 
 func (l *limitListener) release() {
-	<-l.slots
+	l.open.Add(-1)
 	l.full.Store(false)
 }
 

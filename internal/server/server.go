@@ -67,6 +67,9 @@ type Options struct {
 	// HTTPLimits bound the HTTP listener's connections: read, write and
 	// idle timeouts and the most open connections.
 	HTTPLimits HTTPLimits
+	// GRPCLimits bound the gRPC listener's connections, the streams of
+	// each and the calls open at once (zero fields: no bound).
+	GRPCLimits GRPCLimits
 	// DrainDelay is how long Serve keeps both servers up, failing health,
 	// after shutdown starts and before it stops accepting connections, so
 	// load balancers see the failure first. 0 stops at once.
@@ -97,6 +100,8 @@ type Server struct {
 	access accessPolicy
 
 	grpcLn, httpLn net.Listener
+	grpcLimit      *limitListener // counts, and bounds, the gRPC connections
+	inflight       inflight       // counts, and bounds, the calls open at once
 
 	mu       sync.Mutex // orders health updates against shutdown
 	serving  bool       // the caller's view: the backend is usable
@@ -120,6 +125,7 @@ func New(o Options) (*Server, error) {
 	if s.log == nil {
 		s.log = logrus.StandardLogger()
 	}
+	s.inflight.max, s.inflight.log = int64(max(o.GRPCLimits.MaxInFlight, 0)), s.log
 
 	var err error
 	if s.access, err = o.Access.resolve(o.TLS, func(m string) { s.log.Warn(m) }); err != nil {
@@ -147,11 +153,13 @@ func New(o Options) (*Server, error) {
 	if s.grpcLn, err = listenGRPC(o); err != nil {
 		return nil, err
 	}
+	s.grpcLimit = newLimitListener(s.grpcLn, o.GRPCLimits.MaxConnections, "gRPC", s.log)
+	s.grpcLn = s.grpcLimit
 	if s.httpLn, err = net.Listen("tcp", o.HTTPAddr); err != nil {
 		s.grpcLn.Close()
 		return nil, fmt.Errorf("server: listen for HTTP on %s: %w", o.HTTPAddr, err)
 	}
-	s.httpLn = newLimitListener(s.httpLn, o.HTTPLimits.MaxConnections, s.log)
+	s.httpLn = newLimitListener(s.httpLn, o.HTTPLimits.MaxConnections, "HTTP", s.log)
 	if o.Access.HTTPTLS {
 		cfg, err := newHTTPTLS(*o.TLS, s.log)
 		if err != nil {

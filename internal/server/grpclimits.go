@@ -1,0 +1,167 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"github.com/sluice-rl/sluice/internal/logthrottle"
+)
+
+// Defaults of the binary for the fields of GRPCLimits (a zero field means
+// no bound; see docs/decisions/0076-grpc-listener-bounds.md for the
+// figures behind each number).
+const (
+	// DefaultGRPCMaxConcurrentStreams is the streams one connection may
+	// have open, advertised in SETTINGS_MAX_CONCURRENT_STREAMS. Envoy
+	// opens another connection when a connection reaches it, and gRPC
+	// clients queue their calls: it spreads load, it never fails a call.
+	DefaultGRPCMaxConcurrentStreams = 1024
+	// DefaultGRPCMaxHeaderListBytes bounds a call's header list
+	// (SETTINGS_MAX_HEADER_LIST_SIZE): Envoy's own bound on the headers it
+	// accepts is 60 KiB; a rate-limit call's are a few hundred bytes.
+	DefaultGRPCMaxHeaderListBytes = 64 << 10
+	// DefaultGRPCMaxConnections bounds the gRPC listener's open
+	// connections: each Envoy worker thread holds one or a few.
+	DefaultGRPCMaxConnections = 16384
+	// DefaultMaxInFlight bounds the calls being received or answered at
+	// once, over all connections, gRPC and /json.
+	DefaultMaxInFlight = 10000
+)
+
+// healthReserve is how many calls of the gRPC health service may run
+// beyond MaxInFlight, so that an overloaded instance still answers its
+// probes (a liveness probe that fails restarts a pod that is only busy).
+const healthReserve = 64
+
+// healthPrefix starts the full method names of the gRPC health service.
+const healthPrefix = "/grpc.health.v1.Health/"
+
+// GRPCLimits bound what clients can hold on the gRPC listener, so that no
+// client, however it behaves, makes the process take memory or goroutines
+// without end. A zero field means no bound (gRPC's own behaviour).
+type GRPCLimits struct {
+	// MaxConcurrentStreams bounds the open streams (calls) of one
+	// connection; it is advertised to the client, and a stream the client
+	// opens beyond it anyway is reset with REFUSED_STREAM.
+	MaxConcurrentStreams uint32
+	// MaxHeaderListBytes bounds the headers of one call (HTTP/2's size:
+	// names, values and 32 bytes per field); it is advertised to the
+	// client, and a call whose headers are larger is reset. Zero keeps
+	// gRPC's own bound, 16 MiB.
+	MaxHeaderListBytes uint32
+	// MaxConnections bounds the open gRPC connections. A connection
+	// accepted beyond it is closed at once, and a warning is logged when
+	// the listener reaches the bound.
+	MaxConnections int
+	// MaxInFlight bounds the calls open at once across all connections,
+	// from their headers to their answer: ShouldRateLimit over gRPC and
+	// /json, and any other gRPC method. A call beyond it is answered at
+	// once, before its request is read, with ResourceExhausted (503 on
+	// /json); the health service has a small reserve beyond it.
+	MaxInFlight int
+}
+
+// Load is what the server's bounds see now.
+type Load struct {
+	// InFlight is the calls open now (0 when MaxInFlight is 0: nothing
+	// counts them).
+	InFlight int64
+	// Shed counts the calls answered ResourceExhausted (or 503 on /json)
+	// because MaxInFlight calls were open.
+	Shed uint64
+	// Connections is the open gRPC connections.
+	Connections int64
+	// ConnectionsRefused counts the gRPC connections closed at once for
+	// being beyond MaxConnections.
+	ConnectionsRefused uint64
+}
+
+// Load reports the server's bounds' counts.
+func (s *Server) Load() Load {
+	return Load{
+		InFlight:           s.inflight.n.Load(),
+		Shed:               s.inflight.shed.Load(),
+		Connections:        s.grpcLimit.open.Load(),
+		ConnectionsRefused: s.grpcLimit.refused.Load(),
+	}
+}
+
+// grpcLimitOptions are the gRPC server options for l.
+func (s *Server) grpcLimitOptions(l GRPCLimits) []grpc.ServerOption {
+	var opts []grpc.ServerOption
+	if l.MaxConcurrentStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(l.MaxConcurrentStreams))
+	}
+	if l.MaxHeaderListBytes > 0 {
+		opts = append(opts, grpc.MaxHeaderListSize(l.MaxHeaderListBytes))
+	}
+	if l.MaxInFlight > 0 {
+		opts = append(opts, grpc.InTapHandle(s.tapInFlight))
+	}
+	return opts
+}
+
+// tapInFlight admits a gRPC call within MaxInFlight and refuses it with
+// ResourceExhausted beyond. gRPC runs it once a call's headers are read,
+// before the call has a goroutine or its request is read; the call's slot
+// is given back when its context ends, which gRPC does for every stream
+// it admits, however it ends.
+func (s *Server) tapInFlight(ctx context.Context, info *tap.Info) (context.Context, error) {
+	var extra int64
+	if strings.HasPrefix(info.FullMethodName, healthPrefix) {
+		extra = healthReserve
+	}
+	if !s.inflight.acquire(extra) {
+		return ctx, errOverloaded
+	}
+	context.AfterFunc(ctx, s.inflight.release)
+	return ctx, nil
+}
+
+// errOverloaded answers a call beyond MaxInFlight.
+var errOverloaded = status.Error(codes.ResourceExhausted,
+	"sluice is answering as many calls as it is configured to (SLUICE_MAX_IN_FLIGHT); try again or another instance")
+
+// inflight counts the calls open at once against a bound, and logs
+// (throttled) when it refuses one.
+type inflight struct {
+	max      int64 // 0: no bound, nothing counted
+	n        atomic.Int64
+	shed     atomic.Uint64
+	log      logrus.FieldLogger
+	throttle logthrottle.Log
+}
+
+// acquire takes a slot if fewer than max+extra calls are open, and
+// reports whether it did; each true must be followed by one release.
+// Without a bound it always succeeds and counts nothing.
+func (g *inflight) acquire(extra int64) bool {
+	if g.max <= 0 {
+		return true
+	}
+	// Add, then back out: a slot is held only by a call that saw the
+	// count within the bound after its own increment, so never more
+	// than max+extra calls hold one.
+	if g.n.Add(1) <= g.max+extra {
+		return true
+	}
+	g.n.Add(-1)
+	g.shed.Add(1)
+	g.throttle.Warn(g.log.WithFields(logrus.Fields{"max_in_flight": g.max}),
+		"calls in flight at their bound (SLUICE_MAX_IN_FLIGHT): answering new calls ResourceExhausted until some finish", nil)
+	return false
+}
+
+// release gives back a slot taken by acquire.
+func (g *inflight) release() {
+	if g.max > 0 {
+		g.n.Add(-1)
+	}
+}
