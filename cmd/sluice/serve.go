@@ -160,6 +160,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		MaxConnectionAgeGrace: s.MaxConnectionAgeGrace,
 		MaxRequestBytes:       s.MaxRequestBytes,
 		HTTPLimits:            s.Listener.httpLimits(),
+		GRPCLimits:            s.Listener.grpcLimits(),
 		Access:                s.Listener.serverAccess(),
 		DrainDelay:            s.DrainDelay,
 		ShutdownTimeout:       s.ShutdownTimeout,
@@ -172,6 +173,13 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		return exitError
 	}
 	obs.mount(srv, log)
+	if err := obs.metrics.RegisterServerLoad(func() (int64, uint64, int64, uint64) {
+		l := srv.Load()
+		return l.InFlight, l.Shed, l.Connections, l.ConnectionsRefused
+	}); err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return exitError
+	}
 	log.Info("listeners: " + s.describeListeners())
 
 	probe = &healthProbe{

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -22,6 +23,12 @@ type listenerSettings struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
 	MaxConnections    int
+
+	// The gRPC listener's bounds (server.GRPCLimits; 0: no bound).
+	GRPCMaxStreams     int
+	GRPCMaxHeaderBytes int
+	GRPCMaxConnections int
+	MaxInFlight        int
 }
 
 // listenerFlags defines the listener settings on fs; bind records each
@@ -40,6 +47,14 @@ func listenerFlags(fs *flag.FlagSet, bind func(name, env string) string, l *list
 	fs.DurationVar(&l.WriteTimeout, "http-write-timeout", server.DefaultHTTPWriteTimeout, "HTTP: bound from the end of a request's headers to the end of its response"+bind("http-write-timeout", "SLUICE_HTTP_WRITE_TIMEOUT"))
 	fs.DurationVar(&l.IdleTimeout, "http-idle-timeout", server.DefaultHTTPIdleTimeout, "HTTP: close a kept-alive connection idle this long"+bind("http-idle-timeout", "SLUICE_HTTP_IDLE_TIMEOUT"))
 	fs.IntVar(&l.MaxConnections, "http-max-connections", server.DefaultHTTPMaxConnections, "HTTP: most open connections; more are closed at once"+bind("http-max-connections", "SLUICE_HTTP_MAX_CONNECTIONS"))
+	fs.IntVar(&l.GRPCMaxStreams, "grpc-max-concurrent-streams", server.DefaultGRPCMaxConcurrentStreams,
+		"gRPC: most calls open on one connection, advertised to clients (Envoy opens another connection, gRPC clients queue); 0 = no bound"+bind("grpc-max-concurrent-streams", "SLUICE_GRPC_MAX_CONCURRENT_STREAMS"))
+	fs.IntVar(&l.GRPCMaxHeaderBytes, "grpc-max-header-list-bytes", server.DefaultGRPCMaxHeaderListBytes,
+		"gRPC: largest header list of a call, advertised to clients; a larger one is reset; 0 = gRPC's 16 MiB"+bind("grpc-max-header-list-bytes", "SLUICE_GRPC_MAX_HEADER_LIST_BYTES"))
+	fs.IntVar(&l.GRPCMaxConnections, "grpc-max-connections", server.DefaultGRPCMaxConnections,
+		"gRPC: most open connections; more are closed at once; 0 = no bound"+bind("grpc-max-connections", "SLUICE_GRPC_MAX_CONNECTIONS"))
+	fs.IntVar(&l.MaxInFlight, "max-in-flight", server.DefaultMaxInFlight,
+		"most calls open at once over all connections (gRPC and /json); more are answered ResourceExhausted (/json: 503) at once; 0 = no bound"+bind("max-in-flight", "SLUICE_MAX_IN_FLIGHT"))
 }
 
 // validateListener checks the listener settings against the TLS ones; bad
@@ -59,6 +74,21 @@ func (s *settings) validateListener(bad func(flag, format string, args ...any)) 
 	}
 	if l.MaxConnections < 1 {
 		bad("http-max-connections", "%d: must be at least 1", l.MaxConnections)
+	}
+	for _, b := range []struct {
+		flag   string
+		v, top int
+	}{
+		{"grpc-max-concurrent-streams", l.GRPCMaxStreams, math.MaxInt32},
+		{"grpc-max-connections", l.GRPCMaxConnections, math.MaxInt32},
+		{"max-in-flight", l.MaxInFlight, math.MaxInt32},
+	} {
+		if b.v < 0 || b.v > b.top {
+			bad(b.flag, "%d: must be from 0 (no bound) to %d", b.v, b.top)
+		}
+	}
+	if h := l.GRPCMaxHeaderBytes; h != 0 && (h < minHeaderListBytes || h > maxHeaderListBytes) {
+		bad("grpc-max-header-list-bytes", "%d: must be 0 (gRPC's 16 MiB) or from %d to %d", h, minHeaderListBytes, maxHeaderListBytes)
 	}
 	if l.HTTPTLS && !s.GRPCUseTLS {
 		bad("http-tls", "TLS on the HTTP port uses the gRPC TLS files: needs GRPC_SERVER_USE_TLS=true")
@@ -89,6 +119,24 @@ func (l *listenerSettings) serverAccess() server.Access {
 		a.Privileged = server.PrivilegedNone
 	}
 	return a
+}
+
+// The range of --grpc-max-header-list-bytes: below 1 KiB even Envoy's
+// ordinary headers of a call (path, authority, content type, timeout,
+// trace context) may not fit; above 16 MiB is beyond gRPC's own bound.
+const (
+	minHeaderListBytes = 1 << 10
+	maxHeaderListBytes = 16 << 20
+)
+
+// grpcLimits are the server's gRPC bounds for these settings.
+func (l *listenerSettings) grpcLimits() server.GRPCLimits {
+	return server.GRPCLimits{
+		MaxConcurrentStreams: uint32(l.GRPCMaxStreams),
+		MaxHeaderListBytes:   uint32(l.GRPCMaxHeaderBytes),
+		MaxConnections:       l.GRPCMaxConnections,
+		MaxInFlight:          l.MaxInFlight,
+	}
 }
 
 // httpLimits are the server's HTTP limits for these settings.

@@ -73,3 +73,52 @@ func TestListenerSettingErrors(t *testing.T) {
 		})
 	}
 }
+
+// The gRPC listener's bounds: defaults, environment, flags, and 0 for no
+// bound (the incumbent's behaviour).
+func TestGRPCLimitSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		want server.GRPCLimits
+	}{
+		{"defaults", nil, nil, server.GRPCLimits{MaxConcurrentStreams: 1024, MaxHeaderListBytes: 65536, MaxConnections: 16384, MaxInFlight: 10000}},
+		{"environment", nil, []string{"SLUICE_GRPC_MAX_CONCURRENT_STREAMS=100", "SLUICE_GRPC_MAX_HEADER_LIST_BYTES=8192",
+			"SLUICE_GRPC_MAX_CONNECTIONS=50", "SLUICE_MAX_IN_FLIGHT=2000"},
+			server.GRPCLimits{MaxConcurrentStreams: 100, MaxHeaderListBytes: 8192, MaxConnections: 50, MaxInFlight: 2000}},
+		{"flags: no bounds", []string{"--grpc-max-concurrent-streams=0", "--grpc-max-header-list-bytes=0", "--grpc-max-connections=0", "--max-in-flight=0"}, nil,
+			server.GRPCLimits{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := parseServe(tt.args, tt.env, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Listener.grpcLimits(); got != tt.want {
+				t.Errorf("limits %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestGRPCLimitSettingErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"negative streams", nil, []string{"SLUICE_GRPC_MAX_CONCURRENT_STREAMS=-1"}, "SLUICE_GRPC_MAX_CONCURRENT_STREAMS: -1: must be from 0 (no bound) to 2147483647"},
+		{"negative connections", []string{"--grpc-max-connections=-5"}, nil, "--grpc-max-connections: -5: must be from 0 (no bound)"},
+		{"negative in flight", nil, []string{"SLUICE_MAX_IN_FLIGHT=-1"}, "SLUICE_MAX_IN_FLIGHT: -1: must be from 0 (no bound)"},
+		{"header list too small", nil, []string{"SLUICE_GRPC_MAX_HEADER_LIST_BYTES=100"}, "SLUICE_GRPC_MAX_HEADER_LIST_BYTES: 100: must be 0 (gRPC's 16 MiB) or from 1024 to 16777216"},
+		{"header list too large", []string{"--grpc-max-header-list-bytes=33554432"}, nil, "--grpc-max-header-list-bytes: 33554432: must be 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parseServeCase(t, tt.args, tt.env, tt.want)
+		})
+	}
+}

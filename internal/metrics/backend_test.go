@@ -135,6 +135,25 @@ func TestDenyCache(t *testing.T) {
 	}
 }
 
+func TestServerLoad(t *testing.T) {
+	m, reg := newRegistered(t, Options{})
+	var shed uint64 = 3
+	if err := m.RegisterServerLoad(func() (int64, uint64, int64, uint64) { return 12, shed, 5, 1 }); err != nil {
+		t.Fatal(err)
+	}
+	scrape(t, reg).check(t, []want{
+		{"sluice_calls_in_flight", "", 12},
+		{"sluice_calls_shed_total", "", 3},
+		{"sluice_grpc_connections", "", 5},
+		{"sluice_grpc_connections_refused_total", "", 1},
+	})
+	shed = 4 // read at every scrape
+	scrape(t, reg).check(t, []want{{"sluice_calls_shed_total", "", 4}})
+	if err := m.RegisterServerLoad(func() (int64, uint64, int64, uint64) { return 0, 0, 0, 0 }); err == nil {
+		t.Fatal("a second server was registered")
+	}
+}
+
 func TestObserveBatch(t *testing.T) {
 	m, reg := newRegistered(t, Options{})
 	for _, n := range []int{1, 3, 3, 100, 0, -2} {
