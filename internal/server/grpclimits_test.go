@@ -47,10 +47,9 @@ type rawConn struct {
 	next     uint32                     // next stream id
 }
 
-// dialRaw connects to addr, sends the preface and empty SETTINGS, and
-// reads the server's frames in the background until the connection
-// closes (at cleanup at the latest).
-func dialRaw(t *testing.T, addr string) *rawConn {
+// dialPreface connects to addr (closed at cleanup) and sends the client
+// preface and empty SETTINGS, all within rawDeadline.
+func dialPreface(t *testing.T, addr string) (net.Conn, *http2.Framer) {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, rawDeadline)
 	if err != nil {
@@ -58,16 +57,26 @@ func dialRaw(t *testing.T, addr string) *rawConn {
 	}
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(rawDeadline))
-	c := &rawConn{nc: nc, fr: http2.NewFramer(nc, nc), resets: map[http2.ErrCode]int{},
-		statuses: map[string]int{}, changed: make(chan struct{}, 1), next: 1}
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.MaxHeaderListSize = 1 << 20
+	fr := http2.NewFramer(nc, nc)
 	if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.write(func() error { return c.fr.WriteSettings() }); err != nil {
+	if err := fr.WriteSettings(); err != nil {
 		t.Fatal(err)
 	}
+	return nc, fr
+}
+
+// dialRaw connects to addr as dialPreface does, and reads the server's
+// frames in the background until the connection closes (at cleanup at
+// the latest).
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	nc, fr := dialPreface(t, addr)
+	c := &rawConn{nc: nc, fr: fr, resets: map[http2.ErrCode]int{},
+		statuses: map[string]int{}, changed: make(chan struct{}, 1), next: 1}
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.fr.MaxHeaderListSize = 1 << 20
 	go c.read()
 	c.waitFor(t, "the server's SETTINGS", func() bool { return c.settings != nil })
 	return c

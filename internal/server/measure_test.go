@@ -1,7 +1,6 @@
 package server
 
 import (
-	"io"
 	"net"
 	"os"
 	"runtime"
@@ -79,17 +78,7 @@ func TestMeasureGRPCHoldings(t *testing.T) {
 // nothing, and returns its socket.
 func dialIdle(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, rawDeadline)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	nc.SetReadDeadline(time.Now().Add(rawDeadline))
-	fr := http2.NewFramer(nc, nc)
-	io.WriteString(nc, http2.ClientPreface)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
+	nc, fr := dialPreface(t, addr)
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
