@@ -134,4 +134,32 @@ func (s *Service) refund(ctx context.Context, w *work, f failed, b backend.Backe
 		}
 		it.dec, it.uncharged = results[j].Decision, true
 	}
+	w.shareLastRefund()
+}
+
+// shareLastRefund makes the copies of one descriptor in a request report
+// the same state: the refunds of its copies were decided one after the
+// other, each seeing the state after the refunds before it, so every copy
+// reports the state after the last one (what is really left). Refunds
+// that failed keep their own decision.
+func (w *work) shareLastRefund() {
+	if len(w.refundIdx) < 2 {
+		return
+	}
+	last := make(map[string]limit.Decision, len(w.refundIdx))
+	for j := len(w.refundIdx) - 1; j >= 0; j-- {
+		it := &w.items[w.refundIdx[j]]
+		if !it.uncharged {
+			continue
+		}
+		key := w.refunds[j].Identity
+		for _, r := range w.refunds[j].Rules {
+			key += "\x00" + r.ID()
+		}
+		if d, seen := last[key]; seen {
+			it.dec = d
+		} else {
+			last[key] = it.dec
+		}
+	}
 }

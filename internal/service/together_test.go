@@ -139,3 +139,22 @@ func TestAllOrNothingKeepsDeniedCharge(t *testing.T) {
 		})
 	}
 }
+
+// A request that carries one descriptor several times and is denied: its
+// admitted copies are refunded one after the other, and each reports the
+// state after the last refund (the whole limit left, since nothing stays
+// charged), decided together or refunded after alike. Before, refunded
+// copies reported 1 and 2 left: each the state after its own refund.
+func TestAllOrNothingRepeatedDescriptor(t *testing.T) {
+	const cfg = `domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: hour, requests_per_unit: 2}
+`
+	for _, decline := range []bool{false, true} {
+		h, _ := newTogetherHarness(t, cfg, decline)
+		expect(t, h.call(t, rq("d", d("a", "1"), d("a", "1"), d("a", "1"))), OVER,
+			"OK 2/HOUR rem=2 reset=1h0m0s", "OK 2/HOUR rem=2 reset=1h0m0s", "OVER_LIMIT 2/HOUR rem=0 reset=1h0m0s")
+		expect(t, h.call(t, rq("d", d("a", "1"))), OK, "OK 2/HOUR rem=1 reset=1h0m0s")
+	}
+}
