@@ -51,11 +51,17 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 	return g, nil
 }
 
-// interceptors are the unary interceptors in order: panic recovery, the
-// caller's, then the refusal of privileged calls (innermost, so that the
-// caller's metrics count refused calls).
+// interceptors are the unary interceptors in order: the release of the
+// call's in-flight slot (with MaxInFlight), panic recovery, the caller's,
+// then the refusal of privileged calls (innermost, so that the caller's
+// metrics count refused calls).
 func (s *Server) interceptors() []grpc.UnaryServerInterceptor {
-	is := append([]grpc.UnaryServerInterceptor{s.recoverUnary}, s.opts.UnaryInterceptors...)
+	var is []grpc.UnaryServerInterceptor
+	if s.inflight.max > 0 {
+		is = append(is, s.releaseUnary)
+	}
+	is = append(is, s.recoverUnary)
+	is = append(is, s.opts.UnaryInterceptors...)
 	if s.access.Privileged != PrivilegedAny {
 		is = append(is, s.privilegedUnary)
 	}

@@ -60,11 +60,11 @@ type GRPCLimits struct {
 	// accepted beyond it is closed at once, and a warning is logged when
 	// the listener reaches the bound.
 	MaxConnections int
-	// MaxInFlight bounds the calls open at once across all connections,
-	// from their headers to their answer: ShouldRateLimit over gRPC and
-	// /json, and any other gRPC method. A call beyond it is answered at
-	// once, before its request is read, with ResourceExhausted (503 on
-	// /json); the health service has a small reserve beyond it.
+	// MaxInFlight bounds the calls open at once across all connections:
+	// gRPC calls of any method from their headers to their answer, and
+	// /json decisions. A gRPC call beyond it is answered at once, before
+	// its request is read, with ResourceExhausted; a /json request with
+	// 503. The health service has a small reserve beyond it.
 	MaxInFlight int
 }
 
@@ -108,11 +108,16 @@ func (s *Server) grpcLimitOptions(l GRPCLimits) []grpc.ServerOption {
 	return opts
 }
 
+// slotKey is the context key of a call's in-flight slot: the function
+// that stops its release at the end of the call's context.
+type slotKey struct{}
+
 // tapInFlight admits a gRPC call within MaxInFlight and refuses it with
 // ResourceExhausted beyond. gRPC runs it once a call's headers are read,
-// before the call has a goroutine or its request is read; the call's slot
+// before the call has a goroutine or its request is read. The call's slot
 // is given back when its context ends, which gRPC does for every stream
-// it admits, however it ends.
+// it admits, however it ends (answered, reset, past its deadline, its
+// connection closed); releaseUnary gives a unary call's back sooner.
 func (s *Server) tapInFlight(ctx context.Context, info *tap.Info) (context.Context, error) {
 	var extra int64
 	if strings.HasPrefix(info.FullMethodName, healthPrefix) {
@@ -121,8 +126,20 @@ func (s *Server) tapInFlight(ctx context.Context, info *tap.Info) (context.Conte
 	if !s.inflight.acquire(extra) {
 		return ctx, errOverloaded
 	}
-	context.AfterFunc(ctx, s.inflight.release)
-	return ctx, nil
+	stop := context.AfterFunc(ctx, s.inflight.release)
+	return context.WithValue(ctx, slotKey{}, stop), nil
+}
+
+// releaseUnary gives a unary call's slot back as soon as its handler
+// returns, instead of at the end of its context, where the release runs
+// in a goroutine of its own (context.AfterFunc): one goroutine less per
+// call. A handler that panics leaves the release to the context's end.
+func (s *Server) releaseUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	resp, err := next(ctx, req)
+	if stop, ok := ctx.Value(slotKey{}).(func() bool); ok && stop() {
+		s.inflight.release()
+	}
+	return resp, err
 }
 
 // errOverloaded answers a call beyond MaxInFlight.

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/sluice-rl/sluice/internal/syncbuf"
 )
@@ -411,4 +412,32 @@ func TestGRPCConnectionLimit(t *testing.T) {
 	held[0].nc.Close()
 	waitFor(t, "the closed connection released", func() bool { return st.srv.Load().Connections == 1 })
 	dialRaw(t, st.srv.GRPCAddr()) // gets the server's SETTINGS: accepted
+}
+
+// BenchmarkInFlightSlot is what counting a unary call against MaxInFlight
+// adds to it: the tap's admission and release registration, and the
+// interceptor's release, around a stream context as gRPC makes one.
+func BenchmarkInFlightSlot(b *testing.B) {
+	s := &Server{}
+	s.inflight.max = 1 << 30
+	info := &tap.Info{FullMethodName: shouldRateLimit}
+	handler := func(context.Context, any) (any, error) { return nil, nil }
+	for _, counted := range []bool{false, true} {
+		b.Run(fmt.Sprintf("counted=%v", counted), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx, cancel := context.WithCancel(context.Background())
+				if counted {
+					ctx, _ = s.tapInFlight(ctx, info)
+					s.releaseUnary(ctx, nil, nil, handler)
+				} else {
+					handler(ctx, nil)
+				}
+				cancel()
+			}
+			if n := s.inflight.n.Load(); n != 0 {
+				b.Fatalf("%d slots held after every call returned", n)
+			}
+		})
+	}
 }

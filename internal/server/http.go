@@ -29,7 +29,8 @@ func (s *Server) handleHealthcheck(w http.ResponseWriter, _ *http.Request) {
 // too large); the service's InvalidArgument is 400, Unavailable 503 and
 // any other error 500, each with the reason as a plain-text body. A caller
 // the access policy refuses (/json off, no client certificate, a refund or
-// override from an untrusted caller) gets 403 with the reason.
+// override from an untrusted caller) gets 403 with the reason. Beyond
+// GRPCLimits.MaxInFlight calls open, a request is answered 503 at once.
 func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
 	if why := s.access.jsonRefusal(r); why != "" {
 		http.Error(w, why, http.StatusForbidden)
