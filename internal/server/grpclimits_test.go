@@ -441,3 +441,59 @@ func BenchmarkInFlightSlot(b *testing.B) {
 		})
 	}
 }
+
+// Every way a call ends gives its in-flight slot back: answered, failed
+// by a panic (answered Internal), or its stream reset by the client
+// before the request came. With a bound of 1, each next call is served.
+func TestGRPCInFlightSlotsGivenBack(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(t *testing.T, st *stack)
+	}{
+		{"answered", func(t *testing.T, st *stack) {
+			if _, err := rlsv3.NewRateLimitServiceClient(st.conn(t)).ShouldRateLimit(context.Background(), request("api", "k", "v")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"panicked", func(t *testing.T, st *stack) {
+			_, err := rlsv3.NewRateLimitServiceClient(st.conn(t)).ShouldRateLimit(context.Background(), request("api", "panic", "v"))
+			if status.Code(err) != codes.Internal {
+				t.Fatalf("panicking call: %v, want Internal", err)
+			}
+		}},
+		{"reset before its request", func(t *testing.T, st *stack) {
+			c := dialRaw(t, st.srv.GRPCAddr())
+			c.open(t, 1, shouldRateLimit)
+			waitFor(t, "the call held", func() bool { return st.srv.Load().InFlight == 1 })
+			if err := c.write(func() error { return c.fr.WriteRSTStream(1, http2.ErrCodeCancel) }); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log, _ := bufferLogger()
+			st := newStack(t, testConfig, Options{GRPCLimits: GRPCLimits{MaxInFlight: 1}, Logger: log}, func(svc rlsv3.RateLimitServiceServer) rlsv3.RateLimitServiceServer {
+				return panicOn{svc}
+			})
+			tc.end(t, st)
+			waitFor(t, "the slot given back", func() bool { return st.srv.Load().InFlight == 0 })
+			if _, err := rlsv3.NewRateLimitServiceClient(st.conn(t)).ShouldRateLimit(context.Background(), request("api", "k", "w")); err != nil {
+				t.Fatalf("next call: %v", err)
+			}
+			if shed := st.srv.Load().Shed; shed != 0 {
+				t.Fatalf("%d calls shed, want none", shed)
+			}
+		})
+	}
+}
+
+// panicOn panics in ShouldRateLimit when the first entry's key is
+// "panic", and otherwise asks the service it wraps.
+type panicOn struct{ rlsv3.RateLimitServiceServer }
+
+func (p panicOn) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if req.GetDescriptors()[0].GetEntries()[0].GetKey() == "panic" {
+		panic("boom")
+	}
+	return p.RateLimitServiceServer.ShouldRateLimit(ctx, req)
+}
