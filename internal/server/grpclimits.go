@@ -133,7 +133,8 @@ func (s *Server) tapInFlight(ctx context.Context, info *tap.Info) (context.Conte
 // releaseUnary gives a unary call's slot back as soon as its handler
 // returns, instead of at the end of its context, where the release runs
 // in a goroutine of its own (context.AfterFunc): one goroutine less per
-// call. A handler that panics leaves the release to the context's end.
+// call. It runs outside the panic recovery, so a handler that panics
+// gives its slot back here too.
 func (s *Server) releaseUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
 	resp, err := next(ctx, req)
 	if stop, ok := ctx.Value(slotKey{}).(func() bool); ok && stop() {
