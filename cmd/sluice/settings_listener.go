@@ -28,6 +28,7 @@ type listenerSettings struct {
 	GRPCMaxStreams     int
 	GRPCMaxHeaderBytes int
 	GRPCMaxConnections int
+	GRPCMaxIdle        time.Duration
 	MaxInFlight        int
 }
 
@@ -53,6 +54,8 @@ func listenerFlags(fs *flag.FlagSet, bind func(name, env string) string, l *list
 		"gRPC: largest header list of a call, advertised to clients; a larger one is reset; 0 = gRPC's 16 MiB"+bind("grpc-max-header-list-bytes", "SLUICE_GRPC_MAX_HEADER_LIST_BYTES"))
 	fs.IntVar(&l.GRPCMaxConnections, "grpc-max-connections", server.DefaultGRPCMaxConnections,
 		"gRPC: most open connections; more are closed at once; 0 = no bound"+bind("grpc-max-connections", "SLUICE_GRPC_MAX_CONNECTIONS"))
+	fs.DurationVar(&l.GRPCMaxIdle, "grpc-max-connection-idle", server.DefaultGRPCMaxConnectionIdle,
+		"gRPC: close a connection that has had no call this long (GOAWAY; the client reconnects when it needs to); 0 = never"+bind("grpc-max-connection-idle", "SLUICE_GRPC_MAX_CONNECTION_IDLE"))
 	fs.IntVar(&l.MaxInFlight, "max-in-flight", server.DefaultMaxInFlight,
 		"most calls open at once over all connections (gRPC and /json); more are answered ResourceExhausted (/json: 503) at once; 0 = no bound"+bind("max-in-flight", "SLUICE_MAX_IN_FLIGHT"))
 }
@@ -86,6 +89,9 @@ func (s *settings) validateListener(bad func(flag, format string, args ...any)) 
 		if b.v < 0 || b.v > b.top {
 			bad(b.flag, "%d: must be from 0 (no bound) to %d", b.v, b.top)
 		}
+	}
+	if d := l.GRPCMaxIdle; d != 0 && d < time.Second {
+		bad("grpc-max-connection-idle", "duration %v: must be 0 (never) or at least 1s", d)
 	}
 	if h := l.GRPCMaxHeaderBytes; h != 0 && (h < minHeaderListBytes || h > maxHeaderListBytes) {
 		bad("grpc-max-header-list-bytes", "%d: must be 0 (gRPC's 16 MiB) or from %d to %d", h, minHeaderListBytes, maxHeaderListBytes)
@@ -135,6 +141,7 @@ func (l *listenerSettings) grpcLimits() server.GRPCLimits {
 		MaxConcurrentStreams: uint32(l.GRPCMaxStreams),
 		MaxHeaderListBytes:   uint32(l.GRPCMaxHeaderBytes),
 		MaxConnections:       l.GRPCMaxConnections,
+		MaxConnectionIdle:    l.GRPCMaxIdle,
 		MaxInFlight:          l.MaxInFlight,
 	}
 }

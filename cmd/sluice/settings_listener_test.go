@@ -83,11 +83,13 @@ func TestGRPCLimitSettings(t *testing.T) {
 		env  []string
 		want server.GRPCLimits
 	}{
-		{"defaults", nil, nil, server.GRPCLimits{MaxConcurrentStreams: 1024, MaxHeaderListBytes: 65536, MaxConnections: 16384, MaxInFlight: 10000}},
+		{"defaults", nil, nil, server.GRPCLimits{MaxConcurrentStreams: 1024, MaxHeaderListBytes: 65536, MaxConnections: 16384,
+			MaxConnectionIdle: time.Hour, MaxInFlight: 10000}},
 		{"environment", nil, []string{"SLUICE_GRPC_MAX_CONCURRENT_STREAMS=100", "SLUICE_GRPC_MAX_HEADER_LIST_BYTES=8192",
-			"SLUICE_GRPC_MAX_CONNECTIONS=50", "SLUICE_MAX_IN_FLIGHT=2000"},
-			server.GRPCLimits{MaxConcurrentStreams: 100, MaxHeaderListBytes: 8192, MaxConnections: 50, MaxInFlight: 2000}},
-		{"flags: no bounds", []string{"--grpc-max-concurrent-streams=0", "--grpc-max-header-list-bytes=0", "--grpc-max-connections=0", "--max-in-flight=0"}, nil,
+			"SLUICE_GRPC_MAX_CONNECTIONS=50", "SLUICE_GRPC_MAX_CONNECTION_IDLE=10m", "SLUICE_MAX_IN_FLIGHT=2000"},
+			server.GRPCLimits{MaxConcurrentStreams: 100, MaxHeaderListBytes: 8192, MaxConnections: 50, MaxConnectionIdle: 10 * time.Minute, MaxInFlight: 2000}},
+		{"flags: no bounds", []string{"--grpc-max-concurrent-streams=0", "--grpc-max-header-list-bytes=0", "--grpc-max-connections=0",
+			"--grpc-max-connection-idle=0", "--max-in-flight=0"}, nil,
 			server.GRPCLimits{}},
 	}
 	for _, tt := range tests {
@@ -114,6 +116,7 @@ func TestGRPCLimitSettingErrors(t *testing.T) {
 		{"negative connections", []string{"--grpc-max-connections=-5"}, nil, "--grpc-max-connections: -5: must be from 0 (no bound)"},
 		{"negative in flight", nil, []string{"SLUICE_MAX_IN_FLIGHT=-1"}, "SLUICE_MAX_IN_FLIGHT: -1: must be from 0 (no bound)"},
 		{"header list too small", nil, []string{"SLUICE_GRPC_MAX_HEADER_LIST_BYTES=100"}, "SLUICE_GRPC_MAX_HEADER_LIST_BYTES: 100: must be 0 (gRPC's 16 MiB) or from 1024 to 16777216"},
+		{"idle too short", nil, []string{"SLUICE_GRPC_MAX_CONNECTION_IDLE=10ms"}, "SLUICE_GRPC_MAX_CONNECTION_IDLE: duration 10ms: must be 0 (never) or at least 1s"},
 		{"header list too large", []string{"--grpc-max-header-list-bytes=33554432"}, nil, "--grpc-max-header-list-bytes: 33554432: must be 0"},
 	}
 	for _, tt := range tests {

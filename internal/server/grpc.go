@@ -29,10 +29,11 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 		// accept pings down to 10 s instead.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
-	if s.opts.MaxConnectionAge > 0 || s.opts.MaxConnectionAgeGrace > 0 {
+	if s.opts.MaxConnectionAge > 0 || s.opts.MaxConnectionAgeGrace > 0 || s.opts.GRPCLimits.MaxConnectionIdle > 0 {
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionAge:      s.opts.MaxConnectionAge,
 			MaxConnectionAgeGrace: s.opts.MaxConnectionAgeGrace,
+			MaxConnectionIdle:     s.opts.GRPCLimits.MaxConnectionIdle,
 		}))
 	}
 	if s.opts.TLS != nil {

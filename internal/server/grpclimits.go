@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
@@ -33,6 +34,10 @@ const (
 	// DefaultMaxInFlight bounds the calls being received or answered at
 	// once, over all connections, gRPC and /json.
 	DefaultMaxInFlight = 10000
+	// DefaultGRPCMaxConnectionIdle closes a gRPC connection that has had
+	// no call for this long: Envoy's own default idle timeout for its
+	// upstream connections.
+	DefaultGRPCMaxConnectionIdle = time.Hour
 )
 
 // healthReserve is how many calls of the gRPC health service may run
@@ -60,6 +65,10 @@ type GRPCLimits struct {
 	// accepted beyond it is closed at once, and a warning is logged when
 	// the listener reaches the bound.
 	MaxConnections int
+	// MaxConnectionIdle closes, with a GOAWAY, a connection that has had
+	// no call open for this long, so that idle connections do not hold
+	// MaxConnections' places (nor memory) for ever.
+	MaxConnectionIdle time.Duration
 	// MaxInFlight bounds the calls open at once across all connections:
 	// gRPC calls of any method from their headers to their answer, and
 	// /json decisions. A gRPC call beyond it is answered at once, before

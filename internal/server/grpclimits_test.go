@@ -44,6 +44,7 @@ type rawConn struct {
 	resets   map[http2.ErrCode]int      // RST_STREAMs by code
 	statuses map[string]int             // grpc-status of streams the server ended, by value
 	closed   bool                       // the server closed the connection
+	goaways  int                        // GOAWAY frames
 	changed  chan struct{}              // signalled on every frame recorded
 	next     uint32                     // next stream id
 }
@@ -116,6 +117,8 @@ func (c *rawConn) read() {
 			}
 		case *http2.RSTStreamFrame:
 			c.record(func() { c.resets[f.ErrCode]++ })
+		case *http2.GoAwayFrame:
+			c.record(func() { c.goaways++ })
 		case *http2.MetaHeadersFrame:
 			for _, hf := range f.Fields {
 				if hf.Name == "grpc-status" && f.StreamEnded() {
@@ -496,4 +499,23 @@ func (p panicOn) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		panic("boom")
 	}
 	return p.RateLimitServiceServer.ShouldRateLimit(ctx, req)
+}
+
+// A connection with no call open for MaxConnectionIdle is sent a GOAWAY
+// and closed; one holding a call is not idle and stays.
+func TestGRPCIdleConnectionClosed(t *testing.T) {
+	st := newStack(t, testConfig, Options{GRPCLimits: GRPCLimits{MaxConnectionIdle: 300 * time.Millisecond}}, nil)
+	busy := dialRaw(t, st.srv.GRPCAddr())
+	busy.open(t, 1, shouldRateLimit)
+	idle := dialRaw(t, st.srv.GRPCAddr())
+	idle.waitFor(t, "the idle connection closed", func() bool { return idle.closed })
+	idle.mu.Lock()
+	goaways := idle.goaways
+	idle.mu.Unlock()
+	busy.mu.Lock()
+	defer busy.mu.Unlock()
+	if goaways == 0 || busy.closed || busy.goaways != 0 {
+		t.Fatalf("idle connection: %d GOAWAY; busy connection: closed %v, %d GOAWAY; want the idle one sent away, the busy one kept",
+			goaways, busy.closed, busy.goaways)
+	}
 }
