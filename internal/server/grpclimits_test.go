@@ -502,9 +502,10 @@ func (p panicOn) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 }
 
 // A connection with no call open for MaxConnectionIdle is sent a GOAWAY
-// and closed; one holding a call is not idle and stays.
+// and closed; one holding a call is not idle and stays. (The bound is a
+// second so that the busy connection opens its call well within it.)
 func TestGRPCIdleConnectionClosed(t *testing.T) {
-	st := newStack(t, testConfig, Options{GRPCLimits: GRPCLimits{MaxConnectionIdle: 300 * time.Millisecond}}, nil)
+	st := newStack(t, testConfig, Options{GRPCLimits: GRPCLimits{MaxConnectionIdle: time.Second}}, nil)
 	busy := dialRaw(t, st.srv.GRPCAddr())
 	busy.open(t, 1, shouldRateLimit)
 	idle := dialRaw(t, st.srv.GRPCAddr())
