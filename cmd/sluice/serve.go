@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -232,13 +234,23 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 // included.
 func loadFiles(s *settings, svc *service.Service, obs *observability, log *logrus.Logger, stderr io.Writer, onApply func()) (*reload.Watcher, int) {
 	paths := s.configPaths()
+	// FORCE_START_WITHOUT_INITIAL_CONFIG: config paths none of which
+	// exist yet are an empty configuration, loaded when they appear (a
+	// git-sync sidecar's first sync), as the incumbent does by default.
+	// One path of several missing is still an error: only "nothing there
+	// yet" is waited for.
+	wait := s.ConfigSource.ForceStart
+	loadOpts := descriptor.LoadOptions{MergeDomains: s.MergeDomains}
 	watcher, err := reload.New(reload.Options{
 		Paths:      paths,
 		Interval:   s.ReloadInterval,
 		AllowEmpty: s.AllowEmptyReload,
 		Refused:    func(error) { obs.metrics.ConfigLoadFailed() },
 		Load: obs.load(func() (*descriptor.Config, error) {
-			return descriptor.Load(descriptor.LoadOptions{MergeDomains: s.MergeDomains}, paths...)
+			if wait && noneExist(paths) {
+				return descriptor.Load(loadOpts)
+			}
+			return descriptor.Load(loadOpts, paths...)
 		}),
 		Apply: obs.apply(func(c *descriptor.Config) {
 			for _, w := range c.Warnings() {
@@ -257,9 +269,20 @@ func loadFiles(s *settings, svc *service.Service, obs *observability, log *logru
 		n := printConfigErrors(stderr, err)
 		fmt.Fprintf(stderr, "sluice serve: invalid configuration in %s (%d %s)\n",
 			strings.Join(paths, ", "), n, plural(n, "error", "errors"))
+		if !wait && noneExist(paths) {
+			fmt.Fprintf(stderr, "sluice serve: to start without it and load it when it appears, as envoyproxy/ratelimit does, set FORCE_START_WITHOUT_INITIAL_CONFIG=true\n")
+		}
 		return nil, exitError
 	}
 	domains := svc.Config().Domains()
+	if wait && noneExist(paths) {
+		msg := "config path does not exist: serving without limits (every request is answered OK) until it appears (FORCE_START_WITHOUT_INITIAL_CONFIG)"
+		if s.HealthyWithConfig {
+			msg = "config path does not exist: health fails and every request is answered OK until it appears with a domain (FORCE_START_WITHOUT_INITIAL_CONFIG, HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)"
+		}
+		log.WithField("paths", paths).Warn(msg + ": " + strings.Join(paths, ", "))
+		return watcher, exitOK
+	}
 	log.WithField("paths", paths).Infof("config loaded: %d %s %v", len(domains), plural(len(domains), "domain", "domains"), domains)
 	if len(domains) == 0 {
 		msg := "no domain configured: every request is answered OK until a config file appears"
@@ -269,6 +292,18 @@ func loadFiles(s *settings, svc *service.Service, obs *observability, log *logru
 		log.WithField("paths", paths).Warn(msg)
 	}
 	return watcher, exitOK
+}
+
+// noneExist reports whether no path of paths exists (a dangling symlink
+// does not): the configuration is not there yet. Any other error, such as
+// a permission denied, is left for the load to report.
+func noneExist(paths []string) bool {
+	for _, p := range paths {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
+	}
+	return true
 }
 
 // newLogger builds the process logger: text, or JSON with the reference's

@@ -29,7 +29,9 @@ type configSettings struct {
 	// Type is configTypeFile or configTypeXDS (CONFIG_TYPE).
 	Type string
 	// ForceStart reports the server healthy before the first xDS
-	// configuration arrives (FORCE_START_WITHOUT_INITIAL_CONFIG).
+	// configuration arrives; with files, it makes config paths that do
+	// not exist yet an empty configuration, loaded when they appear
+	// (FORCE_START_WITHOUT_INITIAL_CONFIG).
 	ForceStart bool
 	// XDS are the xDS client's settings.
 	XDS xds.Settings
@@ -53,7 +55,8 @@ func configFlags(fs *flag.FlagSet, c *configSettings) []envName {
 	fs.Var(&choiceValue{p: &c.Type, allowed: []string{configTypeFile, configTypeXDS}}, "config-type",
 		"where the rate-limit configuration comes from: files, or an xDS management server (file|grpc_xds_sotw)"+bind("config-type", "CONFIG_TYPE"))
 	fs.BoolVar(&c.ForceStart, "force-start-without-initial-config", false,
-		"with xDS, report healthy before the first configuration arrives (requests are answered Unavailable until then)"+
+		"start without a configuration: with xDS, report healthy before the first one arrives (requests are answered Unavailable until then); "+
+			"with files, start with no limits when the config path does not exist yet, and load it when it appears"+
 			bind("force-start-without-initial-config", "FORCE_START_WITHOUT_INITIAL_CONFIG"))
 	fs.StringVar(&x.ServerURL, "xds-server-url", d.ServerURL, "xDS management server, host:port"+bind("xds-server-url", "CONFIG_GRPC_XDS_SERVER_URL"))
 	fs.StringVar(&x.NodeID, "xds-node-id", d.NodeID, "node id sent to the xDS server"+bind("xds-node-id", "CONFIG_GRPC_XDS_NODE_ID"))
@@ -92,9 +95,6 @@ func (s *settings) validateConfigSource(env map[string]string) (notes []string, 
 	}
 	c := &s.ConfigSource
 	if !c.xdsEnabled() {
-		if c.ForceStart {
-			notes = append(notes, s.source["force-start-without-initial-config"]+" is moot with CONFIG_TYPE=FILE: the files are read before serving")
-		}
 		return notes, nil
 	}
 	if err := c.XDS.Validate(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/poll"
 	"github.com/sluice-rl/sluice/internal/sluicetest"
 )
 
@@ -178,4 +179,33 @@ func TestConfigPathMissingAtStart(t *testing.T) {
 		}
 	}
 	expect(t, "a RUNTIME_ROOT that does not exist yet", got, "starts", because(devMissingPath, "exits 1"))
+}
+
+// TestConfigPathMissingAtStartForceStart: with
+// FORCE_START_WITHOUT_INITIAL_CONFIG=true sluice answers as the incumbent
+// does by default: it starts without limits and loads the directory when
+// the RUNTIME_ROOT symlink appears.
+func TestConfigPathMissingAtStartForceStart(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "current")
+	p := sluicetest.Start(t, sluicetest.Options{Env: map[string]string{
+		"RUNTIME_ROOT": root, "RUNTIME_SUBDIRECTORY": "ratelimit", "SLUICE_RELOAD_INTERVAL": "100ms",
+		"FORCE_START_WITHOUT_INITIAL_CONFIG": "true",
+	}})
+	s := &server{Process: p, v: memory, dir: filepath.Join(root, "ratelimit", "config")}
+	req := rq("basic", d("key1", sluicetest.Unique("foo")))
+	expect(t, "before RUNTIME_ROOT appears", answerOf(s.ask(t, req)), ans(ok, noLimit))
+
+	if err := os.MkdirAll(filepath.Join(base, "v1", "ratelimit", "config"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, filepath.Join("testdata", "runtime/ratelimit/config/basic.yaml"), filepath.Join(base, "v1", "ratelimit", "config", "basic.yaml"))
+	if err := os.Symlink("v1", root); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "the directory to load", func() bool {
+		return answerOf(s.ask(t, req)) != ans(ok, noLimit)
+	})
+	expect(t, "after RUNTIME_ROOT appears", answerOf(s.ask(t, rq("basic", d("key1", sluicetest.Unique("foo"))))),
+		ans(ok, limited(ok, 50, "SECOND", 49)))
 }
