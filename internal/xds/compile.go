@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
@@ -81,6 +83,7 @@ func source(conf *rlsconfv3.RateLimitConfig, i int) string {
 func domainSpec(conf *rlsconfv3.RateLimitConfig, i int) (descriptor.DomainSpec, descriptor.ErrorList) {
 	src := source(conf, i)
 	r := &reader{src: src}
+	r.known(conf, "")
 	spec := descriptor.DomainSpec{
 		Name:   conf.GetDomain(),
 		At:     descriptor.Pos{Source: src},
@@ -107,6 +110,7 @@ func (r *reader) descriptors(list []*rlsconfv3.RateLimitDescriptor, path string)
 	out := make([]descriptor.DescriptorSpec, 0, len(list))
 	for i, d := range list {
 		p := path + "[" + strconv.Itoa(i) + "]"
+		r.known(d, p)
 		s := descriptor.DescriptorSpec{
 			Key:            d.GetKey(),
 			Value:          d.GetValue(),
@@ -138,6 +142,7 @@ func (r *reader) descriptors(list []*rlsconfv3.RateLimitDescriptor, path string)
 // policy maps the proto's RateLimitPolicy. UNKNOWN is "no unit", which
 // Compile refuses unless unlimited, as a YAML rule without unit.
 func (r *reader) policy(rl *rlsconfv3.RateLimitPolicy, path string) descriptor.RuleSpec {
+	r.known(rl, path)
 	s := descriptor.RuleSpec{
 		Name:            rl.GetName(),
 		RequestsPerUnit: rl.GetRequestsPerUnit(),
@@ -149,10 +154,37 @@ func (r *reader) policy(rl *rlsconfv3.RateLimitPolicy, path string) descriptor.R
 		s.Unit = strings.ToLower(u.String())
 	}
 	for j, x := range rl.GetReplaces() {
+		r.known(x, path+".replaces["+strconv.Itoa(j)+"]")
 		s.Replaces = append(s.Replaces, descriptor.ReplaceSpec{Name: x.GetName(),
 			At: r.pos(path + ".replaces[" + strconv.Itoa(j) + "].name")})
 	}
 	return s
+}
+
+// known records an error when m carries fields this build's proto does
+// not define: a management server built with a newer RateLimitConfig
+// proto sent them, and ignoring them (as the proto library would) could
+// change what a limit means, or drop it, without a word. The response is
+// NACKed instead, and the configuration in use stays
+// (docs/decisions/0080-envoy-gateway-drift.md).
+func (r *reader) known(m proto.Message, path string) {
+	raw := m.ProtoReflect().GetUnknown()
+	if len(raw) == 0 {
+		return
+	}
+	var nums []string
+	for len(raw) > 0 {
+		num, _, n := protowire.ConsumeField(raw)
+		if n < 0 {
+			nums = append(nums, "(unreadable)")
+			break
+		}
+		nums = append(nums, strconv.Itoa(int(num)))
+		raw = raw[n:]
+	}
+	r.errorf(path, "fields %s unknown to this build of sluice (%s): the management server has a newer "+
+		"RateLimitConfig proto; sluice refuses the configuration rather than ignore them", strings.Join(nums, ", "),
+		m.ProtoReflect().Descriptor().FullName())
 }
 
 // extensionKeys and ruleKeys are the keys the extension map and its rules

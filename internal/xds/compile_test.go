@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluice-rl/sluice/internal/stacktest"
@@ -179,6 +180,20 @@ func TestCompileErrors(t *testing.T) {
 		{"unit number not in the enum", func(*testing.T) []*rlc {
 			return []*rlc{{Name: "r", Domain: "d", Descriptors: []*rld{{Key: "k", RateLimit: &policy{Unit: 42, RequestsPerUnit: 1}}}}}
 		}, CompileOptions{}, []string{"descriptors[0].rate_limit.unit: invalid rate limit unit '42'"}},
+		{"fields this build does not know", func(*testing.T) []*rlc {
+			c := &rlc{Name: "r", Domain: "d", Descriptors: []*rld{{Key: "k", Descriptors: []*rld{{Key: "n",
+				RateLimit: &policy{Unit: rlsconfv3.RateLimitUnit_SECOND, RequestsPerUnit: 1, Replaces: []*rlsconfv3.RateLimitReplace{{Name: "x"}}}}}}}}
+			WithUnknown(c, 40)
+			WithUnknown(c.Descriptors[0].Descriptors[0], 41, 42)
+			WithUnknown(c.Descriptors[0].Descriptors[0].RateLimit, 43)
+			WithUnknown(c.Descriptors[0].Descriptors[0].RateLimit.Replaces[0], 44)
+			return []*rlc{c}
+		}, CompileOptions{}, []string{
+			"RateLimitConfig 'r': fields 40 unknown to this build",
+			"RateLimitConfig 'r': descriptors[0].descriptors[0]: fields 41, 42 unknown to this build",
+			"RateLimitConfig 'r': descriptors[0].descriptors[0].rate_limit: fields 43 unknown to this build",
+			"RateLimitConfig 'r': descriptors[0].descriptors[0].rate_limit.replaces[0]: fields 44 unknown to this build",
+		}},
 		{"empty key, nested", func(*testing.T) []*rlc {
 			return []*rlc{{Domain: "d", Descriptors: []*rld{{Key: "a", Descriptors: []*rld{{Key: ""}}}}}}
 		}, CompileOptions{}, []string{"RateLimitConfig #0: descriptors[0].descriptors[0].key: descriptor has empty key"}},
@@ -274,5 +289,41 @@ func TestCompileEmpty(t *testing.T) {
 	}
 	if c == nil || len(c.Domains()) != 0 {
 		t.Fatalf("want an empty Config, got %v", c)
+	}
+}
+
+// TestCompileReadsEveryField lists every field of the resource's messages
+// and wants each in the set Compile maps. A go-control-plane update that
+// adds a field (Envoy Gateway sends what its version of the proto has)
+// fails here until Compile reads the field or refuses it on purpose.
+func TestCompileReadsEveryField(t *testing.T) {
+	read := map[string][]string{ // message: the fields Compile maps, in proto order
+		"RateLimitConfig":     {"name", "domain", "descriptors"},
+		"RateLimitDescriptor": {"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "quota_mode", "metadata"},
+		"RateLimitPolicy":     {"unit", "requests_per_unit", "unlimited", "name", "replaces"},
+		"RateLimitReplace":    {"name"},
+	}
+	for _, m := range []proto.Message{&rlc{}, &rld{}, &policy{}, &rlsconfv3.RateLimitReplace{}} {
+		md := m.ProtoReflect().Descriptor()
+		var got []string
+		for i := range md.Fields().Len() {
+			got = append(got, string(md.Fields().Get(i).Name()))
+		}
+		if want := read[string(md.Name())]; !slices.Equal(got, want) {
+			t.Errorf("%s has fields %v; Compile maps %v", md.FullName(), got, want)
+		}
+	}
+	// Every unit of the enum compiles (WEEK is the newest; Envoy Gateway
+	// sends it for its unit Week).
+	units := rlsconfv3.RateLimitUnit(0).Descriptor().Values()
+	for i := range units.Len() {
+		u := rlsconfv3.RateLimitUnit(units.Get(i).Number())
+		if u == rlsconfv3.RateLimitUnit_UNKNOWN {
+			continue
+		}
+		conf := &rlc{Name: "r", Domain: "d", Descriptors: []*rld{{Key: "k", RateLimit: &policy{Unit: u, RequestsPerUnit: 1}}}}
+		if _, err := Compile([]*rlc{conf}, CompileOptions{}); err != nil {
+			t.Errorf("unit %v: %v", u, err)
+		}
 	}
 }

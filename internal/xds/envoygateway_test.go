@@ -111,38 +111,13 @@ func TestEnvoyGatewayGeneratedConfigs(t *testing.T) {
 	svc.SetConfig(rec.cfg)
 	rec.mu.Unlock()
 
-	check := func(t *testing.T, domain string, entries []string, limit uint32, unit rlsconfv3.RateLimitUnit, shadow bool) {
-		t.Helper()
-		req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlv3.RateLimitDescriptor{stacktest.Descriptor(entries...)}}
-		for i := range limit + 1 {
-			resp, err := svc.ShouldRateLimit(context.Background(), req)
-			if err != nil {
-				t.Fatalf("call %d: %v", i+1, err)
-			}
-			st := resp.GetStatuses()[0]
-			want := rlsv3.RateLimitResponse_OK
-			if i == limit && !shadow {
-				want = rlsv3.RateLimitResponse_OVER_LIMIT
-			}
-			if resp.GetOverallCode() != want || st.GetCode() != want {
-				t.Fatalf("call %d: overall %v, status %v, want %v", i+1, resp.GetOverallCode(), st.GetCode(), want)
-			}
-			cl := st.GetCurrentLimit()
-			if cl.GetRequestsPerUnit() != limit || cl.GetUnit().String() != unit.String() {
-				t.Fatalf("call %d: current_limit %v, want %d per %v", i+1, cl, limit, unit)
-			}
-			if wantLeft := limit - min(i+1, limit); st.GetLimitRemaining() != wantLeft {
-				t.Fatalf("call %d: limit_remaining %d, want %d", i+1, st.GetLimitRemaining(), wantLeft)
-			}
-		}
-	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			check(t, listener, append([]string{route, route}, tc.entries...), tc.limit, tc.unit, tc.shadow)
+			decideUpTo(t, svc, listener, append([]string{route, route}, tc.entries...), tc.limit, tc.unit, tc.shadow)
 		})
 	}
 	t.Run("shared policy", func(t *testing.T) {
-		check(t, policy, []string{policy + "/rule/0", policy + "/rule/0", "rule-0-match-0", "bob"}, 3, second, false)
+		decideUpTo(t, svc, policy, []string{policy + "/rule/0", policy + "/rule/0", "rule-0-match-0", "bob"}, 3, second, false)
 	})
 	t.Run("limit from metadata", func(t *testing.T) {
 		// A rule whose limit comes from dynamic metadata: Envoy sends the
@@ -160,5 +135,35 @@ func TestEnvoyGatewayGeneratedConfigs(t *testing.T) {
 	})
 	if got := fmt.Sprint(rec.rejected); got != "[]" {
 		t.Errorf("NACKed versions %s", got)
+	}
+}
+
+// decideUpTo sends entries to domain limit+1 times (at most 6: a larger
+// limit is checked on its first five calls) and wants each call admitted
+// until the limit is spent and the next denied (admitted in shadow mode),
+// with current_limit and limit_remaining the rule's.
+func decideUpTo(t *testing.T, svc *service.Service, domain string, entries []string, limit uint32, unit rlsconfv3.RateLimitUnit, shadow bool) {
+	t.Helper()
+	req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlv3.RateLimitDescriptor{stacktest.Descriptor(entries...)}}
+	for i := range min(limit, 5) + 1 {
+		resp, err := svc.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		st := resp.GetStatuses()[0]
+		want := rlsv3.RateLimitResponse_OK
+		if i == limit && !shadow {
+			want = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if resp.GetOverallCode() != want || st.GetCode() != want {
+			t.Fatalf("call %d: overall %v, status %v, want %v", i+1, resp.GetOverallCode(), st.GetCode(), want)
+		}
+		cl := st.GetCurrentLimit()
+		if cl.GetRequestsPerUnit() != limit || cl.GetUnit().String() != unit.String() {
+			t.Fatalf("call %d: current_limit %v, want %d per %v", i+1, cl, limit, unit)
+		}
+		if wantLeft := limit - min(i+1, limit); st.GetLimitRemaining() != wantLeft {
+			t.Fatalf("call %d: limit_remaining %d, want %d", i+1, st.GetLimitRemaining(), wantLeft)
+		}
 	}
 }
