@@ -39,6 +39,11 @@ var nodeCounterHelp = [numNodeCounters]string{
 // to (nil otherwise).
 type nodeStats struct {
 	own, incumbent [numNodeCounters]prometheus.Counter
+	// ownLabels and incLabels are the label values of own and incumbent,
+	// kept so that ConfigApplied can delete the series of a node it no
+	// longer has.
+	ownLabels [4]string
+	incLabels [3]string
 }
 
 // add adds v to counter k.
@@ -49,12 +54,14 @@ func (ns *nodeStats) add(k int, v float64) {
 	}
 }
 
-// nodeCounters returns d's counters for the node whose stats path is path,
-// creating them on first use.
-func (m *Metrics) nodeCounters(d *domainStats, path string) *nodeStats {
-	return d.nodes.loadOrCreate(path, func() *nodeStats {
-		own, inc := nodeLabels(d, path)
-		ns := new(nodeStats)
+// nodeCounters returns d's counters for node n, creating them on first
+// use. They are kept by n's stats path: nodes of one path (a value with a
+// dot can make two paths alike, as it does in the reference's stat names)
+// share them.
+func (m *Metrics) nodeCounters(d *domainStats, n *descriptor.Node) *nodeStats {
+	return d.nodes.loadOrCreate(n.Path(), func() *nodeStats {
+		own, inc := nodeLabels(d, n)
+		ns := &nodeStats{ownLabels: own, incLabels: inc}
 		for k := range ns.own {
 			ns.own[k] = m.node[k].WithLabelValues(own[:]...)
 		}
@@ -67,14 +74,40 @@ func (m *Metrics) nodeCounters(d *domainStats, path string) *nodeStats {
 	})
 }
 
-// nodeLabels returns the label values of the series of d's node of stats
-// path path: sluice's (domain, descriptor, key1, key2) and the
-// reference's (domain, key1, key2).
-func nodeLabels(d *domainStats, path string) (own [4]string, inc [3]string) {
-	l := labelValue(path, MaxDescriptorLabelLen)
-	key1, key2 := firstTwoParts(l)
+// nodeLabels returns the label values of the series of d's node n:
+// sluice's (domain, descriptor, key1, key2), where key1 and key2 are n's
+// first two levels whole (a value's dots included), and the reference's
+// (domain, key1, key2), cut from the stats path at its dots as the
+// reference's mapping cuts them.
+func nodeLabels(d *domainStats, n *descriptor.Node) (own [4]string, inc [3]string) {
+	path := n.Path()
+	key1, key2 := firstTwoLevels(n)
 	k1, k2 := incumbentKeys(path)
-	return [4]string{d.label, l, key1, key2}, [3]string{d.label, k1, k2}
+	return [4]string{d.label, labelValue(path, MaxDescriptorLabelLen),
+			labelValue(key1, MaxDescriptorLabelLen), labelValue(key2, MaxDescriptorLabelLen)},
+		[3]string{d.label, k1, k2}
+}
+
+// firstTwoLevels returns the stats-path parts ("key" or "key_value") of
+// n's top two levels: its top-level ancestor's and the one below ("" when
+// n is at the top).
+func firstTwoLevels(n *descriptor.Node) (first, second string) {
+	var below *descriptor.Node
+	for n.Parent != nil {
+		n, below = n.Parent, n
+	}
+	if below != nil {
+		second = levelName(below)
+	}
+	return levelName(n), second
+}
+
+// levelName is n's own part of the stats path.
+func levelName(n *descriptor.Node) string {
+	if n.Value == "" {
+		return n.Key
+	}
+	return n.Key + "_" + n.Value
 }
 
 // ConfigApplied drops the series of what c no longer holds, so that a
@@ -121,12 +154,11 @@ func (m *Metrics) ConfigApplied(c *descriptor.Config) {
 			continue
 		}
 		keptOwn, keptInc := map[[4]string]bool{}, map[[3]string]bool{}
-		for path := range d.nodes.snapshot() {
-			own, inc := nodeLabels(d, path)
-			keptOwn[own], keptInc[inc] = true, true
+		for _, ns := range d.nodes.snapshot() {
+			keptOwn[ns.ownLabels], keptInc[ns.incLabels] = true, true
 		}
-		for path := range removed {
-			own, inc := nodeLabels(d, path)
+		for _, ns := range removed {
+			own, inc := ns.ownLabels, ns.incLabels
 			for k := range m.node {
 				if !keptOwn[own] {
 					m.node[k].DeleteLabelValues(own[:]...)
@@ -247,7 +279,7 @@ func firstTwoParts(s string) (first, second string) {
 // denied (the whole cost: a denial consumes nothing), and shadow_mode too
 // when the node's shadow_mode answered OK.
 func (m *Metrics) observeNode(d *domainStats, ev *service.DescriptorEvent, o outcome) {
-	ns := m.nodeCounters(d, ev.Node.Path())
+	ns := m.nodeCounters(d, ev.Node)
 	n := ev.Cost.N
 	ns.add(nodeTotalHits, float64(n))
 	if o != outOK {

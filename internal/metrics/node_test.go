@@ -136,6 +136,14 @@ descriptors:
 				}
 			}
 			f := scrape(t, h.reg)
+			// sluice's own series: key1 and key2 are the node's first
+			// two levels whole, the dots of a value included.
+			cidrPath := route + "_" + route + ".masked_remote_address_192.168.0.0/16.remote_address"
+			f.check(t, []want{
+				{"sluice_rate_limit_total_hits_total", "descriptor=" + cidrPath + ",domain=default/eg/http,key1=" + route + "_" + route +
+					",key2=masked_remote_address_192.168.0.0/16", 1},
+				{"sluice_rate_limit_total_hits_total", "descriptor=k,domain=default/eg/http,key1=k,key2=", 2},
+			})
 			if !tc.on {
 				if got := f.series("ratelimit_service_rate_limit_total_hits"); len(got) != 0 {
 					t.Fatalf("series %q without IncumbentNames", got)
