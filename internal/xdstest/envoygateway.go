@@ -6,8 +6,9 @@ package xdstest
 // TLS with a client certificate, Prometheus metrics (its default) and
 // tracing configured. TRACING_SERVICE_INSTANCE_ID comes from the pod name;
 // REDIS_URL and OTEL_EXPORTER_OTLP_ENDPOINT from the EnvoyGateway config.
-// The same list is written down in docs/migrating-from-envoy-ratelimit.md
-// and used by the tests that start sluice as Envoy Gateway would.
+// Envoy Gateway's main branch of 2026-08-21 sets the same list. The same
+// list is written down in docs/migrating-from-envoy-ratelimit.md and used by
+// the tests that start sluice as Envoy Gateway would.
 var EnvoyGatewayEnv = []string{
 	"RUNTIME_ROOT=/data",
 	"RUNTIME_SUBDIRECTORY=ratelimit",
