@@ -83,13 +83,14 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 
 	aw := newAdminWiring(s)
 	svc := service.New(service.Options{
-		Backend:         obs.backend(backends.main),
-		Local:           backends.local,
-		LocalInstances:  s.LocalInstances,
-		ShadowMode:      s.ShadowMode,
-		QuotaMode:       s.QuotaMode,
-		AllOrNothing:    s.AllOrNothing,
-		ChargeOverLimit: s.ChargeOverLimit,
+		Backend:                      obs.backend(backends.main),
+		Local:                        backends.local,
+		LocalInstances:               s.LocalInstances,
+		ShadowMode:                   s.ShadowMode,
+		QuotaMode:                    s.QuotaMode,
+		AllOrNothing:                 s.AllOrNothing,
+		ChargeOverLimit:              s.ChargeOverLimit,
+		IgnoreOverrideUnitMultiplier: !s.OverrideUnitMultiplier,
 		Headers: service.HeaderOptions{
 			Enabled:         s.HeadersEnabled,
 			LimitHeader:     s.LimitHeader,

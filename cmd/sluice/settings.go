@@ -61,6 +61,7 @@ type settings struct {
 	ShadowMode, QuotaMode                     bool
 	AllOrNothing                              bool
 	ChargeOverLimit                           service.Charging
+	OverrideUnitMultiplier                    bool
 	HeadersEnabled                            bool
 	LimitHeader, RemainingHeader, ResetHeader string
 	IETFHeaders, RetryAfter                   bool
@@ -216,6 +217,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	boolean(&s.QuotaMode, "quota-mode", "QUOTA_MODE", false, "treat every descriptor as a quota descriptor")
 	boolean(&s.AllOrNothing, "stop-cache-key-increment-when-overlimit", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false,
 		"charge none of a request's descriptors when any of them is over the limit")
+	boolean(&s.OverrideUnitMultiplier, "override-unit-multiplier", "SLUICE_OVERRIDE_UNIT_MULTIPLIER", true,
+		"honour a request limit override's unit_multiplier; false ignores it (the period is one unit), as envoyproxy/ratelimit does")
 	fs.Var(chargingValue{&s.ChargeOverLimit}, "charge-over-limit",
 		"charge costs that do not fit on descriptors without charge_over_limit: true every cost, false none "+
 			"(but quota_mode's); unset, a descriptor's own hits_addend (check-then-debit quotas)"+

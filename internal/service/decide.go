@@ -162,7 +162,7 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, dom *descriptor.Domain, w *w
 		*it = item{entries: w.entries[start:len(w.entries):len(w.entries)], check: -1, cost: costOf(d, req.HitsAddend), quota: s.opts.QuotaMode,
 			debit: d.GetHitsAddend().GetValue() > 0 && !d.IsNegativeHits}
 		if d.Limit != nil {
-			w.rules = append(w.rules, overrideRule(d.Limit))
+			w.rules = append(w.rules, overrideRule(d.Limit, s.opts.IgnoreOverrideUnitMultiplier))
 			it.override, it.kind, it.rules = true, kindCheck, w.rules[len(w.rules)-1:len(w.rules):len(w.rules)]
 			it.cost.Charge = s.charges(nil, false, it.debit)
 			continue

@@ -76,7 +76,7 @@ func (s *Service) invalidDescriptor(i int, d *ratelimitv3.RateLimitDescriptor, m
 		}
 		// Periods are capped at 100 years: a longer one would be decided
 		// as another period than the one echoed back.
-		if m := o.GetUnitMultiplier().GetValue(); int64(m) > limit.MaxPeriodMicros/(u.Seconds()*1_000_000) {
+		if m := o.GetUnitMultiplier().GetValue(); !s.opts.IgnoreOverrideUnitMultiplier && int64(m) > limit.MaxPeriodMicros/(u.Seconds()*1_000_000) {
 			return fmt.Sprintf("descriptor %d limit override unit_multiplier %d × %s is longer than 100 years", i, m, u)
 		}
 	}
@@ -139,12 +139,12 @@ func unitToEnvoy(u limit.Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
 }
 
 // overrideRule builds the rule of a request `limit` override: a fixed
-// window of requests_per_unit per unit_multiplier×unit. The unit has been
-// validated.
-func overrideRule(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) limit.Rule {
+// window of requests_per_unit per unit_multiplier×unit, or per unit when
+// ignoreMultiplier. The unit has been validated.
+func overrideRule(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride, ignoreMultiplier bool) limit.Rule {
 	u, _ := unitFromEnvoy(int32(o.Unit))
 	m := uint32(1)
-	if o.UnitMultiplier != nil && o.UnitMultiplier.Value > 0 {
+	if !ignoreMultiplier && o.UnitMultiplier != nil && o.UnitMultiplier.Value > 0 {
 		m = o.UnitMultiplier.Value
 	}
 	return limit.Rule{Algorithm: limit.FixedWindow, Unit: u, Multiplier: m, Limit: uint64(o.RequestsPerUnit)}

@@ -57,6 +57,11 @@ type Options struct {
 	// that implements backend.TogetherDecider, or refunded right after the
 	// decision otherwise (together.go says what that costs).
 	AllOrNothing bool
+	// IgnoreOverrideUnitMultiplier ignores a request limit override's
+	// unit_multiplier, as envoyproxy/ratelimit does: the override's period
+	// is one unit (SLUICE_OVERRIDE_UNIT_MULTIPLIER=false). By default it
+	// is honoured.
+	IgnoreOverrideUnitMultiplier bool
 	// Bounds limits the size of requests.
 	Bounds RequestBounds
 	// Logger receives the service's logs. Nil means a new logrus logger

@@ -115,3 +115,24 @@ func TestServeMissingConfigExits(t *testing.T) {
 		})
 	}
 }
+
+// TestServeOverrideUnitMultiplier: SLUICE_OVERRIDE_UNIT_MULTIPLIER=false
+// ignores a request limit override's unit_multiplier, as the incumbent
+// does; by default it is honoured.
+func TestServeOverrideUnitMultiplier(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "api.yaml", yearly(1))
+	for _, tc := range []struct {
+		env, want string
+	}{
+		{"SLUICE_OVERRIDE_UNIT_MULTIPLIER=true", "limit 3 per 5 minutes"},
+		{"SLUICE_OVERRIDE_UNIT_MULTIPLIER=false", "limit 3 per minute"},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			s := startServe(t, []string{"SLUICE_CONFIG=" + dir, tc.env})
+			if out := s.check(t, "--domain", "api", "--descriptor", "x=1", "--limit", "3/5minute"); !strings.Contains(out, tc.want+"  remaining 2") {
+				t.Errorf("check: %s\nwant %q", out, tc.want)
+			}
+		})
+	}
+}
