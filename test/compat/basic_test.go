@@ -211,6 +211,33 @@ func TestHitsAddend(t *testing.T) {
 	}
 }
 
+// TestHitsAddendCharged: with SLUICE_CHARGE_OVER_LIMIT=true a request's
+// hits_addend is charged when it does not fit, as the incumbent counts it,
+// so every answer of TestHitsAddend and TestCostAboveTheLimit is the
+// incumbent's: the restoring setting of remaining-on-denial and
+// denied-consumes-nothing.
+func TestHitsAddendCharged(t *testing.T) {
+	for _, v := range core {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, v, map[string]string{"SLUICE_CHARGE_OVER_LIMIT": "true"}, runtimeConfig...)
+			value := sluicetest.Unique("cost")
+			costly := func(n uint32) answer {
+				req := rq("another", d("key4", value))
+				req.HitsAddend = n
+				return answerOf(s.ask(t, req))
+			}
+			expect(t, "cost 17 of 20", costly(17), ans(ok, limited(ok, 20, "DAY", 3)))
+			expect(t, "cost 2, 19 of 20", costly(2), ans(ok, limited(ok, 20, "DAY", 1)))
+			expect(t, "cost 3 with 1 left", costly(3), ans(over, limited(over, 20, "DAY", 0)))
+			expect(t, "cost 1 after the denied cost", costly(1), ans(over, limited(over, 20, "DAY", 0)))
+			req := rq("another", d("key4", sluicetest.Unique("cost")))
+			req.HitsAddend = 25
+			expect(t, "cost 25 of 20", answerOf(s.ask(t, req)), ans(over, limited(over, 20, "DAY", 0)))
+		})
+	}
+}
+
 // TestDescriptorHitsAddend is the same arithmetic with the cost in the
 // descriptor's own hits_addend (the field Envoy fills from a route rate
 // limit's hits_addend, and the only one a response-path debit can use): a

@@ -154,3 +154,31 @@ func TestDeviationsListed(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviationsSayHowToRestore: every row of the deviation table says in
+// its last column how to get the incumbent's behaviour back, or, starting
+// with "none:", why there is no way; a bare "—" leaves the reader
+// guessing.
+func TestDeviationsSayHowToRestore(t *testing.T) {
+	data, err := os.ReadFile(guide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := false
+	for i, text := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(text, "## ") {
+			in = text == "## Every difference"
+			continue
+		}
+		m := tableRow.FindStringSubmatch(text)
+		if !in || m == nil {
+			continue
+		}
+		cells := strings.Split(strings.TrimSuffix(strings.TrimSpace(text), "|"), " | ")
+		restore := strings.TrimSpace(cells[len(cells)-1])
+		if restore == "" || strings.HasPrefix(restore, "—") || restore == "none" || restore == "none:" {
+			t.Errorf("%s:%d: deviation %q: the restore column says %q; name the setting that restores the incumbent's behaviour, or say \"none: <why>\"",
+				guide, i+1, m[1], restore)
+		}
+	}
+}
