@@ -13,8 +13,10 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-rl/sluice/internal/fakeclock"
@@ -159,5 +161,73 @@ func TestEnvoyGatewayGoldenConfigs(t *testing.T) {
 	})
 	if got := fmt.Sprint(rec.rejected); strings.Trim(got, "[w2 ]") != "" {
 		t.Errorf("NACKed versions %s, want only w2", got)
+	}
+}
+
+// TestEnvoyGatewayGoldenCosts sends, step by step, what Envoy sends for
+// the three routes with costs of Envoy Gateway's translator test
+// internal/xds/translator/testdata/in/xds-ir/ratelimit.yaml (limits) and
+// out/xds-ir/ratelimit.routes.yaml (their route rate limits): a request
+// cost is the descriptor's hits_addend on the request's call (number
+// 12345); a response cost is a second rate limit with the same actions,
+// apply_on_stream_done and its hits_addend (a number from dynamic
+// metadata, here 4 and 90000), sent after the response, whose answer
+// Envoy ignores; a limit from metadata is the same override on both
+// calls. Each cost is charged whole, as the incumbent counts it
+// (docs/decisions/0073-descriptor-costs-charged-by-default.md), so a
+// response cost binds the requests after it.
+func TestEnvoyGatewayGoldenCosts(t *testing.T) {
+	const domain = "first-listener"
+	second := rlsconfv3.RateLimitUnit_SECOND
+	conf := &rlc{Name: domain, Domain: domain, Descriptors: []*rld{
+		routeLevel("req-cost", &rld{Key: "rule-0-match--1", Value: "rule-0-match--1", RateLimit: perUnit(5, second)}),
+		routeLevel("res-cost", &rld{Key: "rule-0-match-0", Value: "rule-0-match-0", RateLimit: perUnit(5, second)}),
+		routeLevel("req-and-resp-cost", &rld{Key: "rule-0-match-0", Value: "rule-0-match-0", RateLimit: perUnit(5, second)}),
+	}}
+	cfg, err := xds.Compile([]*rlc{conf}, xds.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type step struct {
+		hits       int64 // the descriptor's hits_addend; -1: none (the request-level 0 counts 1)
+		streamDone bool  // the call after the response (its answer is ignored by Envoy)
+		want       rlsv3.RateLimitResponse_Code
+	}
+	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+	override := &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 100000, Unit: typev3.RateLimitUnit_HOUR}
+	cases := []struct {
+		route, rule string
+		override    *rlv3.RateLimitDescriptor_RateLimitOverride
+		steps       []step
+	}{
+		// 12345 on a limit of 5 per second: denied, and counted.
+		{"req-cost", "rule-0-match--1", nil, []step{{12345, false, over}, {12345, false, over}}},
+		// A request counts 1; the response charges 4 more: the next request is over.
+		{"res-cost", "rule-0-match-0", nil, []step{{-1, false, ok}, {4, true, ok}, {-1, false, over}}},
+		// The limit from metadata (100000 per hour) on both calls: the
+		// request's 12345 fits, the response's 90000 passes the limit, and
+		// the next request is over.
+		{"req-and-resp-cost", "rule-0-match-0", override, []step{{12345, false, ok}, {90000, true, over}, {12345, false, over}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.route, func(t *testing.T) {
+			clock := fakeclock.New(time.Date(2027, 1, 4, 10, 0, 0, 0, time.UTC))
+			svc := service.New(service.Options{Backend: stacktest.Memory(t, memory.Options{Now: clock.Now}), Logger: stacktest.QuietLogger()})
+			svc.SetConfig(cfg)
+			for i, st := range tc.steps {
+				d := stacktest.Descriptor(tc.route, tc.route, tc.rule, tc.rule)
+				d.Limit = tc.override
+				if st.hits >= 0 {
+					d.HitsAddend = wrapperspb.UInt64(uint64(st.hits))
+				}
+				resp, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlv3.RateLimitDescriptor{d}})
+				if err != nil {
+					t.Fatalf("step %d: %v", i+1, err)
+				}
+				if got := resp.GetOverallCode(); got != st.want {
+					t.Fatalf("step %d (hits %d, stream done %v): %v, want %v", i+1, st.hits, st.streamDone, got, st.want)
+				}
+			}
+		})
 	}
 }
