@@ -159,7 +159,10 @@ func TestEnvoyGatewayGoldenConfigs(t *testing.T) {
 		}
 		decideUpTo(t, newService(), last.Domain, entries, last.Limit, rlsconfv3.RateLimitUnit(rlsconfv3.RateLimitUnit_value[last.Unit]), last.Shadow)
 	})
-	if got := fmt.Sprint(rec.rejected); strings.Trim(got, "[w2 ]") != "" {
+	rec.mu.Lock()
+	got := fmt.Sprint(rec.rejected)
+	rec.mu.Unlock()
+	if strings.Trim(got, "[w2 ]") != "" {
 		t.Errorf("NACKed versions %s, want only w2", got)
 	}
 }

@@ -133,7 +133,10 @@ func TestEnvoyGatewayGeneratedConfigs(t *testing.T) {
 			}
 		}
 	})
-	if got := fmt.Sprint(rec.rejected); got != "[]" {
+	rec.mu.Lock()
+	got := fmt.Sprint(rec.rejected)
+	rec.mu.Unlock()
+	if got != "[]" {
 		t.Errorf("NACKed versions %s", got)
 	}
 }
