@@ -43,6 +43,12 @@ func TestServeWaitsForMissingConfig(t *testing.T) {
 			if out := s.check(t, "--domain", "api", "--descriptor", "k=v"); !strings.HasPrefix(out, "overall: OK\n  [1] k=v: OK  no limit") {
 				t.Errorf("before the config: %s", out)
 			}
+			domains := func(want string) func() bool {
+				return func() bool { _, body := s.get(t, "/metrics"); return strings.Contains(body, "\nsluice_config_domains "+want+"\n") }
+			}
+			if !domains("0")() {
+				t.Error("sluice_config_domains is not 0 before the config")
+			}
 
 			// git-sync: each sync is a new directory, and RUNTIME_ROOT a
 			// symlink to it, swapped by a rename.
@@ -65,6 +71,7 @@ func TestServeWaitsForMissingConfig(t *testing.T) {
 			sync("v1", yearly(2))
 			waitFor(t, "the first sync to be loaded", limitIs(2))
 			waitFor(t, "health 200 once loaded", health(200))
+			waitFor(t, "sluice_config_domains 1 once loaded", domains("1"))
 			sync("v2", yearly(7))
 			waitFor(t, "the second sync to be loaded", limitIs(7))
 
