@@ -195,12 +195,7 @@ func TestHitsAddend(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			s := start(t, v, nil, runtimeConfig...)
-			value := sluicetest.Unique("cost")
-			costly := func(n uint32) answer {
-				req := rq("another", d("key4", value))
-				req.HitsAddend = n
-				return answerOf(s.ask(t, req))
-			}
+			costly := requestCost(t, s, sluicetest.Unique("cost"))
 			expect(t, "cost 17 of 20", costly(17), ans(ok, limited(ok, 20, "DAY", 3)))
 			expect(t, "cost 2, 19 of 20", costly(2), ans(ok, limited(ok, 20, "DAY", 1)))
 			expect(t, "cost 3 with 1 left", costly(3), ans(over, limited(over, 20, "DAY", 0)),
@@ -208,6 +203,16 @@ func TestHitsAddend(t *testing.T) {
 			expect(t, "cost 1 after the denied cost", costly(1), ans(over, limited(over, 20, "DAY", 0)),
 				because(devDeniedNothing, ans(ok, limited(ok, 20, "DAY", 0))))
 		})
+	}
+}
+
+// requestCost returns a function asking for another's key4=value with
+// the request-level hits_addend n.
+func requestCost(t *testing.T, s *server, value string) func(n uint32) answer {
+	return func(n uint32) answer {
+		req := rq("another", d("key4", value))
+		req.HitsAddend = n
+		return answerOf(s.ask(t, req))
 	}
 }
 
@@ -221,12 +226,7 @@ func TestHitsAddendCharged(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			s := start(t, v, map[string]string{"SLUICE_CHARGE_OVER_LIMIT": "true"}, runtimeConfig...)
-			value := sluicetest.Unique("cost")
-			costly := func(n uint32) answer {
-				req := rq("another", d("key4", value))
-				req.HitsAddend = n
-				return answerOf(s.ask(t, req))
-			}
+			costly := requestCost(t, s, sluicetest.Unique("cost"))
 			expect(t, "cost 17 of 20", costly(17), ans(ok, limited(ok, 20, "DAY", 3)))
 			expect(t, "cost 2, 19 of 20", costly(2), ans(ok, limited(ok, 20, "DAY", 1)))
 			expect(t, "cost 3 with 1 left", costly(3), ans(over, limited(over, 20, "DAY", 0)))
