@@ -147,14 +147,14 @@ func TestSummarize(t *testing.T) {
 		writeFiles(t, dir, map[string]string{
 			"noop." + round + ".json":       `{"throughput_rps":` + tput + `,"latency_ms":{"p99":1}}`,
 			"memory." + round + ".json":     `{"throughput_rps":` + tput + `0,"calls_total":1000000,"latency_ms":{"p99":2}}`,
-			"memory." + round + ".cpu.json": `{"wall_s":2,"server_cpu_s":1,"redis_cpu_s":0,"client_cpu_s":0.5,"others_cpu_s":0.2}`,
+			"memory." + round + ".cpu.json": `{"wall_s":2,"server_cpu_s":1,"redis_cpu_s":0,"client_cpu_s":0.5,"others_cpu_s":0.2,"server_peak_rss_bytes":` + round + `4000000}`,
 		})
 	}
 	out := summarizeOut(t, "--only", "runs", dir)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 6 || lines[0] != startMarker("runs") || lines[5] != endMarker ||
-		!strings.HasPrefix(lines[3], "| noop | 2000 | — | 1.00 | 0.0 | 0.0 | 0.000 | — |") ||
-		!strings.HasPrefix(lines[4], "| memory | 20000 | 1000% | 2.00 | 1.0 | 0.0 | 0.000 | — | 10000 (2.00) [0.50 / 0.00 / 0.25 / 0.10];") {
+		!strings.HasPrefix(lines[3], "| noop | 2000 | — | 1.00 | 0.0 | 0.0 | 0.000 | — | — |") ||
+		!strings.HasPrefix(lines[4], "| memory | 20000 | 1000% | 2.00 | 1.0 | 0.0 | 0.000 | — | 24 | 10000 (2.00) [0.50 / 0.00 / 0.25 / 0.10];") {
 		t.Errorf("summary:\n%s", out)
 	}
 	if code := run(context.Background(), []string{"summarize", t.TempDir()}, io.Discard, io.Discard); code != 1 {

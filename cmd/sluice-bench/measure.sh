@@ -19,8 +19,9 @@
 #                (SLUICE_REDIS_COALESCE=false), redis1nm (SLUICE_REDIS_MERGE=false),
 #                redis1ev (SLUICE_REDIS_FUNCTIONS=false: EVALSHA), memorynw
 #                (SLUICE_GRPC_STREAM_WORKERS=0), attacknc (SLUICE_LOCAL_CACHE=false),
-#                redis1dw (SLUICE_GRPC_STATIC_WINDOWS=false), and redis1 and
-#                redis1dw at one caller (-c1)
+#                redis1dw (SLUICE_GRPC_STATIC_WINDOWS=false), redis1gf
+#                (SLUICE_GC_HEAP_FLOOR_BYTES=0), and redis1 and redis1dw at one
+#                caller (-c1)
 #   all          every group above
 # The targets: noop (answers OK, does nothing: the ceiling); noopredis (the
 # no-op, each call answered only after a Redis round trip, an ECHO shared
@@ -51,14 +52,15 @@
 # and is bounded: the load generator by DURATION + WARMUP + 60 s, the
 # servers by 3 minutes more (DURATION and WARMUP: a whole number and ms, s
 # or m);
-# the cluster takes about 3 s to form, once. `all` is 33 runs a round with
-# the incumbent (25 without): about 6 minutes a round at the defaults.
+# the cluster takes about 3 s to form, once. `all` is 36 runs a round with
+# the incumbent (28 without): about 7.4 minutes a round at the defaults.
 #
 # Every run records, besides the load generator's report (NAME.ROUND.json),
 # NAME.ROUND.cpu.json (the CPU time of the server, redis-server (every node),
 # the load generator and the machine's other processes, and the read and
 # write system calls of the server and of redis-server: syscr + syscw of
-# /proc/PID/io; the load generator reports its own) and every Redis
+# /proc/PID/io; the load generator reports its own; the server's peak
+# resident memory, VmHWM of /proc/PID/status) and every Redis
 # node's INFO commandstats, memory and keyspace at the start of the run
 # (after FLUSHALL and CONFIG RESETSTAT: NAME.ROUND.redis-start.txt) and at
 # its end (NAME.ROUND.redis.txt). OUTDIR/machine.json describes the machine
@@ -97,7 +99,7 @@ group() { # name: the targets of a scenario group, or the name itself
 	cluster) echo redis1 inc1 redis1cl inc1cl ;;
 	rules) echo redis1 redis3fw redis6fw ;;
 	descriptors) echo redis1 inc1 redis3d inc3 redis10d inc10 ;;
-	defaults) echo redis1 redis1nc redis1nm redis1ev memory memorynw attack attacknc redis1dw redis1-c1 redis1dw-c1 ;;
+	defaults) echo redis1 redis1nc redis1nm redis1ev memory memorynw attack attacknc redis1dw redis1gf redis1-c1 redis1dw-c1 ;;
 	all) echo main concurrency cluster rules descriptors defaults ;;
 	*) echo "$1" ;;
 	esac
@@ -113,7 +115,7 @@ expand() { # words: targets, groups expanded, first occurrence kept
 		fi
 	done
 }
-known=" noop noopredis memory memorynw redis1 redis1nc redis1nm redis1ev redis1dw redis1cl redis3 redis3fw redis6fw redis3d redis10d attack attacknc inc1 inc1cl inc3 inc10 incattack "
+known=" noop noopredis memory memorynw redis1 redis1nc redis1nm redis1ev redis1dw redis1gf redis1cl redis3 redis3fw redis6fw redis3d redis10d attack attacknc inc1 inc1cl inc3 inc10 incattack "
 targets=()
 for t in $(expand ${TARGETS:-all}); do
 	case " ${targets[*]} " in *" $t "*) continue ;; esac
@@ -364,7 +366,7 @@ run() {
 	esac
 	pids+=("$pid")
 	wait_port $port
-	local server before after rbefore rafter bbefore bafter t0 t1 load iobefore ioafter riobefore rioafter
+	local server before after rbefore rafter bbefore bafter t0 t1 load iobefore ioafter riobefore rioafter peak
 	server=$(pgrep -P "$pid" | head -1) # the server under timeout(1): its CPU time is the one to read
 	each_node config resetstat >/dev/null
 	redis_info >"$out/$name.$round.redis-start.txt"
@@ -388,6 +390,7 @@ run() {
 	fi
 	after=$(cpu_ticks "$server") rafter=$(cpu_ticks "${rpids[@]}") bafter=$(busy_ticks) t1=$(date +%s.%N)
 	ioafter=$(io_calls "$server") rioafter=$(io_calls "${rpids[@]}")
+	peak=$(awk '/^VmHWM:/ { printf "%.0f\n", $2 * 1024 }' "/proc/$server/status" 2>/dev/null || echo 0)
 	redis_info >"$out/$name.$round.redis.txt"
 	# CPU seconds over the bench process's lifetime (warm-up included): the
 	# server, redis-server, the load generator, and every other process on
@@ -396,7 +399,7 @@ run() {
 	hz=$(getconf CLK_TCK)
 	client=$(grep -o '"client_cpu_s":[0-9.e-]*' "$out/$name.$round.json" | cut -d: -f2)
 	cat >"$out/$name.$round.cpu.json" <<JSON
-{"wall_s": $(num "$t1 - $t0"), "server_cpu_s": $(num "($after - $before) / $hz"), "redis_cpu_s": $(num "($rafter - $rbefore) / $hz"), "client_cpu_s": $(num "$client"), "others_cpu_s": $(num "($bafter - $bbefore - ($after - $before) - ($rafter - $rbefore)) / $hz - $client"), "server_syscalls": $((ioafter - iobefore)), "redis_syscalls": $((rioafter - riobefore)), "redis_nodes": ${#rports[@]}, "loadavg_before": $load}
+{"wall_s": $(num "$t1 - $t0"), "server_cpu_s": $(num "($after - $before) / $hz"), "redis_cpu_s": $(num "($rafter - $rbefore) / $hz"), "client_cpu_s": $(num "$client"), "others_cpu_s": $(num "($bafter - $bbefore - ($after - $before) - ($rafter - $rbefore)) / $hz - $client"), "server_syscalls": $((ioafter - iobefore)), "redis_syscalls": $((rioafter - riobefore)), "server_peak_rss_bytes": ${peak:-0}, "redis_nodes": ${#rports[@]}, "loadavg_before": $load}
 JSON
 	stop "$pid"
 	echo "$name round $round: $(grep -o '"throughput_rps":[0-9.]*' "$out/$name.$round.json")" >&2
@@ -418,6 +421,7 @@ for round in $(seq "$rounds"); do
 		memorynw) target_env=SLUICE_GRPC_STREAM_WORKERS=0 base=memory ;;
 		attacknc) target_env=SLUICE_LOCAL_CACHE=false base=attack ;;
 		redis1dw) target_env=SLUICE_GRPC_STATIC_WINDOWS=false base=redis1 ;;
+		redis1gf) target_env=SLUICE_GC_HEAP_FLOOR_BYTES=0 base=redis1 ;;
 		esac
 		case $base in
 		noop) run "$t" "$round" noop conf1 "$conc" "${one[@]}" ;;

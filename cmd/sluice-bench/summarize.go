@@ -47,6 +47,10 @@ type cpuFigures struct {
 	// nil in runs recorded before measure.sh counted them.
 	ServerSyscalls *float64 `json:"server_syscalls"`
 	RedisSyscalls  *float64 `json:"redis_syscalls"`
+	// ServerPeakRSS is the server's peak resident memory in bytes (VmHWM
+	// of /proc/PID/status at the end of the run); nil in runs recorded
+	// before measure.sh read it.
+	ServerPeakRSS *float64 `json:"server_peak_rss_bytes"`
 	// The Redis figures of runs recorded before measure.sh kept Redis's
 	// own INFO output (read when NAME.ROUND.redis.txt is absent).
 	RedisCalls    float64 `json:"redis_script_calls"`
@@ -176,11 +180,15 @@ func readRunSet(dirs []string, warn io.Writer) (*runSet, error) {
 // no-op median, the median p99, and every run with the CPU the server,
 // Redis, the load generator and the machine's other processes used.
 func (rs *runSet) runsTable(w io.Writer) {
-	fmt.Fprintln(w, "| target | median req/s | vs no-op | median p99 ms | server µs CPU/call | redis µs CPU/call | Redis calls/call | attack denials answered locally | runs: req/s (p99 ms) [CPU cores: server / redis / client / others] |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| target | median req/s | vs no-op | median p99 ms | server µs CPU/call | redis µs CPU/call | Redis calls/call | attack denials answered locally | server peak RSS MB | runs: req/s (p99 ms) [CPU cores: server / redis / client / others] |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, name := range rs.order {
 		ss := rs.runs[name]
 		tput := median(ss, throughput)
+		rss := "—"
+		if withRSS := slices.DeleteFunc(slices.Clone(ss), func(s sample) bool { return s.cpu.ServerPeakRSS == nil }); len(withRSS) > 0 {
+			rss = fmt.Sprintf("%.0f", median(withRSS, func(s sample) float64 { return *s.cpu.ServerPeakRSS / 1e6 }))
+		}
 		ratio := "—"
 		if noop := rs.med(noopFor(name), throughput); noop > 0 && base(name) != "noop" {
 			ratio = fmt.Sprintf("%.0f%%", 100*tput/noop)
@@ -199,8 +207,8 @@ func (rs *runSet) runsTable(w io.Writer) {
 			each = append(each, fmt.Sprintf("%.0f (%.2f) [%.2f / %.2f / %.2f / %.2f]", s.report.Throughput, s.report.Latency.P99,
 				s.cpu.Server/w, s.cpu.Redis/w, s.cpu.Client/w, s.cpu.Others/w))
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %s | %.2f | %.1f | %.1f | %.3f | %s | %s |\n", name, tput, ratio, median(ss, p99),
-			median(ss, serverCPU), median(ss, redisCPU), calls, local, strings.Join(each, "; "))
+		fmt.Fprintf(w, "| %s | %.0f | %s | %.2f | %.1f | %.1f | %.3f | %s | %s | %s |\n", name, tput, ratio, median(ss, p99),
+			median(ss, serverCPU), median(ss, redisCPU), calls, local, rss, strings.Join(each, "; "))
 	}
 }
 
@@ -307,7 +315,7 @@ func readRedis(prefix string, s *sample) error {
 
 // targetOrder is the order of measure.sh's targets in the tables.
 var targetOrder = []string{"noop", "noopredis", "memory", "redis1", "inc1", "redis3", "redis3fw", "redis6fw", "redis3d", "inc3",
-	"redis10d", "inc10", "attack", "incattack", "redis1cl", "inc1cl", "redis1nc", "redis1nm", "redis1ev", "memorynw", "attacknc", "redis1dw"}
+	"redis10d", "inc10", "attack", "incattack", "redis1cl", "inc1cl", "redis1nc", "redis1nm", "redis1ev", "memorynw", "attacknc", "redis1dw", "redis1gf"}
 
 // sortTargets orders target names as measure.sh runs them (a target at
 // another concurrency after it, by concurrency), others after them by name.

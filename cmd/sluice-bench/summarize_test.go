@@ -421,3 +421,34 @@ func TestNearGoal(t *testing.T) {
 		}
 	}
 }
+
+func TestServiceMemoryTable(t *testing.T) {
+	recorded := func(bytes float64) sample { return sample{cpu: cpuFigures{ServerPeakRSS: &bytes}} }
+	for _, tc := range []struct {
+		name          string
+		runs          map[string][]sample
+		order         []string
+		want, notWant []string
+		wrote         bool
+	}{
+		{"recorded", map[string][]sample{
+			"redis1": {recorded(90e6), recorded(50e6), recorded(70e6)},
+			"inc1":   {recorded(40e6)},
+		}, []string{"redis1", "inc1"},
+			[]string{"| target | service peak resident memory, MB |", "| `redis1` | 70 |", "| `inc1` | 40 |"}, nil, true},
+		{"runs of an older measure.sh", map[string][]sample{"redis1": {{}}}, []string{"redis1"}, nil, []string{"|"}, false},
+		{"only the recorded runs of a target", map[string][]sample{"redis1": {{}, recorded(30e6)}},
+			[]string{"redis1"}, []string{"| `redis1` | 30 |"}, nil, true},
+		{"not at other concurrencies", map[string][]sample{"redis1-c16": {recorded(30e6)}},
+			[]string{"redis1-c16"}, nil, []string{"redis1"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := &runSet{runs: tc.runs, order: tc.order}
+			var b strings.Builder
+			if got := rs.serviceMemoryTable(&b); got != tc.wrote {
+				t.Errorf("wrote %v, want %v", got, tc.wrote)
+			}
+			checkText(t, b.String(), tc.want, tc.notWant)
+		})
+	}
+}

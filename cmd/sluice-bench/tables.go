@@ -141,6 +141,7 @@ func (rs *runSet) blocks() []block {
 	add("time", rs.timeTable)
 	add("stages", rs.stagesTable)
 	add("syscalls", rs.syscallsTable)
+	add("service-memory", rs.serviceMemoryTable)
 	add("runs", func(w io.Writer) bool {
 		rs.runsTable(w)
 		return len(rs.order) > 0
@@ -318,6 +319,8 @@ func (rs *runSet) defaultsTable(w io.Writer) bool {
 		{"local denial cache (`SLUICE_LOCAL_CACHE`)", "attack mix", "attack", "attacknc", "Redis CPU µs per request", redisCPU, "%.1f"},
 		{"fixed gRPC flow-control windows (`SLUICE_GRPC_STATIC_WINDOWS`)", "Redis, 1 rule", "redis1", "redis1dw", "service CPU µs per request", serverCPU, "%.1f"},
 		{"fixed gRPC flow-control windows (`SLUICE_GRPC_STATIC_WINDOWS`)", "Redis, 1 rule, 1 caller", "redis1-c1", "redis1dw-c1", "service CPU µs per request", serverCPU, "%.1f"},
+		{"a floor under the garbage collector's heap goal (`SLUICE_GC_HEAP_FLOOR_BYTES`)", "Redis, 1 rule", "redis1", "redis1gf", "service CPU µs per request", serverCPU, "%.1f"},
+		{"a floor under the garbage collector's heap goal (`SLUICE_GC_HEAP_FLOOR_BYTES`)", "Redis, 1 rule", "redis1", "redis1gf", "service peak resident memory, MB", peakRSS, "%.0f"},
 	} {
 		if !rs.has(d.on) || !rs.has(d.off) {
 			continue
@@ -399,6 +402,40 @@ func (rs *runSet) syscallsTable(w io.Writer) bool {
 			return s.perRequest(float64(*s.report.ClientSyscalls)+*s.cpu.ServerSyscalls+onRedis**s.cpu.RedisSyscalls) / 1e6
 		})
 		fmt.Fprintf(w, "| `%s` | %.2f | %.2f | %s | %.2f |\n", name, client, server, redisCell, all)
+	}
+	return wrote
+}
+
+// peakRSS is the server's peak resident memory in MB, 0 when the run did
+// not record it.
+func peakRSS(s sample) float64 {
+	if s.cpu.ServerPeakRSS == nil {
+		return 0
+	}
+	return *s.cpu.ServerPeakRSS / 1e6
+}
+
+// serviceMemoryTable gives each server's peak resident memory over its
+// run (VmHWM: every run starts a fresh server), for the targets at the
+// default concurrency whose runs recorded it.
+func (rs *runSet) serviceMemoryTable(w io.Writer) bool {
+	wrote := false
+	for _, name := range rs.order {
+		if concurrency(name) != 0 || !slices.Contains(targetOrder, base(name)) {
+			continue
+		}
+		recorded := func(s sample) bool { return s.cpu.ServerPeakRSS != nil }
+		ss := rs.runs[name]
+		if !slices.ContainsFunc(ss, recorded) {
+			continue
+		}
+		ss = slices.DeleteFunc(slices.Clone(ss), func(s sample) bool { return !recorded(s) })
+		if !wrote {
+			fmt.Fprintln(w, "| target | service peak resident memory, MB |")
+			fmt.Fprintln(w, "|---|---:|")
+			wrote = true
+		}
+		fmt.Fprintf(w, "| `%s` | %.0f |\n", name, median(ss, peakRSS))
 	}
 	return wrote
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-rl/sluice/internal/admin"
+	"github.com/sluice-rl/sluice/internal/heapfloor"
 	"github.com/sluice-rl/sluice/internal/reload"
 	"github.com/sluice-rl/sluice/internal/server"
 	"github.com/sluice-rl/sluice/internal/service"
@@ -48,6 +49,8 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	for _, n := range s.notes {
 		log.Info(n)
 	}
+	gc := heapfloor.Start(uint64(s.GCHeapFloor), gogc(environ))
+	defer gc.Stop()
 
 	obs, err := newObservability(ctx, s, log)
 	if err != nil {
@@ -305,6 +308,25 @@ func noneExist(paths []string) bool {
 		}
 	}
 	return true
+}
+
+// gogc returns the GC percentage the GOGC variable of environ sets, as
+// the Go runtime reads it: -1 for "off", 100 when unset or not a number.
+func gogc(environ []string) int {
+	for _, kv := range environ {
+		v, ok := strings.CutPrefix(kv, "GOGC=")
+		if !ok {
+			continue
+		}
+		if v == "off" {
+			return -1
+		}
+		if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+			return int(n)
+		}
+		return 100
+	}
+	return 100
 }
 
 // newLogger builds the process logger: text, or JSON with the reference's
