@@ -69,6 +69,9 @@ func TestValidate(t *testing.T) {
 	lenient := t.TempDir()
 	lenientFile := writeConfig(t, lenient, "limits", "domain: a\nunit: second\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
 
+	dotted := t.TempDir()
+	dotFile := writeConfig(t, dotted, ".a.yaml", "domain: a\n")
+
 	tests := []struct {
 		name     string
 		env      []string
@@ -76,6 +79,11 @@ func TestValidate(t *testing.T) {
 		wantCode int
 		wantOut  []string // lines of stdout, in order (each a prefix)
 	}{
+		{"dot-files skipped", nil, []string{dotted}, 0, []string{"warning: " + dotFile + ": not read", "0 domains OK"}},
+		{"dot-files read by env", []string{"RUNTIME_IGNOREDOTFILES=false"}, []string{dotted}, 0, []string{"1 domain OK: a"}},
+		{"dot-files read by flag", nil, []string{"--runtime-ignoredotfiles=false", dotted}, 0, []string{"1 domain OK: a"}},
+		{"dot-files flag beats env", []string{"RUNTIME_IGNOREDOTFILES=false"}, []string{"--runtime-ignoredotfiles=true", dotted}, 0, []string{"warning: ", "0 domains OK"}},
+		{"bad dot-files env", []string{"RUNTIME_IGNOREDOTFILES=perhaps"}, []string{dotted}, 2, nil},
 		{"good directory", nil, []string{good}, 0, []string{"2 domains OK: a, b"}},
 		{"one file", nil, []string{filepath.Join(good, "a.yaml")}, 0, []string{"1 domain OK: a"}},
 		{"example config", nil, []string{"../../examples/config"}, 0, []string{"1 domain OK: api"}},

@@ -244,9 +244,10 @@ func loadFiles(s *settings, svc *service.Service, obs *observability, log *logru
 	// One path of several missing is still an error: only "nothing there
 	// yet" is waited for.
 	wait := s.ConfigSource.ForceStart
-	loadOpts := descriptor.LoadOptions{MergeDomains: s.MergeDomains}
+	loadOpts := descriptor.LoadOptions{MergeDomains: s.MergeDomains, DotFiles: s.DotFiles}
 	watcher, err := reload.New(reload.Options{
 		Paths:      paths,
+		DotFiles:   s.DotFiles,
 		Interval:   s.ReloadInterval,
 		AllowEmpty: s.AllowEmptyReload,
 		Refused:    func(error) { obs.metrics.ConfigLoadFailed() },

@@ -44,7 +44,10 @@ func TestServeWaitsForMissingConfig(t *testing.T) {
 				t.Errorf("before the config: %s", out)
 			}
 			domains := func(want string) func() bool {
-				return func() bool { _, body := s.get(t, "/metrics"); return strings.Contains(body, "\nsluice_config_domains "+want+"\n") }
+				return func() bool {
+					_, body := s.get(t, "/metrics")
+					return strings.Contains(body, "\nsluice_config_domains "+want+"\n")
+				}
 			}
 			if !domains("0")() {
 				t.Error("sluice_config_domains is not 0 before the config")
@@ -139,6 +142,45 @@ func TestServeOverrideUnitMultiplier(t *testing.T) {
 			s := startServe(t, []string{"SLUICE_CONFIG=" + dir, tc.env})
 			if out := s.check(t, "--domain", "api", "--descriptor", "x=1", "--limit", "3/5minute"); !strings.Contains(out, tc.want+"  remaining 2") {
 				t.Errorf("check: %s\nwant %q", out, tc.want)
+			}
+		})
+	}
+}
+
+// TestServeDotFiles: RUNTIME_IGNOREDOTFILES=false, set explicitly, reads
+// the config directory's dot-files (and polls them for changes) as the
+// incumbent reads them by default; unset or true, they are skipped, each
+// named in a warning.
+func TestServeDotFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		read bool
+	}{
+		{"unset", nil, false},
+		{"true", []string{"RUNTIME_IGNOREDOTFILES=true"}, false},
+		{"false", []string{"RUNTIME_IGNOREDOTFILES=false"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "ratelimit", "config")
+			writeConfig(t, dir, "api.yaml", yearly(1))
+			writeConfig(t, dir, ".dot.yaml", strings.Replace(yearly(2), "domain: api", "domain: dot", 1))
+			s := startServe(t, append([]string{"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit"}, tc.env...), "--reload-interval", "20ms")
+			limited := func(domain string) func() bool {
+				return func() bool {
+					return strings.Contains(s.check(t, "--domain", domain, "--descriptor", "k=v"), "limit 2 per year")
+				}
+			}
+			if got := limited("dot")(); got != tc.read {
+				t.Errorf("the dot-file's domain is loaded: %v, want %v", got, tc.read)
+			}
+			if warned := strings.Contains(s.stderr.String(), ".dot.yaml: not read"); warned == tc.read {
+				t.Errorf("warning naming the skipped dot-file: %v, want %v\n%s", warned, !tc.read, s.stderr)
+			}
+			if tc.read {
+				writeConfig(t, dir, ".more.yaml", strings.Replace(yearly(2), "domain: api", "domain: more", 1))
+				waitFor(t, "a dot-file added later to be loaded", limited("more"))
 			}
 		})
 	}

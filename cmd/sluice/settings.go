@@ -54,10 +54,13 @@ type settings struct {
 
 	RuntimeRoot, RuntimeSubdirectory, RuntimeAppDirectory string
 	RuntimeIgnoreDotFiles, RuntimeWatchRoot               bool
-	Configs                                               stringList
-	MergeDomains                                          bool
-	AllowEmptyReload                                      bool
-	ReloadInterval                                        time.Duration
+	// DotFiles reads the config directory's dot-files: set by an explicit
+	// RUNTIME_IGNOREDOTFILES=false, the incumbent's default.
+	DotFiles         bool
+	Configs          stringList
+	MergeDomains     bool
+	AllowEmptyReload bool
+	ReloadInterval   time.Duration
 	// ConfigSource says whether the configuration comes from files or
 	// over xDS (xds.go).
 	ConfigSource configSettings
@@ -210,7 +213,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	str(&s.RuntimeSubdirectory, "runtime-subdirectory", "RUNTIME_SUBDIRECTORY", "", "config subdirectory of the root")
 	str(&s.RuntimeAppDirectory, "runtime-appdirectory", "RUNTIME_APPDIRECTORY", "config", "config directory inside the subdirectory")
 	boolean(&s.RuntimeIgnoreDotFiles, "runtime-ignoredotfiles", "RUNTIME_IGNOREDOTFILES", false,
-		"accepted for compatibility: sluice always skips dot files and directories")
+		"set to false explicitly to read the config directory's dot-files as envoyproxy/ratelimit does by default (Kubernetes' '..' entries excepted); unset or true, sluice skips them")
 	boolean(&s.RuntimeWatchRoot, "runtime-watch-root", "RUNTIME_WATCH_ROOT", true,
 		"accepted for compatibility: polling sees changes in either layout")
 	boolean(&s.MergeDomains, "merge-domain-config", "MERGE_DOMAIN_CONFIG", false, "allow several files to define one domain")
@@ -407,7 +410,12 @@ func parseServe(args, environ []string, stderr io.Writer) (*settings, error) {
 		s.notes = append(s.notes, s.source["grpc-uds"]+" is set: gRPC listens on the unix socket "+s.GRPCUDS+" only, not on GRPC_HOST:GRPC_PORT")
 	}
 	if _, ok := env["RUNTIME_IGNOREDOTFILES"]; ok || given["runtime-ignoredotfiles"] {
-		s.notes = append(s.notes, s.source["runtime-ignoredotfiles"]+" is accepted but moot: sluice always skips dot files and directories")
+		s.DotFiles = !s.RuntimeIgnoreDotFiles
+		if s.DotFiles {
+			s.notes = append(s.notes, s.source["runtime-ignoredotfiles"]+": the config directory's names starting with '.' are read, as envoyproxy/ratelimit reads them (Kubernetes' '..' entries excepted)")
+		} else {
+			s.notes = append(s.notes, s.source["runtime-ignoredotfiles"]+": names starting with '.' are skipped, as sluice does by default")
+		}
 	}
 	return s, nil
 }

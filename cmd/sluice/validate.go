@@ -19,29 +19,38 @@ func validate(args, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	merge := fs.Bool("merge-domain-config", false, "allow several files to define one domain (env MERGE_DOMAIN_CONFIG)")
+	ignoreDots := fs.Bool("runtime-ignoredotfiles", true, "skip names starting with '.'; false reads them, as envoyproxy/ratelimit does by default (env RUNTIME_IGNOREDOTFILES)")
 	strict := fs.Bool("strict", false, "refuse what the reference would ignore (keys where they mean nothing, keys written twice, later YAML documents) instead of warning")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: sluice validate [flags] PATH...\n\nPATH is a config file or a directory: every regular file in it is read,\nwhatever its name, except names starting with '.'.\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: sluice validate [flags] PATH...\n\nPATH is a config file or a directory: every regular file in it is read,\nwhatever its name, except names starting with '.' (unless\nRUNTIME_IGNOREDOTFILES=false).\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "merge-domain-config" })
-	if v := envMap(environ)["MERGE_DOMAIN_CONFIG"]; !given && v != "" {
-		b, err := strconv.ParseBool(v)
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	env := envMap(environ)
+	for _, b := range []struct {
+		flag, env string
+		p         *bool
+	}{{"merge-domain-config", "MERGE_DOMAIN_CONFIG", merge}, {"runtime-ignoredotfiles", "RUNTIME_IGNOREDOTFILES", ignoreDots}} {
+		v := env[b.env]
+		if given[b.flag] || v == "" {
+			continue
+		}
+		parsed, err := strconv.ParseBool(v)
 		if err != nil {
-			fmt.Fprintf(stderr, "sluice validate: invalid MERGE_DOMAIN_CONFIG=%q: want true or false\n", v)
+			fmt.Fprintf(stderr, "sluice validate: invalid %s=%q: want true or false\n", b.env, v)
 			return exitUsage
 		}
-		*merge = b
+		*b.p = parsed
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return exitUsage
 	}
-	cfg, err := descriptor.Load(descriptor.LoadOptions{MergeDomains: *merge, Strict: *strict}, fs.Args()...)
+	cfg, err := descriptor.Load(descriptor.LoadOptions{MergeDomains: *merge, Strict: *strict, DotFiles: !*ignoreDots}, fs.Args()...)
 	if err != nil {
 		n := printConfigErrors(stdout, err)
 		fmt.Fprintf(stderr, "sluice validate: %d %s\n", n, plural(n, "error", "errors"))

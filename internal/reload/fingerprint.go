@@ -33,7 +33,8 @@ const maxDepth = descriptor.MaxDirectoryDepth
 // along another path is recorded by its resolved name, not walked again
 // (links that each reach a shared directory twice would otherwise double
 // the walk per level). Entries whose name
-// starts with a dot are skipped, as the loader skips them: Kubernetes'
+// starts with a dot are skipped, as the loader skips them by default
+// (FingerprintWith can include them): Kubernetes'
 // `..data` and `..2024_...` directories are reached through the visible
 // symlinks that point into them, so swapping `..data` changes the content
 // seen through those symlinks and therefore the fingerprint.
@@ -41,11 +42,24 @@ const maxDepth = descriptor.MaxDirectoryDepth
 // Paths are fingerprinted in the order given. An error (a path that does not
 // exist, an unreadable file) is returned with the path that failed.
 func Fingerprint(paths ...string) (string, error) {
+	return FingerprintWith(FingerprintOptions{}, paths...)
+}
+
+// FingerprintOptions change what Fingerprint sees.
+type FingerprintOptions struct {
+	// DotFiles includes entries whose name starts with '.', except the
+	// Kubernetes atomic writer's '..' entries, as the loader reads them
+	// with descriptor.LoadOptions.DotFiles.
+	DotFiles bool
+}
+
+// FingerprintWith is Fingerprint with options.
+func FingerprintWith(o FingerprintOptions, paths ...string) (string, error) {
 	h := sha256.New()
 	walked := map[string]bool{}
 	for i, p := range paths {
 		fmt.Fprintf(h, "root %d %q\n", i, p)
-		if err := walk(h, p, "", map[string]bool{}, walked, 0); err != nil {
+		if err := walk(h, o, p, "", map[string]bool{}, walked, 0); err != nil {
 			return "", err
 		}
 	}
@@ -56,7 +70,7 @@ func Fingerprint(paths ...string) (string, error) {
 // to the root being walked; onPath holds the resolved directories on the
 // way down, to break symlink cycles; walked holds every resolved directory
 // walked so far.
-func walk(h hash.Hash, path, rel string, onPath, walked map[string]bool, depth int) error {
+func walk(h hash.Hash, o FingerprintOptions, path, rel string, onPath, walked map[string]bool, depth int) error {
 	fi, err := os.Stat(path) // follows symlinks
 	if err != nil {
 		return fmt.Errorf("fingerprint %s: %w", path, err)
@@ -88,14 +102,14 @@ func walk(h hash.Hash, path, rel string, onPath, walked map[string]bool, depth i
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") {
+		if n := e.Name(); !strings.HasPrefix(n, ".") || o.DotFiles && !strings.HasPrefix(n, "..") {
 			names = append(names, e.Name())
 		}
 	}
 	sort.Strings(names)
 	fmt.Fprintf(h, "dir %q\n", rel)
 	for _, n := range names {
-		err := walk(h, filepath.Join(path, n), filepath.Join(rel, n), onPath, walked, depth+1)
+		err := walk(h, o, filepath.Join(path, n), filepath.Join(rel, n), onPath, walked, depth+1)
 		if errors.Is(err, fs.ErrNotExist) {
 			// A dangling symlink, or an entry removed while we walk:
 			// record it as missing rather than failing the whole tree.

@@ -371,3 +371,49 @@ func TestHashFileReplacedByPipe(t *testing.T) {
 		t.Error("the pipe left the fingerprint unchanged")
 	}
 }
+
+// TestFingerprintDotFiles: with FingerprintOptions.DotFiles a change to a
+// dot-file or inside a dot-directory changes the fingerprint, as the
+// loader then reads them; without it, it does not. The Kubernetes
+// atomic writer's '..' entries stay out either way (a ..data swap is seen
+// through the links beside it).
+func TestFingerprintDotFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		setup  func(t *testing.T, dir string)
+		mutate func(t *testing.T, dir string)
+		// changed without and with DotFiles.
+		without, with bool
+	}{
+		{"dot file added", func(t *testing.T, dir string) { writeFile(t, dir, "a.yaml", "domain: a\n") },
+			func(t *testing.T, dir string) { writeFile(t, dir, ".b.yaml", "domain: b\n") }, false, true},
+		{"file in dot directory changes", func(t *testing.T, dir string) { writeFile(t, dir, ".conf/a.yaml", "domain: a\n") },
+			func(t *testing.T, dir string) { writeFile(t, dir, ".conf/a.yaml", "domain: b\n") }, false, true},
+		{"kubernetes directory without links", func(t *testing.T, dir string) {
+			kubeDir(t, dir, "..2026_01_01", map[string]string{"a.yaml": "domain: a\n"})
+		}, func(t *testing.T, dir string) { writeFile(t, dir, "..2026_01_01/a.yaml", "domain: b\n") }, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tc.setup(t, dir)
+			var before [2]string
+			for i, dot := range []bool{false, true} {
+				fp, err := FingerprintWith(FingerprintOptions{DotFiles: dot}, dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before[i] = fp
+			}
+			tc.mutate(t, dir)
+			for i, want := range []bool{tc.without, tc.with} {
+				after, err := FingerprintWith(FingerprintOptions{DotFiles: i == 1}, dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := after != before[i]; got != want {
+					t.Errorf("DotFiles %v: changed %v, want %v", i == 1, got, want)
+				}
+			}
+		})
+	}
+}

@@ -20,6 +20,9 @@ const DefaultInterval = time.Second
 type Options struct {
 	// Paths are the files and directories to watch: the ones Load reads.
 	Paths []string
+	// DotFiles makes the poll see entries whose name starts with '.'
+	// (FingerprintOptions.DotFiles): set it when Load reads them.
+	DotFiles bool
 	// Interval is the polling period; 0 means DefaultInterval.
 	Interval time.Duration
 	// Load reads and validates the configuration from Paths. It must not
@@ -188,7 +191,7 @@ func (w *Watcher) Config() *descriptor.Config {
 // error when they cannot be read: a vanished directory is then a change
 // (whose load fails and is reported), and its reappearance another.
 func (w *Watcher) fingerprintNow() string {
-	fp, err := Fingerprint(w.opts.Paths...)
+	fp, err := FingerprintWith(FingerprintOptions{DotFiles: w.opts.DotFiles}, w.opts.Paths...)
 	if err != nil {
 		return "error: " + err.Error()
 	}

@@ -24,6 +24,12 @@ type LoadOptions struct {
 	// (ReadOptions.Strict), for checks that want a config exactly as
 	// written.
 	Strict bool
+	// DotFiles reads the entries of a directory whose name starts with
+	// '.', as the reference does unless RUNTIME_IGNOREDOTFILES=true, except
+	// the Kubernetes atomic writer's own ('..data', '..<timestamp>'),
+	// whose files are read through the links beside them. By default they
+	// are skipped, each named in Config.Warnings.
+	DotFiles bool
 }
 
 // Load reads every config file named by paths and compiles them into one
@@ -45,7 +51,7 @@ type LoadOptions struct {
 // On error Load returns a nil Config and an ErrorList holding every error
 // of every file. No paths, or only empty directories, give an empty Config.
 func Load(opts LoadOptions, paths ...string) (*Config, error) {
-	w := &walker{seen: make(map[string]bool), walked: make(map[string]bool)}
+	w := &walker{seen: make(map[string]bool), walked: make(map[string]bool), dotFiles: opts.DotFiles}
 	for _, p := range paths {
 		w.visit(p, true, nil)
 	}
@@ -193,6 +199,8 @@ type walker struct {
 	walked  map[string]bool // real paths of directories already walked
 	errs    ErrorList
 	skipped []string // what was found but not read, and why
+	// dotFiles reads names starting with '.' (LoadOptions.DotFiles).
+	dotFiles bool
 }
 
 // realPath returns path with symbolic links resolved, made absolute; path
@@ -270,7 +278,7 @@ func (w *walker) visit(path string, explicit bool, stack []os.FileInfo) {
 	stack = append(stack, fi)
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") {
+		if strings.HasPrefix(name, ".") && (!w.dotFiles || isKubernetesInternal(name)) {
 			if !isKubernetesInternal(name) {
 				w.skipped = append(w.skipped, fmt.Sprintf("%s: not read: names starting with '.' are skipped", filepath.Join(path, name)))
 			}

@@ -550,3 +550,32 @@ func TestLoadWalksSharedDirectoryOnce(t *testing.T) {
 		t.Fatal("Load still walking after 30s: it walks the shared directory along each of the 2^30 paths")
 	}
 }
+
+// TestLoadDotFiles: with LoadOptions.DotFiles, names starting with '.' are
+// read, files and directories, as the reference reads them unless
+// RUNTIME_IGNOREDOTFILES=true; the Kubernetes atomic writer's '..' entries
+// are still skipped (their files are read once, through the links).
+func TestLoadDotFiles(t *testing.T) {
+	dir := tree(t, map[string]string{
+		"a.yaml":                           domainYAML("a", "k"),
+		".hidden.yaml":                     domainYAML("h", "k"),
+		".conf/d.yaml":                     domainYAML("d", "k"),
+		"..2026_01_01_00_00_00.123/x.yaml": domainYAML("x", "k"),
+	}, map[string]string{"..data": "..2026_01_01_00_00_00.123", "x.yaml": "..data/x.yaml"})
+	for _, tc := range []struct {
+		dot      bool
+		domains  []string
+		warnings int
+	}{
+		{false, []string{"a", "x"}, 2},
+		{true, []string{"a", "d", "h", "x"}, 0},
+	} {
+		c, err := Load(LoadOptions{DotFiles: tc.dot}, dir)
+		if err != nil {
+			t.Fatalf("DotFiles %v: %v", tc.dot, err)
+		}
+		if got := c.Domains(); !reflect.DeepEqual(got, tc.domains) || len(c.Warnings()) != tc.warnings {
+			t.Errorf("DotFiles %v: domains %q, warnings %q; want %q and %d warnings", tc.dot, got, c.Warnings(), tc.domains, tc.warnings)
+		}
+	}
+}

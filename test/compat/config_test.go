@@ -151,6 +151,15 @@ func TestConfigFiles(t *testing.T) {
 		because(devDotfiles, ans(ok, noLimit)))
 }
 
+// TestConfigFilesDotFilesRead: with RUNTIME_IGNOREDOTFILES=false set
+// explicitly, sluice reads the dot-file as the incumbent does by default.
+func TestConfigFilesDotFilesRead(t *testing.T) {
+	s := start(t, memory, map[string]string{"RUNTIME_IGNOREDOTFILES": "false"},
+		"runtime/ratelimit/config/basic.yaml=basic", "runtime/ratelimit/config/another.yaml=.another.yaml")
+	resp := s.ask(t, rq("another", d("key2", sluicetest.Unique("foo"))))
+	expect(t, "a dot-file", answerOf(resp), ans(ok, limited(ok, 20, "MINUTE", 19)))
+}
+
 // devMissingPath: a config directory that does not exist at start stops
 // sluice; the incumbent starts without limits and loads it when it
 // appears.
