@@ -98,12 +98,14 @@ func TestServeWaitsForMissingConfig(t *testing.T) {
 // TestServeMissingConfigExits: without FORCE_START_WITHOUT_INITIAL_CONFIG a
 // missing config directory stops the start, and the error names the
 // setting that waits for it; with it, a directory partly there (one of
-// several --config paths) still stops it: only "nothing there yet" is
-// waited for.
+// several --config paths) still stops it, and so does an invalid config:
+// only "nothing there yet" is waited for.
 func TestServeMissingConfigExits(t *testing.T) {
 	dir := t.TempDir()
 	writeConfig(t, dir, "api.yaml", yearly(1))
 	missing := filepath.Join(dir, "nope")
+	bad := t.TempDir()
+	badFile := writeConfig(t, bad, "api.yaml", "domain: api\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -111,6 +113,7 @@ func TestServeMissingConfigExits(t *testing.T) {
 	}{
 		{"not asked to wait", []string{"SLUICE_CONFIG=" + missing}, []string{missing, "FORCE_START_WITHOUT_INITIAL_CONFIG=true"}},
 		{"one of two paths missing", []string{"SLUICE_CONFIG=" + dir + "," + missing, "FORCE_START_WITHOUT_INITIAL_CONFIG=true"}, []string{missing}},
+		{"an invalid config is not waited for", []string{"SLUICE_CONFIG=" + bad, "FORCE_START_WITHOUT_INITIAL_CONFIG=true"}, []string{badFile + ":4: "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := runCmd(t, append(append([]string{}, loopback...), tc.env...), "serve")
