@@ -372,14 +372,21 @@ func TestSyscallsTable(t *testing.T) {
 			[]string{"redis1-c16"}, nil, []string{"redis1"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rs := &runSet{runs: tc.runs, order: tc.order}
-			var b strings.Builder
-			if got := rs.syscallsTable(&b); got != tc.wrote {
-				t.Errorf("wrote %v, want %v", got, tc.wrote)
-			}
-			checkText(t, b.String(), tc.want, tc.notWant)
+			checkTable(t, (*runSet).syscallsTable, tc.runs, tc.order, tc.wrote, tc.want, tc.notWant)
 		})
 	}
+}
+
+// checkTable renders one table of a run set of runs (in order) and checks
+// whether it was written and what its text holds and lacks.
+func checkTable(t *testing.T, table func(*runSet, io.Writer) bool, runs map[string][]sample, order []string, wrote bool, want, notWant []string) {
+	t.Helper()
+	rs := &runSet{runs: runs, order: order}
+	var b strings.Builder
+	if got := table(rs, &b); got != wrote {
+		t.Errorf("wrote %v, want %v", got, wrote)
+	}
+	checkText(t, b.String(), want, notWant)
 }
 
 // checkText fails t for each of want that text lacks and each of notWant
@@ -443,12 +450,7 @@ func TestServiceMemoryTable(t *testing.T) {
 			[]string{"redis1-c16"}, nil, []string{"redis1"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rs := &runSet{runs: tc.runs, order: tc.order}
-			var b strings.Builder
-			if got := rs.serviceMemoryTable(&b); got != tc.wrote {
-				t.Errorf("wrote %v, want %v", got, tc.wrote)
-			}
-			checkText(t, b.String(), tc.want, tc.notWant)
+			checkTable(t, (*runSet).serviceMemoryTable, tc.runs, tc.order, tc.wrote, tc.want, tc.notWant)
 		})
 	}
 }

@@ -369,25 +369,34 @@ func (rs *runSet) timeTable(w io.Writer) bool {
 	return wrote
 }
 
-// syscallsTable gives each process's read and write system calls per
-// request, for the targets at the default concurrency whose runs counted
-// them.
-func (rs *runSet) syscallsTable(w io.Writer) bool {
-	wrote := false
+// recordedRuns returns the targets at the default concurrency, in order,
+// with those of their runs that recorded a figure (has); a target none of
+// whose runs did is left out.
+func (rs *runSet) recordedRuns(has func(sample) bool) (names []string, runs [][]sample) {
 	for _, name := range rs.order {
 		if concurrency(name) != 0 || !slices.Contains(targetOrder, base(name)) {
 			continue
 		}
-		ss := rs.runs[name]
-		if !slices.ContainsFunc(ss, countedSyscalls) {
-			continue
+		ss := slices.DeleteFunc(slices.Clone(rs.runs[name]), func(s sample) bool { return !has(s) })
+		if len(ss) > 0 {
+			names, runs = append(names, name), append(runs, ss)
 		}
-		ss = slices.DeleteFunc(slices.Clone(ss), func(s sample) bool { return !countedSyscalls(s) })
-		if !wrote {
-			fmt.Fprintln(w, "| target | load generator | service | redis-server | all three |")
-			fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
-			wrote = true
-		}
+	}
+	return names, runs
+}
+
+// syscallsTable gives each process's read and write system calls per
+// request, for the targets at the default concurrency whose runs counted
+// them.
+func (rs *runSet) syscallsTable(w io.Writer) bool {
+	names, runs := rs.recordedRuns(countedSyscalls)
+	if len(names) == 0 {
+		return false
+	}
+	fmt.Fprintln(w, "| target | load generator | service | redis-server | all three |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	for i, name := range names {
+		ss := runs[i]
 		// redis-server counts only for the targets that use it (for the
 		// others it is idle: its calls are the script's own INFO).
 		onRedis := 0.0
@@ -403,7 +412,7 @@ func (rs *runSet) syscallsTable(w io.Writer) bool {
 		})
 		fmt.Fprintf(w, "| `%s` | %.2f | %.2f | %s | %.2f |\n", name, client, server, redisCell, all)
 	}
-	return wrote
+	return true
 }
 
 // peakRSS is the server's peak resident memory in MB, 0 when the run did
@@ -419,25 +428,16 @@ func peakRSS(s sample) float64 {
 // run (VmHWM: every run starts a fresh server), for the targets at the
 // default concurrency whose runs recorded it.
 func (rs *runSet) serviceMemoryTable(w io.Writer) bool {
-	wrote := false
-	for _, name := range rs.order {
-		if concurrency(name) != 0 || !slices.Contains(targetOrder, base(name)) {
-			continue
-		}
-		recorded := func(s sample) bool { return s.cpu.ServerPeakRSS != nil }
-		ss := rs.runs[name]
-		if !slices.ContainsFunc(ss, recorded) {
-			continue
-		}
-		ss = slices.DeleteFunc(slices.Clone(ss), func(s sample) bool { return !recorded(s) })
-		if !wrote {
-			fmt.Fprintln(w, "| target | service peak resident memory, MB |")
-			fmt.Fprintln(w, "|---|---:|")
-			wrote = true
-		}
-		fmt.Fprintf(w, "| `%s` | %.0f |\n", name, median(ss, peakRSS))
+	names, runs := rs.recordedRuns(func(s sample) bool { return s.cpu.ServerPeakRSS != nil })
+	if len(names) == 0 {
+		return false
 	}
-	return wrote
+	fmt.Fprintln(w, "| target | service peak resident memory, MB |")
+	fmt.Fprintln(w, "|---|---:|")
+	for i, name := range names {
+		fmt.Fprintf(w, "| `%s` | %.0f |\n", name, median(runs[i], peakRSS))
+	}
+	return true
 }
 
 // countedSyscalls reports whether the run counted every process's system

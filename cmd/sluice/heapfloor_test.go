@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -11,23 +10,8 @@ import (
 )
 
 func TestGCHeapFloorSetting(t *testing.T) {
-	for _, tc := range []struct {
-		env     string
-		want    int
-		wantErr bool
-	}{{"", 64 << 20, false}, {"0", 0, false}, {"268435456", 256 << 20, false}, {"-1", 0, true}, {"1099511627777", 0, true}} {
-		var env []string
-		if tc.env != "" {
-			env = []string{"SLUICE_GC_HEAP_FLOOR_BYTES=" + tc.env}
-		}
-		s, err := parseServe(nil, env, io.Discard)
-		if (err != nil) != tc.wantErr {
-			t.Fatalf("%q: err = %v, want error %v", tc.env, err, tc.wantErr)
-		}
-		if err == nil && s.GCHeapFloor != tc.want {
-			t.Fatalf("%q: GCHeapFloor = %d, want %d", tc.env, s.GCHeapFloor, tc.want)
-		}
-	}
+	checkIntSetting(t, "SLUICE_GC_HEAP_FLOOR_BYTES", func(s *settings) int { return s.GCHeapFloor },
+		[]intSettingCase{{"", 64 << 20, false}, {"0", 0, false}, {"268435456", 256 << 20, false}, {"-1", 0, true}, {"1099511627777", 0, true}})
 }
 
 func TestGOGC(t *testing.T) {

@@ -33,21 +33,33 @@ func TestLocalCacheSettings(t *testing.T) {
 }
 
 func TestStreamWorkersSetting(t *testing.T) {
-	for _, tc := range []struct {
-		env     string
-		want    int
-		wantErr bool
-	}{{"", 256, false}, {"0", 0, false}, {"64", 64, false}, {"-1", 0, true}, {"70000", 0, true}} {
+	checkIntSetting(t, "SLUICE_GRPC_STREAM_WORKERS", func(s *settings) int { return s.StreamWorkers },
+		[]intSettingCase{{"", 256, false}, {"0", 0, false}, {"64", 64, false}, {"-1", 0, true}, {"70000", 0, true}})
+}
+
+// intSettingCase is one value of an integer setting's environment
+// variable ("" for unset), the value parsed, or that it is refused.
+type intSettingCase struct {
+	env     string
+	want    int
+	wantErr bool
+}
+
+// checkIntSetting parses `sluice serve`'s settings with each case's value
+// of the variable name and checks what field reads, or the refusal.
+func checkIntSetting(t *testing.T, name string, field func(*settings) int, cases []intSettingCase) {
+	t.Helper()
+	for _, tc := range cases {
 		var env []string
 		if tc.env != "" {
-			env = []string{"SLUICE_GRPC_STREAM_WORKERS=" + tc.env}
+			env = []string{name + "=" + tc.env}
 		}
 		s, err := parseServe(nil, env, io.Discard)
 		if (err != nil) != tc.wantErr {
-			t.Fatalf("%q: err = %v, want error %v", tc.env, err, tc.wantErr)
+			t.Fatalf("%s=%q: err = %v, want error %v", name, tc.env, err, tc.wantErr)
 		}
-		if err == nil && s.StreamWorkers != tc.want {
-			t.Fatalf("%q: StreamWorkers = %d, want %d", tc.env, s.StreamWorkers, tc.want)
+		if err == nil && field(s) != tc.want {
+			t.Fatalf("%s=%q: %d, want %d", name, tc.env, field(s), tc.want)
 		}
 	}
 }
