@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"net"
 	"os"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/admin"
 	"github.com/sluice-rl/sluice/internal/heapfloor"
+	"github.com/sluice-rl/sluice/internal/metrics"
 	"github.com/sluice-rl/sluice/internal/reload"
 	"github.com/sluice-rl/sluice/internal/server"
 	"github.com/sluice-rl/sluice/internal/service"
@@ -94,6 +94,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		AllOrNothing:                 s.AllOrNothing,
 		ChargeOverLimit:              s.ChargeOverLimit,
 		IgnoreOverrideUnitMultiplier: !s.OverrideUnitMultiplier,
+		Bounds:                       service.RequestBounds{MaxDescriptors: s.maxDescriptors()},
 		Headers: service.HeaderOptions{
 			Enabled:         s.HeadersEnabled,
 			LimitHeader:     s.LimitHeader,
@@ -165,6 +166,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		MaxConnectionAge:      s.MaxConnectionAge,
 		MaxConnectionAgeGrace: s.MaxConnectionAgeGrace,
 		MaxRequestBytes:       s.MaxRequestBytes,
+		OnRequestTooLarge:     func() { obs.metrics.RequestRefused(metrics.RequestBytesRefused) },
 		HTTPLimits:            s.Listener.httpLimits(),
 		GRPCLimits:            s.Listener.grpcLimits(),
 		Access:                s.Listener.serverAccess(),
@@ -348,17 +350,26 @@ func newLogger(s *settings, w io.Writer) *logrus.Logger {
 }
 
 // staticWindows fixes gRPC's HTTP/2 flow-control windows: a stream's to
-// the largest request sluice accepts (at least HTTP/2's 64 KiB), the
-// connection's to at least 1 MiB. With gRPC's default dynamic windows the
-// server estimates the connection's bandwidth-delay product by sending a
-// PING, and a connection WINDOW_UPDATE, each time data arrives with no
-// estimate under way: once per round trip on every connection, forever,
-// since small requests never grow the estimate to its bound. Envoy answers
-// each one. Requests of a rate-limit service are small, so fixed windows
-// cost them nothing, and the pings' frames and system calls are saved on
-// both sides (docs/benchmarks.md, "What each default is worth").
+// the largest request sluice accepts, at least HTTP/2's 64 KiB and at most
+// maxStaticStreamWindow, the connection's to maxStaticStreamWindow. With
+// gRPC's default dynamic windows the server estimates the connection's
+// bandwidth-delay product by sending a PING, and a connection
+// WINDOW_UPDATE, each time data arrives with no estimate under way: once
+// per round trip on every connection, forever, since small requests never
+// grow the estimate to its bound. Envoy answers each one. Requests of a
+// rate-limit service are small, so fixed windows cost them nothing, and
+// the pings' frames and system calls are saved on both sides
+// (docs/benchmarks.md, "What each default is worth"). A request larger
+// than the stream's window is still read whole: gRPC opens the window to
+// the length a message announces once its call reads it, one
+// WINDOW_UPDATE more.
 func staticWindows(maxRequestBytes int) []grpc.ServerOption {
-	stream := int32(max(64<<10, min(maxRequestBytes, math.MaxInt32)))
-	conn := max(stream, 1<<20)
-	return []grpc.ServerOption{grpc.StaticStreamWindowSize(stream), grpc.StaticConnWindowSize(conn)}
+	stream := int32(max(64<<10, min(maxRequestBytes, maxStaticStreamWindow)))
+	return []grpc.ServerOption{grpc.StaticStreamWindowSize(stream), grpc.StaticConnWindowSize(maxStaticStreamWindow)}
 }
+
+// maxStaticStreamWindow caps the fixed windows at 1 MiB whatever
+// SLUICE_MAX_REQUEST_BYTES is (decision 0081): a window is what a client
+// may send on a stream before sluice reads it, and no ordinary request
+// comes near it.
+const maxStaticStreamWindow = 1 << 20

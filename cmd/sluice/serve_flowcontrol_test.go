@@ -9,8 +9,8 @@ import (
 )
 
 // By default the gRPC listener's flow-control windows are fixed: a
-// stream's is the largest request sluice accepts, the connection's at
-// least 1 MiB, and the server sends no bandwidth-estimation PING (gRPC's
+// stream's is the largest request sluice accepts within 64 KiB to 1 MiB,
+// the connection's 1 MiB, and the server sends no bandwidth-estimation PING (gRPC's
 // dynamic windows send one, with a WINDOW_UPDATE, per round trip on every
 // connection, which Envoy must answer).
 func TestGRPCStaticWindows(t *testing.T) {
@@ -25,8 +25,12 @@ func TestGRPCStaticWindows(t *testing.T) {
 		dynamic bool
 	}{
 		{name: "default", want: h2test.Seen{InitialWindow: 1 << 20, ConnIncrement: 1<<20 - 65535}},
-		{name: "a larger request bound", env: []string{"SLUICE_MAX_REQUEST_BYTES=4194304"},
-			want: h2test.Seen{InitialWindow: 4 << 20, ConnIncrement: 4<<20 - 65535}},
+		{name: "the incumbent's request bound, explicitly", env: []string{"SLUICE_MAX_REQUEST_BYTES=4194304"},
+			want: h2test.Seen{InitialWindow: 1 << 20, ConnIncrement: 1<<20 - 65535}},
+		{name: "a request bound of 1 MiB", env: []string{"SLUICE_MAX_REQUEST_BYTES=1048576"},
+			want: h2test.Seen{InitialWindow: 1 << 20, ConnIncrement: 1<<20 - 65535}},
+		{name: "a request bound of 512 KiB", env: []string{"SLUICE_MAX_REQUEST_BYTES=524288"},
+			want: h2test.Seen{InitialWindow: 512 << 10, ConnIncrement: 1<<20 - 65535}},
 		{name: "a request bound below 64 KiB", env: []string{"SLUICE_MAX_REQUEST_BYTES=4096"},
 			want: h2test.Seen{InitialWindow: 64 << 10, ConnIncrement: 1<<20 - 65535}},
 		{name: "dynamic windows", env: []string{"SLUICE_GRPC_STATIC_WINDOWS=false"}, dynamic: true},

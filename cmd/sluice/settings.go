@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/denycache"
 	"github.com/sluice-rl/sluice/internal/metrics"
+	"github.com/sluice-rl/sluice/internal/server"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/internal/tracing"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
@@ -92,6 +94,9 @@ type settings struct {
 	GRPCClientCACert, GRPCClientTLSSAN      string
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 	MaxRequestBytes                         int
+	// MaxDescriptors is the most descriptors per request; 0 means no
+	// bound but MaxRequestBytes (the incumbent's behaviour).
+	MaxDescriptors int
 
 	HealthInterval    time.Duration
 	HealthyWithConfig bool
@@ -301,7 +306,9 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	duration(&s.MaxConnectionAge, "grpc-max-connection-age", "GRPC_MAX_CONNECTION_AGE", 24*time.Hour, "close gRPC connections after this age")
 	duration(&s.MaxConnectionAgeGrace, "grpc-max-connection-age-grace", "GRPC_MAX_CONNECTION_AGE_GRACE", time.Hour,
 		"time for in-flight calls after the connection age")
-	integer(&s.MaxRequestBytes, "max-request-bytes", "SLUICE_MAX_REQUEST_BYTES", 1<<20, "bound on a gRPC request and a /json body")
+	integer(&s.MaxRequestBytes, "max-request-bytes", "SLUICE_MAX_REQUEST_BYTES", server.DefaultMaxRequestBytes, "bound on a gRPC request and a /json body")
+	integer(&s.MaxDescriptors, "max-descriptors", "SLUICE_MAX_DESCRIPTORS", service.DefaultMaxDescriptors,
+		"most descriptors in one rate-limit request (0: no bound but the request's size)")
 
 	duration(&s.HealthInterval, "health-interval", "SLUICE_HEALTH_INTERVAL", 5*time.Second, "how often to ping the backend for health")
 	boolean(&s.HealthyWithConfig, "healthy-with-at-least-one-config-loaded", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false,
@@ -485,8 +492,11 @@ func (s *settings) validate(env map[string]string) error {
 			bad(c.flag, "%v", err)
 		}
 	}
-	if s.MaxRequestBytes < 1024 {
-		bad("max-request-bytes", "%d: must be at least 1024", s.MaxRequestBytes)
+	if s.MaxRequestBytes < 1024 || s.MaxRequestBytes > math.MaxInt32 {
+		bad("max-request-bytes", "%d: must be at least 1024 and at most %d", s.MaxRequestBytes, math.MaxInt32)
+	}
+	if s.MaxDescriptors < 0 {
+		bad("max-descriptors", "%d: must be 0 (no bound) or more", s.MaxDescriptors)
 	}
 	if s.backend() == "redis" && s.Redis.URL == "" {
 		bad("backend", "redis needs REDIS_URL (--redis-url)")
@@ -823,4 +833,13 @@ func (l *levelValue) Set(v string) error {
 	}
 	*l.p = lv
 	return nil
+}
+
+// maxDescriptors is SLUICE_MAX_DESCRIPTORS for service.RequestBounds,
+// where 0 takes the default and a negative value means no bound.
+func (s *settings) maxDescriptors() int {
+	if s.MaxDescriptors == 0 {
+		return -1
+	}
+	return s.MaxDescriptors
 }

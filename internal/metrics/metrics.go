@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
+
+	"github.com/sluice-rl/sluice/internal/service"
 )
 
 // Defaults for the zero values of Options.
@@ -92,6 +94,7 @@ type Metrics struct {
 	requests      *prometheus.CounterVec                  // code
 	requestsOver  prometheus.Counter
 	shadowForced  prometheus.Counter
+	refused       *prometheus.CounterVec   // reason
 	duration      *prometheus.HistogramVec // method
 	backendTime   prometheus.Histogram
 	backendChecks prometheus.Counter
@@ -173,6 +176,9 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		"ShouldRateLimit calls answered with overall code OVER_LIMIT.")
 	m.shadowForced = f.counter("sluice_requests_shadow_forced_total",
 		"ShouldRateLimit calls whose OVER_LIMIT overall code the global shadow mode turned into OK.")
+	m.refused = f.counterVec("sluice_requests_refused_total",
+		"Calls refused for a request bound, to which Envoy (failure_mode_deny false) then applies no limit, by reason: "+
+			"descriptors (SLUICE_MAX_DESCRIPTORS), request_bytes (SLUICE_MAX_REQUEST_BYTES), domain_bytes (a domain over 64 KiB).", "reason")
 	m.duration = f.histogramVec("sluice_request_duration_seconds",
 		"Time to answer a unary gRPC call, by full method name.", durationBuckets, "method")
 	m.backendTime = f.histogram("sluice_backend_decide_duration_seconds",
@@ -198,10 +204,30 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	for k := range m.errKind {
 		m.errKind[k] = m.backendErrors.WithLabelValues(errKind(k).String())
 	}
+	for _, r := range RefusalReasons {
+		m.refused.WithLabelValues(r) // shown at 0 before the first refusal
+	}
 	m.reloadSuccess = m.reloads.WithLabelValues("success")
 	m.reloadFailure = m.reloads.WithLabelValues("failure")
 	m.other = m.newDomainStats(OtherLabel)
 	return m, nil
+}
+
+// RequestBytesRefused is the reason of a call refused for being larger
+// than SLUICE_MAX_REQUEST_BYTES; the service's reasons are service.Refused*.
+const RequestBytesRefused = "request_bytes"
+
+// RefusalReasons are the reasons of sluice_requests_refused_total.
+var RefusalReasons = []string{service.RefusedDescriptors, RequestBytesRefused, service.RefusedDomainBytes}
+
+// RequestRefused counts a call refused for a request bound before the
+// service saw it (RequestBytesRefused); the service's refusals are counted
+// from RequestEvent.Refused.
+func (m *Metrics) RequestRefused(reason string) {
+	if m == nil {
+		return
+	}
+	m.refused.WithLabelValues(reason).Inc()
 }
 
 // ConfigLoaded records a successful configuration load (the first one

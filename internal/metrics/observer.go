@@ -241,4 +241,7 @@ func (m *Metrics) Request(ev service.RequestEvent) {
 	if ev.ShadowForced {
 		m.shadowForced.Inc()
 	}
+	if ev.Refused != "" {
+		m.refused.WithLabelValues(ev.Refused).Inc()
+	}
 }

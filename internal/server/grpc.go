@@ -5,7 +5,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -46,7 +45,7 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 	opts = append(opts, s.grpcLimitOptions(s.opts.GRPCLimits)...)
 	opts = append(opts, s.opts.GRPCOptions...)
 	g := grpc.NewServer(opts...)
-	rlsv3.RegisterRateLimitServiceServer(g, s.opts.Service)
+	g.RegisterService(s.rateLimitService(), s.opts.Service)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(g, s.health)
 	return g, nil

@@ -90,6 +90,9 @@ type Load struct {
 	// ConnectionsRefused counts the gRPC connections closed at once for
 	// being beyond MaxConnections.
 	ConnectionsRefused uint64
+	// TooLarge counts the calls (gRPC and /json) refused for being larger
+	// than MaxRequestBytes.
+	TooLarge uint64
 }
 
 // Load reports the server's bounds' counts.
@@ -99,6 +102,7 @@ func (s *Server) Load() Load {
 		Shed:               s.inflight.shed.Load(),
 		Connections:        s.grpcLimit.open.Load(),
 		ConnectionsRefused: s.grpcLimit.refused.Load(),
+		TooLarge:           s.tooLarge.n.Load(),
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
@@ -40,7 +39,8 @@ func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			http.Error(w, "request body larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes", http.StatusRequestEntityTooLarge)
+			s.tooLarge.note("/json", err)
+			http.Error(w, tooLargeMessage(tooBig.Limit), http.StatusRequestEntityTooLarge)
 			return
 		}
 		http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)

@@ -22,9 +22,12 @@ import (
 // Defaults for the zero values of Options.
 const (
 	// DefaultMaxRequestBytes bounds a gRPC request message and a /json
-	// body. A rate-limit request is a domain and a few descriptors; a
-	// megabyte is far beyond any honest one.
-	DefaultMaxRequestBytes = 1 << 20
+	// body: gRPC's own default, which envoyproxy/ratelimit keeps. A
+	// request is a domain and its descriptors, whose values Envoy copies
+	// from headers (up to 8 MiB of them when a listener allows it): a
+	// refused call is one Envoy passes unlimited, so the bound is not set
+	// below what the service it replaces accepts.
+	DefaultMaxRequestBytes = 4 << 20
 	// DefaultShutdownTimeout bounds how long Serve waits for in-flight
 	// calls once shutdown starts; calls still running then are cut.
 	DefaultShutdownTimeout = 10 * time.Second
@@ -62,8 +65,13 @@ type Options struct {
 	// grace is how long in-flight calls may run after the age is reached.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 	// MaxRequestBytes bounds a gRPC request message and a /json body;
-	// 0 means DefaultMaxRequestBytes.
+	// 0 means DefaultMaxRequestBytes. A larger one is refused
+	// (ResourceExhausted, 413), logged (throttled), counted in
+	// Load().TooLarge and reported to OnRequestTooLarge.
 	MaxRequestBytes int
+	// OnRequestTooLarge, if not nil, is called for every call refused
+	// for being larger than MaxRequestBytes (a metric, say).
+	OnRequestTooLarge func()
 	// HTTPLimits bound the HTTP listener's connections: read, write and
 	// idle timeouts and the most open connections.
 	HTTPLimits HTTPLimits
@@ -102,6 +110,7 @@ type Server struct {
 	grpcLn, httpLn net.Listener
 	grpcLimit      *limitListener // counts, and bounds, the gRPC connections
 	inflight       inflight       // counts, and bounds, the calls open at once
+	tooLarge       tooLarge       // counts the calls refused for their size
 
 	mu       sync.Mutex // orders health updates against shutdown
 	serving  bool       // the caller's view: the backend is usable
@@ -126,6 +135,7 @@ func New(o Options) (*Server, error) {
 		s.log = logrus.StandardLogger()
 	}
 	s.inflight.max, s.inflight.log = int64(max(o.GRPCLimits.MaxInFlight, 0)), s.log
+	s.tooLarge.max, s.tooLarge.log, s.tooLarge.notify = o.MaxRequestBytes, s.log, o.OnRequestTooLarge
 
 	var err error
 	if s.access, err = o.Access.resolve(o.TLS, func(m string) { s.log.Warn(m) }); err != nil {

@@ -1,20 +1,122 @@
 package service
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
-// TestLongValueDecided is the regression test for the entry length bound
-// being reachable by a client: with 4096 bytes, a request whose header
-// value (say x-api-key) was 5000 bytes long got InvalidArgument, which
-// Envoy's default failure_mode_deny=false lets through, so lengthening the
-// header skipped the limit. Values as long as Envoy forwards by default
-// (60 KiB of headers) are now decided, each on its own counter.
-func TestLongValueDecided(t *testing.T) {
-	h := newHarness(t, Options{}, "domain: d\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
-	long := strings.Repeat("k", 60<<10)
-	expect(t, h.call(t, rq("d", d("api_key", long+"1"))), OK, "OK 1/HOUR rem=0 reset=1h0m0s")
-	expect(t, h.call(t, rq("d", d("api_key", long+"1"))), OVER, "OVER_LIMIT 1/HOUR rem=0 reset=1h0m0s")
-	expect(t, h.call(t, rq("d", d("api_key", long+"2"))), OK, "OK 1/HOUR rem=0 reset=1h0m0s")
+// envoyGatewayRules is the configuration Envoy Gateway generates for one
+// route with n global rules without client selectors, each 1 per second:
+// rule i is the chain route -> rule-i-match--1.
+func envoyGatewayRules(n int) string {
+	var b strings.Builder
+	b.WriteString("domain: default/eg/http\ndescriptors:\n  - key: httproute/default/backend/rule/0/match/0/*\n    value: httproute/default/backend/rule/0/match/0/*\n    descriptors:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "      - key: rule-%d-match--1\n        value: rule-%d-match--1\n        rate_limit: {unit: second, requests_per_unit: 1}\n", i, i)
+	}
+	return b.String()
+}
+
+// envoyGatewayCall is what Envoy sends for a request matching all n rules
+// of envoyGatewayRules: one descriptor per rule.
+func envoyGatewayCall(n int) *rlsv3.RateLimitRequest {
+	route := "httproute/default/backend/rule/0/match/0/*"
+	req := &rlsv3.RateLimitRequest{Domain: "default/eg/http"}
+	for i := range n {
+		rule := fmt.Sprintf("rule-%d-match--1", i)
+		req.Descriptors = append(req.Descriptors, &rlv3.RateLimitDescriptor{Entries: []*rlv3.RateLimitDescriptor_Entry{
+			{Key: route, Value: route}, {Key: rule, Value: rule}}})
+	}
+	return req
+}
+
+// TestEnvoyGatewayRulesAllDecided: Envoy Gateway allows 256 global rules
+// on a route (and a rule whose methods are inverted sends a descriptor per
+// matching method), each matching rule a descriptor of one call. Every
+// one is decided, the first call admitted and the second denied on every
+// rule; none is refused, which Envoy (failure_mode_deny false) would let
+// through unlimited.
+func TestEnvoyGatewayRulesAllDecided(t *testing.T) {
+	for _, n := range []int{65, 256, 256 * 9} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			h := newHarness(t, Options{}, envoyGatewayRules(n))
+			for call, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+				resp := h.call(t, envoyGatewayCall(n))
+				if resp.OverallCode != want || len(resp.Statuses) != n {
+					t.Fatalf("call %d: %v with %d statuses, want %v with %d", call+1, resp.OverallCode, len(resp.Statuses), want, n)
+				}
+				for i, st := range resp.Statuses {
+					if st.Code != want || st.CurrentLimit.GetRequestsPerUnit() != 1 {
+						t.Fatalf("call %d, rule %d: %v, want %v under its limit of 1", call+1, i, st, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestBoundRefusalIsLoud: a request refused for a bound is logged as a
+// warning naming the reason (throttled: the next refusals are held back
+// and counted) and reported to the observer with its reason, so that an
+// operator sees why limits do not apply. Malformed requests are not
+// bound refusals.
+func TestBoundRefusalIsLoud(t *testing.T) {
+	cases := []struct {
+		name   string
+		bounds RequestBounds
+		req    *rlsv3.RateLimitRequest
+		reason string
+	}{
+		{"descriptors", RequestBounds{MaxDescriptors: 3}, envoyGatewayCall(4), RefusedDescriptors},
+		{"domain bytes", RequestBounds{MaxEntryLen: 4}, envoyGatewayCall(1), RefusedDomainBytes},
+		{"malformed: no descriptors", RequestBounds{}, &rlsv3.RateLimitRequest{Domain: "default/eg/http"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			log, hook := logtest.NewNullLogger()
+			rec := &recorder{}
+			h := newHarness(t, Options{Bounds: tc.bounds, Logger: log, Observer: rec}, envoyGatewayRules(4))
+			for range 3 {
+				if _, err := h.svc.ShouldRateLimit(context.Background(), tc.req); status.Code(err) != codes.InvalidArgument {
+					t.Fatalf("got %v, want InvalidArgument", err)
+				}
+			}
+			if len(rec.requests) != 3 {
+				t.Fatalf("%d request events, want 3", len(rec.requests))
+			}
+			for _, ev := range rec.requests {
+				if ev.Refused != tc.reason || status.Code(ev.Err) != codes.InvalidArgument {
+					t.Errorf("event %+v, want reason %q with InvalidArgument", ev, tc.reason)
+				}
+			}
+			var warnings []*logrus.Entry
+			for _, e := range hook.AllEntries() {
+				if e.Level == logrus.WarnLevel {
+					warnings = append(warnings, e)
+				}
+			}
+			if tc.reason == "" {
+				if len(warnings) != 0 {
+					t.Errorf("malformed request logged %d warnings", len(warnings))
+				}
+				return
+			}
+			if len(warnings) != 1 {
+				t.Fatalf("%d warnings for 3 refusals, want 1 (throttled)", len(warnings))
+			}
+			w := warnings[0]
+			if w.Data["reason"] != tc.reason || w.Data["domain"] != "default/eg/http" || !strings.Contains(w.Message, "no limit") {
+				t.Errorf("warning %q %v, want the reason %q, the domain and what it means", w.Message, w.Data, tc.reason)
+			}
+		})
+	}
 }

@@ -97,11 +97,9 @@ func (w *work) reset() {
 	w.refunds, w.refundIdx, w.together = w.refunds[:0], w.refundIdx[:0], false
 }
 
-// shouldRateLimit does the work of ShouldRateLimit with scratch space w.
+// shouldRateLimit does the work of ShouldRateLimit with scratch space w,
+// for a request validate accepted.
 func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest, w *work) (*rlsv3.RateLimitResponse, bool, error) {
-	if err := s.validate(req); err != nil {
-		return nil, false, err
-	}
 	dom := s.cfg.Load().Domain(req.Domain)
 	s.plan(req, dom, w)
 	if s.log.IsLevelEnabled(logrus.DebugLevel) {

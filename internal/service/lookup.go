@@ -45,7 +45,7 @@ func (s *Service) Lookup(domain string, entries []descriptor.Entry) (Target, err
 		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
 	}
 	req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}
-	if err := s.validate(req); err != nil {
+	if _, err := s.validate(req); err != nil {
 		return Target{}, err
 	}
 	cfg := s.cfg.Load()

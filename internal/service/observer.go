@@ -94,4 +94,7 @@ type RequestEvent struct {
 	ShadowForced bool
 	// Err is the gRPC status error returned, if any.
 	Err error
+	// Refused names the bound the request was refused for
+	// (RefusedDescriptors, RefusedDomainBytes), with Err; "" otherwise.
+	Refused string
 }

@@ -21,25 +21,38 @@ const MaxCost = 1 << 53
 // an oversized domain, no descriptors or too many. A request failing it
 // gets InvalidArgument. What is wrong with one descriptor only is
 // invalidDescriptor's: that descriptor alone is answered OVER_LIMIT.
-func (s *Service) validate(req *rlsv3.RateLimitRequest) error {
+// A request refused for a bound (not for being malformed) also returns
+// the bound's reason (RefusedDescriptors, RefusedDomainBytes), "" otherwise.
+func (s *Service) validate(req *rlsv3.RateLimitRequest) (string, error) {
 	b := &s.opts.Bounds
 	if req == nil {
-		return status.Error(codes.InvalidArgument, "rate limit request must not be null")
+		return "", status.Error(codes.InvalidArgument, "rate limit request must not be null")
 	}
 	if req.Domain == "" {
-		return status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+		return "", status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
 	}
 	if len(req.Domain) > b.MaxEntryLen {
-		return status.Errorf(codes.InvalidArgument, "rate limit domain is %d bytes long, more than the limit of %d", len(req.Domain), b.MaxEntryLen)
+		return RefusedDomainBytes, status.Errorf(codes.InvalidArgument, "rate limit domain is %d bytes long, more than the limit of %d", len(req.Domain), b.MaxEntryLen)
 	}
 	if len(req.Descriptors) == 0 {
-		return status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+		return "", status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
-	if len(req.Descriptors) > b.MaxDescriptors {
-		return status.Errorf(codes.InvalidArgument, "rate limit request has %d descriptors, more than the limit of %d", len(req.Descriptors), b.MaxDescriptors)
+	if b.MaxDescriptors > 0 && len(req.Descriptors) > b.MaxDescriptors {
+		return RefusedDescriptors, status.Errorf(codes.InvalidArgument, "rate limit request has %d descriptors, more than the limit of %d (SLUICE_MAX_DESCRIPTORS)", len(req.Descriptors), b.MaxDescriptors)
 	}
-	return nil
+	return "", nil
 }
+
+// The reasons a request is refused for a bound, in RequestEvent.Refused
+// and the log: Envoy passes a request whose rate-limit call fails (its
+// default failure_mode_deny is false), so each refusal is a request no
+// limit applied to, and an operator must see why.
+const (
+	// RefusedDescriptors: more descriptors than Bounds.MaxDescriptors.
+	RefusedDescriptors = "descriptors"
+	// RefusedDomainBytes: a domain longer than Bounds.MaxEntryLen.
+	RefusedDomainBytes = "domain_bytes"
+)
 
 // invalidDescriptor says what is wrong with descriptor i of a request, or
 // "" when nothing is. Envoy passes a request whose rate-limit call fails

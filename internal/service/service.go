@@ -99,9 +99,13 @@ type HeaderOptions struct {
 }
 
 // RequestBounds bounds request sizes; a request beyond any bound gets
-// InvalidArgument naming it. Zero fields take the defaults.
+// InvalidArgument naming it. Zero fields take the defaults. The work of
+// one request is at most MaxDescriptors × descriptor.MaxRules rules, each
+// descriptor matched through at most MaxEntries entries.
 type RequestBounds struct {
-	// MaxDescriptors is the most descriptors per request (default 64).
+	// MaxDescriptors is the most descriptors per request (default
+	// DefaultMaxDescriptors); a negative value means no bound but the
+	// request's size.
 	MaxDescriptors int
 	// MaxEntries is the most entries per descriptor (default 32); a
 	// domain whose nodes are deeper allows as many as its depth.
@@ -119,9 +123,11 @@ type RequestBounds struct {
 // value Envoy forwards by default (its whole request header block is at
 // most 60 KiB, max_request_headers_kb), so that no client can skip a
 // limit by lengthening a header; long values are hashed into a bounded
-// identity anyway.
+// identity anyway. DefaultMaxDescriptors is above what Envoy Gateway can
+// send in one call (256 rules, each a descriptor per matching method
+// condition: 256 × 9 = 2,304) with room for repeated conditions.
 const (
-	DefaultMaxDescriptors = 64
+	DefaultMaxDescriptors = 4096
 	DefaultMaxEntries     = descriptor.MaxRequestEntries
 	DefaultMaxEntryLen    = 64 << 10
 )
@@ -139,6 +145,9 @@ type Service struct {
 	// debitLog rate-limits the warning about debits denied uncharged
 	// (warnUnchargedDebit).
 	debitLog throttledLog
+	// boundLog rate-limits the warning about requests refused for a
+	// bound (validate).
+	boundLog throttledLog
 	cfg      atomic.Pointer[descriptor.Config]
 	pool     sync.Pool // *work
 }
@@ -146,7 +155,7 @@ type Service struct {
 // New returns a Service with no config (every domain unknown) until
 // SetConfig is called. opts.Backend must not be nil.
 func New(opts Options) *Service {
-	if opts.Bounds.MaxDescriptors <= 0 {
+	if opts.Bounds.MaxDescriptors == 0 {
 		opts.Bounds.MaxDescriptors = DefaultMaxDescriptors
 	}
 	if opts.Bounds.MaxEntries <= 0 {
@@ -194,6 +203,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			}
 		}
 	}()
+	if refused, err := s.validate(req); err != nil {
+		if refused != "" {
+			s.boundLog.warn(s.log.WithFields(logrus.Fields{"domain": truncated(req.GetDomain()), "reason": refused}),
+				"service: request refused for a bound; Envoy applies no limit to it (failure_mode_deny false)", err)
+		}
+		if s.opts.Observer != nil {
+			s.opts.Observer.Request(RequestEvent{Domain: req.GetDomain(), Refused: refused, Err: err})
+		}
+		return nil, err
+	}
 	w := s.pool.Get().(*work)
 	resp, shadowForced, err := s.shouldRateLimit(ctx, req, w)
 	w.reset()
@@ -205,4 +224,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		s.opts.Observer.Request(RequestEvent{Domain: req.GetDomain(), Code: resp.GetOverallCode(), ShadowForced: shadowForced, Err: err})
 	}
 	return resp, err
+}
+
+// truncated is domain cut to 256 bytes for a log line: a refused domain
+// may be 64 KiB or more.
+func truncated(domain string) string {
+	if len(domain) > 256 {
+		return domain[:256] + "..."
+	}
+	return domain
 }

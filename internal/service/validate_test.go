@@ -21,7 +21,7 @@ func TestRequestValidation(t *testing.T) {
 	many := func(n int) []*rlv3.RateLimitDescriptor {
 		out := make([]*rlv3.RateLimitDescriptor, n)
 		for i := range out {
-			out[i] = d("key1", strconv.Itoa(i)) // one identity each: 64 stay within key1's 50 per second
+			out[i] = d("key1", strconv.Itoa(i)) // one identity each, so each is admitted
 		}
 		return out
 	}
@@ -44,7 +44,9 @@ func TestRequestValidation(t *testing.T) {
 		{name: "nil request", req: nil, msg: "rate limit request must not be null"},
 		{name: "empty domain", req: rq("", d("key1", "x")), msg: "rate limit domain must not be empty"},
 		{name: "empty descriptor list", req: rq("basic"), msg: "rate limit descriptor list must not be empty"},
-		{name: "65 descriptors", req: rq("basic", many(65)...), msg: "rate limit request has 65 descriptors, more than the limit of 64"},
+		{name: "4097 descriptors", req: rq("basic", many(DefaultMaxDescriptors+1)...), msg: "rate limit request has 4097 descriptors, more than the limit of 4096 (SLUICE_MAX_DESCRIPTORS)"},
+		{name: "custom bounds: descriptors", bounds: RequestBounds{MaxDescriptors: 2}, req: rq("basic", many(3)...),
+			msg: "rate limit request has 3 descriptors, more than the limit of 2 (SLUICE_MAX_DESCRIPTORS)"},
 		{name: "long domain", req: rq(long, d("key1", "x")), msg: "rate limit domain is 65537 bytes long, more than the limit of 65536"},
 		{name: "custom bounds: domain", bounds: RequestBounds{MaxEntryLen: 3}, req: rq("basic", d("key1", "x")),
 			msg: "rate limit domain is 5 bytes long, more than the limit of 3"},
@@ -78,6 +80,9 @@ func TestRequestValidation(t *testing.T) {
 		{name: "empty key", req: rq("basic", d("key1", "x"), d("key1", "x", "", "y")), invalid: []int{1}},
 		{name: "empty value is fine", req: rq("basic", d("key1", ""))},
 		{name: "64 descriptors", req: rq("basic", many(64)...)},
+		{name: "65 descriptors", req: rq("basic", many(65)...)},
+		{name: "4096 descriptors (the default bound)", req: rq("basic", many(DefaultMaxDescriptors)...)},
+		{name: "no descriptor bound: 5000 descriptors", bounds: RequestBounds{MaxDescriptors: -1}, req: rq("basic", many(5000)...)},
 		{name: "32 entries", req: rq("basic", manyEntries(32))},
 		{name: "33 entries", req: rq("basic", manyEntries(33), d("key1", "x")), invalid: []int{0}},
 		{name: "long key", req: rq("basic", d(long, "x"), d("key1", "x")), invalid: []int{0}},

@@ -134,18 +134,30 @@ var hostileCases = []hostileCase{
 	{
 		name: "10000 descriptors",
 		req:  func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 10000) },
-		code: codes.InvalidArgument, msg: "10000 descriptors, more than the limit of 64",
+		code: codes.InvalidArgument, msg: "10000 descriptors, more than the limit of 4096 (SLUICE_MAX_DESCRIPTORS)",
 	},
 	{
-		name: "65 descriptors",
-		req:  func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 65) },
-		code: codes.InvalidArgument, msg: "more than the limit of 64",
+		name: "4097 descriptors",
+		req:  func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 4097) },
+		code: codes.InvalidArgument, msg: "more than the limit of 4096",
 	},
 	{
 		name: "64 descriptors are decided",
 		req:  func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 64) },
 		check: func(t *testing.T, _ string, resp *rlsv3.RateLimitResponse, _ caller) {
 			if len(resp.Statuses) != 64 {
+				t.Fatalf("%d statuses", len(resp.Statuses))
+			}
+			wantStatuses(t, resp, OK, OK, 4)
+		},
+	},
+	{
+		// Envoy Gateway sends a descriptor per matching rule, up to 256
+		// rules (more with inverted method conditions) in one call.
+		name: "4096 descriptors are decided",
+		req:  func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 4096) },
+		check: func(t *testing.T, _ string, resp *rlsv3.RateLimitResponse, _ caller) {
+			if len(resp.Statuses) != 4096 {
 				t.Fatalf("%d statuses", len(resp.Statuses))
 			}
 			wantStatuses(t, resp, OK, OK, 4)
@@ -163,19 +175,36 @@ var hostileCases = []hostileCase{
 		check: invalidDescriptor,
 	},
 	{
+		// Within the request bound (4 MiB, gRPC's default): the value
+		// alone is over its bound, so its descriptor is answered
+		// OVER_LIMIT.
 		name: "1 MiB value",
 		req: func(tag string) *rlsv3.RateLimitRequest {
 			return rq("hostile", desc("user", tag+strings.Repeat("v", mib)))
 		},
+		check: invalidDescriptor,
+	},
+	{
+		name: "5 MiB value",
+		req: func(tag string) *rlsv3.RateLimitRequest {
+			return rq("hostile", desc("user", tag+strings.Repeat("v", 5*mib)))
+		},
 		// gRPC's own bound on a request message, before sluice sees it.
-		code: codes.ResourceExhausted, msg: "vs. 1048576",
+		code: codes.ResourceExhausted, msg: "vs. 4194304",
 	},
 	{
 		name: "1 MiB domain",
 		req: func(tag string) *rlsv3.RateLimitRequest {
 			return rq(strings.Repeat("d", mib), desc("user", tag))
 		},
-		code: codes.ResourceExhausted, msg: "vs. 1048576",
+		code: codes.InvalidArgument, msg: "rate limit domain is 1048576 bytes long, more than the limit of 65536",
+	},
+	{
+		name: "5 MiB domain",
+		req: func(tag string) *rlsv3.RateLimitRequest {
+			return rq(strings.Repeat("d", 5*mib), desc("user", tag))
+		},
+		code: codes.ResourceExhausted, msg: "vs. 4194304",
 	},
 	{
 		name: "65537-byte value",
@@ -470,10 +499,10 @@ func TestHostileJSON(t *testing.T) {
 		code       int
 		msg        string
 	}{
-		{"2 MiB body", `{"domain":"` + strings.Repeat("d", 2*mib) + `"}`, http.StatusRequestEntityTooLarge, "larger than 1048576 bytes"},
+		{"5 MiB body", `{"domain":"` + strings.Repeat("d", 5*mib) + `"}`, http.StatusRequestEntityTooLarge, "larger than 4194304 bytes"},
 		{"not JSON", "\x00\xff{", http.StatusBadRequest, "not a proto3 JSON RateLimitRequest"},
 		{"unknown field", `{"domain":"hostile","bogus":1}`, http.StatusBadRequest, "bogus"},
-		{"10000 descriptors", many, http.StatusBadRequest, "10000 descriptors, more than the limit of 64"},
+		{"10000 descriptors", many, http.StatusBadRequest, "10000 descriptors, more than the limit of 4096"},
 		{"hits_addend 2^64-1", `{"domain":"hostile","descriptors":[{"entries":[{"key":"user","value":"j"}],"hitsAddend":"18446744073709551615"}]}`, http.StatusTooManyRequests, "OVER_LIMIT"},
 		{"invalid UTF-8 escape", `{"domain":"hostile","descriptors":[{"entries":[{"key":"user","value":"\udcff"}]}]}`, http.StatusBadRequest, "invalid"},
 	}

@@ -1,0 +1,67 @@
+package server
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rl/sluice/internal/logthrottle"
+)
+
+// tooLarge counts, and logs (throttled), the calls refused for a request
+// larger than Options.MaxRequestBytes. Envoy passes a request whose
+// rate-limit call fails (its default failure_mode_deny is false), so each
+// one is a request no limit applied to: it must not go unseen.
+type tooLarge struct {
+	n        atomic.Uint64
+	max      int
+	log      logrus.FieldLogger
+	throttle logthrottle.Log
+	notify   func() // Options.OnRequestTooLarge, or nil
+}
+
+// note counts one refused call received over via ("gRPC", "/json").
+func (t *tooLarge) note(via string, err error) {
+	t.n.Add(1)
+	if t.notify != nil {
+		t.notify()
+	}
+	t.throttle.Warn(t.log.WithFields(logrus.Fields{"max_request_bytes": t.max, "via": via}),
+		"request larger than SLUICE_MAX_REQUEST_BYTES refused; Envoy applies no limit to it (failure_mode_deny false)", err)
+}
+
+// rateLimitService is the rate-limit service's description with every
+// method's request decoding watched: gRPC-Go refuses a message larger than
+// MaxRecvMsgSize (ResourceExhausted) while the generated handler decodes
+// it, before any interceptor runs, so the decoder is where the refusal is
+// seen, counted and logged (gRPC-Go has then answered the call with its
+// own status already). The watch costs a closure per call.
+func (s *Server) rateLimitService() *grpc.ServiceDesc {
+	desc := rlsv3.RateLimitService_ServiceDesc
+	desc.Methods = make([]grpc.MethodDesc, len(rlsv3.RateLimitService_ServiceDesc.Methods))
+	for i, m := range rlsv3.RateLimitService_ServiceDesc.Methods {
+		h := m.Handler
+		m.Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+			return h(srv, ctx, func(v any) error {
+				err := dec(v)
+				if err != nil && status.Code(err) == codes.ResourceExhausted {
+					s.tooLarge.note("gRPC", err)
+				}
+				return err
+			}, in)
+		}
+		desc.Methods[i] = m
+	}
+	return &desc
+}
+
+// tooLargeMessage is the /json answer to a body over MaxRequestBytes.
+func tooLargeMessage(limit int64) string {
+	return "request body larger than " + strconv.FormatInt(limit, 10) + " bytes (SLUICE_MAX_REQUEST_BYTES)"
+}
