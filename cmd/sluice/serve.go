@@ -94,7 +94,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		AllOrNothing:                 s.AllOrNothing,
 		ChargeOverLimit:              s.ChargeOverLimit,
 		IgnoreOverrideUnitMultiplier: !s.OverrideUnitMultiplier,
-		Bounds:                       service.RequestBounds{MaxDescriptors: s.maxDescriptors()},
+		Bounds:                       s.requestBounds(),
 		Headers: service.HeaderOptions{
 			Enabled:         s.HeadersEnabled,
 			LimitHeader:     s.LimitHeader,

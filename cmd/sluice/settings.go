@@ -94,9 +94,10 @@ type settings struct {
 	GRPCClientCACert, GRPCClientTLSSAN      string
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 	MaxRequestBytes                         int
-	// MaxDescriptors is the most descriptors per request; 0 means no
-	// bound but MaxRequestBytes (the incumbent's behaviour).
-	MaxDescriptors int
+	// MaxDescriptors is the most descriptors per request, MaxRequestRules
+	// the most rules they may ask to decide; 0 means no bound (the
+	// incumbent's behaviour) but MaxRequestBytes.
+	MaxDescriptors, MaxRequestRules int
 
 	HealthInterval    time.Duration
 	HealthyWithConfig bool
@@ -309,6 +310,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	integer(&s.MaxRequestBytes, "max-request-bytes", "SLUICE_MAX_REQUEST_BYTES", server.DefaultMaxRequestBytes, "bound on a gRPC request and a /json body")
 	integer(&s.MaxDescriptors, "max-descriptors", "SLUICE_MAX_DESCRIPTORS", service.DefaultMaxDescriptors,
 		"most descriptors in one rate-limit request (0: no bound but the request's size)")
+	integer(&s.MaxRequestRules, "max-request-rules", "SLUICE_MAX_REQUEST_RULES", service.DefaultMaxRequestRules,
+		"most rules the descriptors of one request may ask to decide together (0: no bound)")
 
 	duration(&s.HealthInterval, "health-interval", "SLUICE_HEALTH_INTERVAL", 5*time.Second, "how often to ping the backend for health")
 	boolean(&s.HealthyWithConfig, "healthy-with-at-least-one-config-loaded", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false,
@@ -497,6 +500,9 @@ func (s *settings) validate(env map[string]string) error {
 	}
 	if s.MaxDescriptors < 0 {
 		bad("max-descriptors", "%d: must be 0 (no bound) or more", s.MaxDescriptors)
+	}
+	if s.MaxRequestRules < 0 {
+		bad("max-request-rules", "%d: must be 0 (no bound) or more", s.MaxRequestRules)
 	}
 	if s.backend() == "redis" && s.Redis.URL == "" {
 		bad("backend", "redis needs REDIS_URL (--redis-url)")
@@ -835,11 +841,15 @@ func (l *levelValue) Set(v string) error {
 	return nil
 }
 
-// maxDescriptors is SLUICE_MAX_DESCRIPTORS for service.RequestBounds,
-// where 0 takes the default and a negative value means no bound.
-func (s *settings) maxDescriptors() int {
-	if s.MaxDescriptors == 0 {
-		return -1
+// requestBounds are SLUICE_MAX_DESCRIPTORS and SLUICE_MAX_REQUEST_RULES
+// for the service, where 0 takes the default and a negative value means
+// no bound.
+func (s *settings) requestBounds() service.RequestBounds {
+	none := func(n int) int {
+		if n == 0 {
+			return -1
+		}
+		return n
 	}
-	return s.MaxDescriptors
+	return service.RequestBounds{MaxDescriptors: none(s.MaxDescriptors), MaxRequestRules: none(s.MaxRequestRules)}
 }

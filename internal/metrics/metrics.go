@@ -178,7 +178,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		"ShouldRateLimit calls whose OVER_LIMIT overall code the global shadow mode turned into OK.")
 	m.refused = f.counterVec("sluice_requests_refused_total",
 		"Calls refused for a request bound, to which Envoy (failure_mode_deny false) then applies no limit, by reason: "+
-			"descriptors (SLUICE_MAX_DESCRIPTORS), request_bytes (SLUICE_MAX_REQUEST_BYTES), domain_bytes (a domain over 64 KiB).", "reason")
+			"descriptors (SLUICE_MAX_DESCRIPTORS), rules (SLUICE_MAX_REQUEST_RULES), request_bytes (SLUICE_MAX_REQUEST_BYTES), domain_bytes (a domain over 64 KiB).", "reason")
 	m.duration = f.histogramVec("sluice_request_duration_seconds",
 		"Time to answer a unary gRPC call, by full method name.", durationBuckets, "method")
 	m.backendTime = f.histogram("sluice_backend_decide_duration_seconds",
@@ -218,7 +218,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 const RequestBytesRefused = "request_bytes"
 
 // RefusalReasons are the reasons of sluice_requests_refused_total.
-var RefusalReasons = []string{service.RefusedDescriptors, RequestBytesRefused, service.RefusedDomainBytes}
+var RefusalReasons = []string{service.RefusedDescriptors, service.RefusedRules, RequestBytesRefused, service.RefusedDomainBytes}
 
 // RequestRefused counts a call refused for a request bound before the
 // service saw it (RequestBytesRefused); the service's refusals are counted

@@ -40,13 +40,14 @@ func envoyGatewayCall(n int) *rlsv3.RateLimitRequest {
 }
 
 // TestEnvoyGatewayRulesAllDecided: Envoy Gateway allows 256 global rules
-// on a route (and a rule whose methods are inverted sends a descriptor per
-// matching method), each matching rule a descriptor of one call. Every
+// in a policy, 512 on a route whose policy is merged with its gateway's,
+// and a rule whose methods are inverted sends a descriptor per matching
+// method (9 methods): each a descriptor of one call. Every
 // one is decided, the first call admitted and the second denied on every
 // rule; none is refused, which Envoy (failure_mode_deny false) would let
 // through unlimited.
 func TestEnvoyGatewayRulesAllDecided(t *testing.T) {
-	for _, n := range []int{65, 256, 256 * 9} {
+	for _, n := range []int{65, 256, 512 * 9} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			h := newHarness(t, Options{}, envoyGatewayRules(n))
 			for call, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
@@ -77,6 +78,7 @@ func TestBoundRefusalIsLoud(t *testing.T) {
 		reason string
 	}{
 		{"descriptors", RequestBounds{MaxDescriptors: 3}, envoyGatewayCall(4), RefusedDescriptors},
+		{"rules", RequestBounds{MaxRequestRules: 3}, envoyGatewayCall(4), RefusedRules},
 		{"domain bytes", RequestBounds{MaxEntryLen: 4}, envoyGatewayCall(1), RefusedDomainBytes},
 		{"malformed: no descriptors", RequestBounds{}, &rlsv3.RateLimitRequest{Domain: "default/eg/http"}, ""},
 	}
@@ -116,6 +118,67 @@ func TestBoundRefusalIsLoud(t *testing.T) {
 			w := warnings[0]
 			if w.Data["reason"] != tc.reason || w.Data["domain"] != "default/eg/http" || !strings.Contains(w.Message, "no limit") {
 				t.Errorf("warning %q %v, want the reason %q, the domain and what it means", w.Message, w.Data, tc.reason)
+			}
+		})
+	}
+}
+
+// TestRequestRulesBound: the rules a request's descriptors ask to decide
+// together are bounded (SLUICE_MAX_REQUEST_RULES), counting each matched
+// descriptor's rules; unlimited, unknown and invalid descriptors ask for
+// none. Beyond the bound the request is refused before the backend is
+// called.
+func TestRequestRulesBound(t *testing.T) {
+	const yaml = `
+domain: r
+descriptors:
+  - key: one
+    rate_limit: {unit: hour, requests_per_unit: 100}
+  - key: four
+    rate_limits:
+      - {unit: second, requests_per_unit: 100}
+      - {unit: minute, requests_per_unit: 100}
+      - {unit: hour, requests_per_unit: 100}
+      - {unit: day, requests_per_unit: 100}
+  - key: free
+    rate_limit: {unlimited: true}
+`
+	desc := func(key string, n int) []*rlv3.RateLimitDescriptor {
+		out := make([]*rlv3.RateLimitDescriptor, n)
+		for i := range out {
+			out[i] = d(key, fmt.Sprint(i))
+		}
+		return out
+	}
+	cases := []struct {
+		name    string
+		bound   int
+		descs   []*rlv3.RateLimitDescriptor
+		refused string // the message; "" when decided
+	}{
+		{"at the bound: 2 x 4 rules", 8, desc("four", 2), ""},
+		{"over: 2 x 4 + 1", 8, append(desc("four", 2), d("one", "x")), "rate limit request asks for 9 rules, more than the limit of 8 (SLUICE_MAX_REQUEST_RULES)"},
+		{"unlimited, unknown and invalid descriptors ask for none", 8,
+			append(append(desc("four", 2), desc("free", 20)...), append(desc("nope", 20), &rlv3.RateLimitDescriptor{})...), ""},
+		{"the default bound: 2048 x 4", 0, desc("four", 2048), ""},
+		{"over the default bound: 2049 x 4", 0, desc("four", 2049), "rate limit request asks for 8196 rules, more than the limit of 8192 (SLUICE_MAX_REQUEST_RULES)"},
+		{"no bound", -1, desc("four", 3000), ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Options{Bounds: RequestBounds{MaxRequestRules: tc.bound}}, yaml)
+			resp, err := h.svc.ShouldRateLimit(context.Background(), rq("r", tc.descs...))
+			if tc.refused == "" {
+				if err != nil || len(resp.Statuses) != len(tc.descs) {
+					t.Fatalf("%v, want %d statuses", err, len(tc.descs))
+				}
+				return
+			}
+			if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || st.Message() != tc.refused {
+				t.Fatalf("%v, want InvalidArgument %q", err, tc.refused)
+			}
+			if n := h.mem.calls.Load(); n != 0 {
+				t.Errorf("backend called %d times for a refused request", n)
 			}
 		})
 	}

@@ -78,6 +78,7 @@ type work struct {
 	together  bool            // the main backend decided w.checks as one
 	refunds   []backend.Check // all-or-nothing's compensating refunds
 	refundIdx []int           // the item of each refund
+	refused   string          // the bound the request was refused for (RefusedRules)
 }
 
 // reset drops every reference the work holds and keeps its capacity.
@@ -94,7 +95,7 @@ func (w *work) reset() {
 	w.replaces, w.checks, w.local, w.localIdx = w.replaces[:0], w.checks[:0], w.local[:0], w.localIdx[:0]
 	w.viewBuf = w.viewBuf[:0]
 	clear(w.refunds)
-	w.refunds, w.refundIdx, w.together = w.refunds[:0], w.refundIdx[:0], false
+	w.refunds, w.refundIdx, w.together, w.refused = w.refunds[:0], w.refundIdx[:0], false, ""
 }
 
 // shouldRateLimit does the work of ShouldRateLimit with scratch space w,
@@ -102,6 +103,9 @@ func (w *work) reset() {
 func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest, w *work) (*rlsv3.RateLimitResponse, bool, error) {
 	dom := s.cfg.Load().Domain(req.Domain)
 	s.plan(req, dom, w)
+	if err := s.checkRules(w); err != nil {
+		return nil, false, err
+	}
 	if s.log.IsLevelEnabled(logrus.DebugLevel) {
 		for i := range w.items {
 			if it := &w.items[i]; it.kind == kindInvalid {
@@ -123,6 +127,28 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		s.observe(req.Domain, dom, w)
 	}
 	return resp, shadowForced, nil
+}
+
+// checkRules refuses a request whose descriptors ask for more rules than
+// Bounds.MaxRequestRules, before any is decided: on Redis every rule of a
+// request is decided in one script call, during which Redis serves no one
+// else (decision 0081).
+func (s *Service) checkRules(w *work) error {
+	bound := s.opts.Bounds.MaxRequestRules
+	if bound <= 0 {
+		return nil
+	}
+	n := 0
+	for _, cs := range [2][]backend.Check{w.checks, w.local} {
+		for i := range cs {
+			n += len(cs[i].Rules)
+		}
+	}
+	if n <= bound {
+		return nil
+	}
+	w.refused = RefusedRules
+	return status.Errorf(codes.InvalidArgument, "rate limit request asks for %d rules, more than the limit of %d (SLUICE_MAX_REQUEST_RULES)", n, bound)
 }
 
 // plan fills w.items (one per descriptor, in request order) and w.checks

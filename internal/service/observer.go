@@ -95,6 +95,6 @@ type RequestEvent struct {
 	// Err is the gRPC status error returned, if any.
 	Err error
 	// Refused names the bound the request was refused for
-	// (RefusedDescriptors, RefusedDomainBytes), with Err; "" otherwise.
+	// (RefusedDescriptors, RefusedRules, RefusedDomainBytes), with Err; "" otherwise.
 	Refused string
 }

@@ -23,6 +23,7 @@ const MaxCost = 1 << 53
 // invalidDescriptor's: that descriptor alone is answered OVER_LIMIT.
 // A request refused for a bound (not for being malformed) also returns
 // the bound's reason (RefusedDescriptors, RefusedDomainBytes), "" otherwise.
+// The bound on rules is checkRules', once the descriptors are matched.
 func (s *Service) validate(req *rlsv3.RateLimitRequest) (string, error) {
 	b := &s.opts.Bounds
 	if req == nil {
@@ -52,6 +53,9 @@ const (
 	RefusedDescriptors = "descriptors"
 	// RefusedDomainBytes: a domain longer than Bounds.MaxEntryLen.
 	RefusedDomainBytes = "domain_bytes"
+	// RefusedRules: descriptors asking for more rules than
+	// Bounds.MaxRequestRules.
+	RefusedRules = "rules"
 )
 
 // invalidDescriptor says what is wrong with descriptor i of a request, or

@@ -134,12 +134,12 @@ var hostileCases = []hostileCase{
 	{
 		name: "10000 descriptors",
 		req:  func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 10000) },
-		code: codes.InvalidArgument, msg: "10000 descriptors, more than the limit of 4096 (SLUICE_MAX_DESCRIPTORS)",
+		code: codes.InvalidArgument, msg: "10000 descriptors, more than the limit of 8192 (SLUICE_MAX_DESCRIPTORS)",
 	},
 	{
-		name: "4097 descriptors",
-		req:  func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 4097) },
-		code: codes.InvalidArgument, msg: "more than the limit of 4096",
+		name: "8193 descriptors",
+		req:  func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 8193) },
+		code: codes.InvalidArgument, msg: "more than the limit of 8192",
 	},
 	{
 		name: "64 descriptors are decided",
@@ -152,12 +152,12 @@ var hostileCases = []hostileCase{
 		},
 	},
 	{
-		// Envoy Gateway sends a descriptor per matching rule, up to 256
+		// Envoy Gateway sends a descriptor per matching rule, up to 512
 		// rules (more with inverted method conditions) in one call.
-		name: "4096 descriptors are decided",
-		req:  func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 4096) },
+		name: "8192 descriptors are decided",
+		req:  func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 8192) },
 		check: func(t *testing.T, _ string, resp *rlsv3.RateLimitResponse, _ caller) {
-			if len(resp.Statuses) != 4096 {
+			if len(resp.Statuses) != 8192 {
 				t.Fatalf("%d statuses", len(resp.Statuses))
 			}
 			wantStatuses(t, resp, OK, OK, 4)
@@ -502,7 +502,7 @@ func TestHostileJSON(t *testing.T) {
 		{"5 MiB body", `{"domain":"` + strings.Repeat("d", 5*mib) + `"}`, http.StatusRequestEntityTooLarge, "larger than 4194304 bytes"},
 		{"not JSON", "\x00\xff{", http.StatusBadRequest, "not a proto3 JSON RateLimitRequest"},
 		{"unknown field", `{"domain":"hostile","bogus":1}`, http.StatusBadRequest, "bogus"},
-		{"10000 descriptors", many, http.StatusBadRequest, "10000 descriptors, more than the limit of 4096"},
+		{"10000 descriptors", many, http.StatusBadRequest, "10000 descriptors, more than the limit of 8192"},
 		{"hits_addend 2^64-1", `{"domain":"hostile","descriptors":[{"entries":[{"key":"user","value":"j"}],"hitsAddend":"18446744073709551615"}]}`, http.StatusTooManyRequests, "OVER_LIMIT"},
 		{"invalid UTF-8 escape", `{"domain":"hostile","descriptors":[{"entries":[{"key":"user","value":"\udcff"}]}]}`, http.StatusBadRequest, "invalid"},
 	}
