@@ -126,6 +126,18 @@ func override(tag string, rpu uint32, unit typev3.RateLimitUnit, mult uint32) *r
 	return d
 }
 
+// everyDecided checks that each of n descriptors has a status of its own,
+// OK with 4 of 5 left.
+func everyDecided(n int) func(*testing.T, string, *rlsv3.RateLimitResponse, caller) {
+	return func(t *testing.T, _ string, resp *rlsv3.RateLimitResponse, _ caller) {
+		t.Helper()
+		if len(resp.Statuses) != n {
+			t.Fatalf("%d statuses, want %d", len(resp.Statuses), n)
+		}
+		wantStatuses(t, resp, OK, OK, 4)
+	}
+}
+
 // hundredYears is limit.MaxPeriodMicros: no reset may exceed it (plus a
 // window's worth of slack for the fixed window still running).
 const hundredYears = 100 * 365 * 24 * time.Hour
@@ -142,26 +154,16 @@ var hostileCases = []hostileCase{
 		code: codes.InvalidArgument, msg: "more than the limit of 8192",
 	},
 	{
-		name: "64 descriptors are decided",
-		req:  func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 64) },
-		check: func(t *testing.T, _ string, resp *rlsv3.RateLimitResponse, _ caller) {
-			if len(resp.Statuses) != 64 {
-				t.Fatalf("%d statuses", len(resp.Statuses))
-			}
-			wantStatuses(t, resp, OK, OK, 4)
-		},
+		name:  "64 descriptors are decided",
+		req:   func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 64) },
+		check: everyDecided(64),
 	},
 	{
 		// Envoy Gateway sends a descriptor per matching rule, up to 512
 		// rules (more with inverted method conditions) in one call.
-		name: "8192 descriptors are decided",
-		req:  func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 8192) },
-		check: func(t *testing.T, _ string, resp *rlsv3.RateLimitResponse, _ caller) {
-			if len(resp.Statuses) != 8192 {
-				t.Fatalf("%d statuses", len(resp.Statuses))
-			}
-			wantStatuses(t, resp, OK, OK, 4)
-		},
+		name:  "8192 descriptors are decided",
+		req:   func(tag string) *rlsv3.RateLimitRequest { return manyDescriptors(tag, 8192) },
+		check: everyDecided(8192),
 	},
 	{
 		name: "1000 entries in one descriptor",
