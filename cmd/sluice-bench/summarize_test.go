@@ -351,13 +351,7 @@ func TestSyscallsTable(t *testing.T) {
 		}
 	}
 	uncounted := sample{report: loadgen.Report{CallsTotal: 1000}}
-	for _, tc := range []struct {
-		name          string
-		runs          map[string][]sample
-		order         []string
-		want, notWant []string
-		wrote         bool
-	}{
+	for _, tc := range []tableCase{
 		{"counted", map[string][]sample{
 			"noop":   {counted(1000, 300, 280, 50, 0)},
 			"redis1": {counted(1000, 500, 900, 220, 140), counted(1000, 700, 1100, 260, 140), counted(1000, 600, 1000, 240, 140)},
@@ -372,21 +366,30 @@ func TestSyscallsTable(t *testing.T) {
 			[]string{"redis1-c16"}, nil, []string{"redis1"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkTable(t, (*runSet).syscallsTable, tc.runs, tc.order, tc.wrote, tc.want, tc.notWant)
+			checkTable(t, (*runSet).syscallsTable, tc)
 		})
 	}
 }
 
-// checkTable renders one table of a run set of runs (in order) and checks
-// whether it was written and what its text holds and lacks.
-func checkTable(t *testing.T, table func(*runSet, io.Writer) bool, runs map[string][]sample, order []string, wrote bool, want, notWant []string) {
+// tableCase is one case of a table's test: the runs (in order), whether
+// the table is written, and what its text holds and lacks.
+type tableCase struct {
+	name          string
+	runs          map[string][]sample
+	order         []string
+	want, notWant []string
+	wrote         bool
+}
+
+// checkTable renders one table of tc's run set and checks it against tc.
+func checkTable(t *testing.T, table func(*runSet, io.Writer) bool, tc tableCase) {
 	t.Helper()
-	rs := &runSet{runs: runs, order: order}
+	rs := &runSet{runs: tc.runs, order: tc.order}
 	var b strings.Builder
-	if got := table(rs, &b); got != wrote {
-		t.Errorf("wrote %v, want %v", got, wrote)
+	if got := table(rs, &b); got != tc.wrote {
+		t.Errorf("wrote %v, want %v", got, tc.wrote)
 	}
-	checkText(t, b.String(), want, notWant)
+	checkText(t, b.String(), tc.want, tc.notWant)
 }
 
 // checkText fails t for each of want that text lacks and each of notWant
@@ -431,13 +434,7 @@ func TestNearGoal(t *testing.T) {
 
 func TestServiceMemoryTable(t *testing.T) {
 	recorded := func(bytes float64) sample { return sample{cpu: cpuFigures{ServerPeakRSS: &bytes}} }
-	for _, tc := range []struct {
-		name          string
-		runs          map[string][]sample
-		order         []string
-		want, notWant []string
-		wrote         bool
-	}{
+	for _, tc := range []tableCase{
 		{"recorded", map[string][]sample{
 			"redis1": {recorded(90e6), recorded(50e6), recorded(70e6)},
 			"inc1":   {recorded(40e6)},
@@ -450,7 +447,7 @@ func TestServiceMemoryTable(t *testing.T) {
 			[]string{"redis1-c16"}, nil, []string{"redis1"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkTable(t, (*runSet).serviceMemoryTable, tc.runs, tc.order, tc.wrote, tc.want, tc.notWant)
+			checkTable(t, (*runSet).serviceMemoryTable, tc)
 		})
 	}
 }
