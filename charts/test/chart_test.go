@@ -162,6 +162,7 @@ func TestChartRenders(t *testing.T) {
 		{"values.yaml", []string{"config.existingConfigMap=my-limits"}, "redis", "single", []string{"Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
 		{"values.yaml", []string{"admin.exposeOnService=true", "admin.tokenSecret=sluice-admin"}, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "0.0.0.0:6070"},
 		{"values.yaml", []string{"admin.enabled=false"}, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "off"},
+		{"values.yaml", []string{"resources.limits=null"}, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.values+strings.Join(tc.set, ","), func(t *testing.T) {
@@ -197,6 +198,12 @@ func TestChartRenders(t *testing.T) {
 			}
 			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
 				t.Errorf("no resource requests: %+v", c.Resources)
+			}
+			// GOMEMLIMIT follows the container's memory limit, when it has one.
+			gml, limited := e["GOMEMLIMIT"], !c.Resources.Limits.Memory().IsZero()
+			fromLimit := gml.ValueFrom != nil && gml.ValueFrom.ResourceFieldRef != nil && gml.ValueFrom.ResourceFieldRef.Resource == "limits.memory"
+			if fromLimit != limited || (!limited && gml.Name != "") {
+				t.Errorf("GOMEMLIMIT %+v with memory limit %v: want it from limits.memory exactly when there is one", gml, c.Resources.Limits.Memory())
 			}
 			// The admin port is on the Service only when asked, with a token.
 			var ports []string
