@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -18,10 +19,11 @@ import (
 // and sets s.health. Reflection is served by the admin listener, not here:
 // it describes the service to anyone who can connect.
 func (s *Server) newGRPC() (*grpc.Server, error) {
+	s.inner = s.innerInterceptors()
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxRequestBytes),
 		grpc.ForceServerCodecV2(newCodec()), // descriptor values need not be UTF-8 (codec.go)
-		grpc.ChainUnaryInterceptor(s.interceptors()...),
+		grpc.UnaryInterceptor(s.unary),
 		// Envoy clusters often send HTTP/2 keepalive pings (every 30 s or
 		// so, idle or not). grpc-go's default policy closes a connection
 		// that pings more often than every 5 minutes with "too_many_pings";
@@ -51,32 +53,56 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 	return g, nil
 }
 
-// interceptors are the unary interceptors in order: the release of the
-// call's in-flight slot (with MaxInFlight), panic recovery, the caller's,
-// then the refusal of privileged calls (innermost, so that the caller's
-// metrics count refused calls).
-func (s *Server) interceptors() []grpc.UnaryServerInterceptor {
-	var is []grpc.UnaryServerInterceptor
+// unary is the one unary interceptor gRPC runs. In order: the release of
+// the call's in-flight slot (with MaxInFlight), panic recovery, the
+// caller's interceptors, then the refusal of privileged calls (innermost,
+// so that the caller's metrics count refused calls). The first two are
+// written out here, and the others are called without a chain when there
+// is one of them (the binary's metrics): gRPC's chain of interceptors
+// makes a closure per level on every call.
+func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
 	if s.inflight.max > 0 {
-		is = append(is, s.releaseUnary)
+		defer s.releaseSlot(ctx)
 	}
-	is = append(is, s.recoverUnary)
-	is = append(is, s.opts.UnaryInterceptors...)
-	if s.access.Privileged != PrivilegedAny {
-		is = append(is, s.privilegedUnary)
+	defer s.recoverPanic(info, &resp, &err)
+	switch len(s.inner) {
+	case 0:
+		return next(ctx, req)
+	case 1:
+		return s.inner[0](ctx, req, info, next)
+	default:
+		return chainUnary(s.inner)(ctx, req, info, next)
 	}
-	return is
 }
 
-// recoverUnary turns a panic in a handler into an Internal error instead
-// of a crashed process, and logs it with its stack.
-func (s *Server) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.log.WithField("method", info.FullMethod).WithField("stack", string(debug.Stack())).
-				Errorf("panic in gRPC handler: %v", r)
-			resp, err = nil, status.Error(codes.Internal, "internal error")
+// innerInterceptors are the interceptors unary runs inside its own work:
+// the caller's, then the refusal of privileged calls.
+func (s *Server) innerInterceptors() []grpc.UnaryServerInterceptor {
+	in := slices.Clone(s.opts.UnaryInterceptors)
+	if s.access.Privileged != PrivilegedAny {
+		in = append(in, s.privilegedUnary)
+	}
+	return in
+}
+
+// chainUnary runs in as one interceptor, the first outermost.
+func chainUnary(in []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		h := next
+		for i := len(in) - 1; i >= 0; i-- {
+			i, inner := i, h
+			h = func(ctx context.Context, req any) (any, error) { return in[i](ctx, req, info, inner) }
 		}
-	}()
-	return next(ctx, req)
+		return h(ctx, req)
+	}
+}
+
+// recoverPanic, deferred by unary, turns a panic in a handler into an
+// Internal error instead of a crashed process, and logs it with its stack.
+func (s *Server) recoverPanic(info *grpc.UnaryServerInfo, resp *any, err *error) {
+	if r := recover(); r != nil {
+		s.log.WithField("method", info.FullMethod).WithField("stack", string(debug.Stack())).
+			Errorf("panic in gRPC handler: %v", r)
+		*resp, *err = nil, status.Error(codes.Internal, "internal error")
+	}
 }

@@ -130,7 +130,7 @@ type slotKey struct{}
 // before the call has a goroutine or its request is read. The call's slot
 // is given back when its context ends, which gRPC does for every stream
 // it admits, however it ends (answered, reset, past its deadline, its
-// connection closed); releaseUnary gives a unary call's back sooner.
+// connection closed); releaseSlot gives a unary call's back sooner.
 func (s *Server) tapInFlight(ctx context.Context, info *tap.Info) (context.Context, error) {
 	var extra int64
 	if strings.HasPrefix(info.FullMethodName, healthPrefix) {
@@ -143,17 +143,15 @@ func (s *Server) tapInFlight(ctx context.Context, info *tap.Info) (context.Conte
 	return context.WithValue(ctx, slotKey{}, stop), nil
 }
 
-// releaseUnary gives a unary call's slot back as soon as its handler
-// returns, instead of at the end of its context, where the release runs
-// in a goroutine of its own (context.AfterFunc): one goroutine less per
-// call. It runs outside the panic recovery, so a handler that panics
-// gives its slot back here too.
-func (s *Server) releaseUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-	resp, err := next(ctx, req)
+// releaseSlot, deferred by unary, gives a unary call's slot back as soon
+// as its handler returns, instead of at the end of its context, where the
+// release runs in a goroutine of its own (context.AfterFunc): one
+// goroutine less per call. It runs after the panic recovery, so a handler
+// that panics gives its slot back too.
+func (s *Server) releaseSlot(ctx context.Context) {
 	if stop, ok := ctx.Value(slotKey{}).(func() bool); ok && stop() {
 		s.inflight.release()
 	}
-	return resp, err
 }
 
 // errOverloaded answers a call beyond MaxInFlight.

@@ -432,7 +432,8 @@ func BenchmarkInFlightSlot(b *testing.B) {
 				ctx, cancel := context.WithCancel(context.Background())
 				if counted {
 					ctx, _ = s.tapInFlight(ctx, info)
-					s.releaseUnary(ctx, nil, nil, handler)
+					handler(ctx, nil)
+					s.releaseSlot(ctx)
 				} else {
 					handler(ctx, nil)
 				}

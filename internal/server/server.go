@@ -108,9 +108,10 @@ type Server struct {
 	access accessPolicy
 
 	grpcLn, httpLn net.Listener
-	grpcLimit      *limitListener // counts, and bounds, the gRPC connections
-	inflight       inflight       // counts, and bounds, the calls open at once
-	tooLarge       tooLarge       // counts the calls refused for their size
+	grpcLimit      *limitListener                // counts, and bounds, the gRPC connections
+	inflight       inflight                      // counts, and bounds, the calls open at once
+	tooLarge       tooLarge                      // counts the calls refused for their size
+	inner          []grpc.UnaryServerInterceptor // run by unary inside its own work
 
 	mu       sync.Mutex // orders health updates against shutdown
 	serving  bool       // the caller's view: the backend is usable
