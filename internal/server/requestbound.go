@@ -38,27 +38,59 @@ func (t *tooLarge) note(via string, err error) {
 
 // rateLimitService is the rate-limit service's description with every
 // method's request decoding watched: gRPC-Go refuses a message larger than
-// MaxRecvMsgSize (ResourceExhausted) while the generated handler decodes
+// MaxRecvMsgSize (ResourceExhausted) while the method's handler decodes
 // it, before any interceptor runs, so the decoder is where the refusal is
 // seen, counted and logged (gRPC-Go has then answered the call with its
-// own status already). The watch costs a closure per call.
+// own status already). ShouldRateLimit's handler is written out here, its
+// interceptor's info and handler made once: the generated one makes both,
+// and the watch a closure, on every call.
 func (s *Server) rateLimitService() *grpc.ServiceDesc {
 	desc := rlsv3.RateLimitService_ServiceDesc
 	desc.Methods = make([]grpc.MethodDesc, len(rlsv3.RateLimitService_ServiceDesc.Methods))
 	for i, m := range rlsv3.RateLimitService_ServiceDesc.Methods {
-		h := m.Handler
-		m.Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
-			return h(srv, ctx, func(v any) error {
-				err := dec(v)
-				if err != nil && status.Code(err) == codes.ResourceExhausted {
-					s.tooLarge.note("gRPC", err)
-				}
-				return err
-			}, in)
+		if m.MethodName == shouldRateLimitName {
+			m.Handler = s.shouldRateLimitHandler()
+		} else {
+			h := m.Handler
+			m.Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+				return h(srv, ctx, func(v any) error { return s.watchDecode(dec(v)) }, in)
+			}
 		}
 		desc.Methods[i] = m
 	}
 	return &desc
+}
+
+// shouldRateLimitName is ShouldRateLimit's method name.
+const shouldRateLimitName = "ShouldRateLimit"
+
+// shouldRateLimitHandler is ShouldRateLimit's method handler for
+// s.opts.Service: the generated one's work, with the interceptor's info
+// and handler made once.
+func (s *Server) shouldRateLimitHandler() func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+	svc := s.opts.Service
+	info := &grpc.UnaryServerInfo{Server: svc, FullMethod: shouldRateLimitMethod}
+	handler := func(ctx context.Context, req any) (any, error) {
+		return svc.ShouldRateLimit(ctx, req.(*rlsv3.RateLimitRequest))
+	}
+	return func(_ any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+		req := new(rlsv3.RateLimitRequest)
+		if err := s.watchDecode(dec(req)); err != nil {
+			return nil, err
+		}
+		if in == nil {
+			return handler(ctx, req)
+		}
+		return in(ctx, req, info, handler)
+	}
+}
+
+// watchDecode notes a request refused for its size, and returns err.
+func (s *Server) watchDecode(err error) error {
+	if err != nil && status.Code(err) == codes.ResourceExhausted {
+		s.tooLarge.note("gRPC", err)
+	}
+	return err
 }
 
 // tooLargeMessage is the /json answer to a body over MaxRequestBytes.

@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -74,7 +76,9 @@ func TestUnaryRunsTheCallersInterceptorsInOrder(t *testing.T) {
 // A panic in the handler or in a caller's interceptor is answered Internal
 // and logged with the method, and the call's in-flight slot is given back.
 func TestUnaryRecoversPanics(t *testing.T) {
-	panicking := func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) { panic("in the interceptor") }
+	panicking := func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
+		panic("in the interceptor")
+	}
 	for _, tc := range []struct {
 		name    string
 		in      []grpc.UnaryServerInterceptor
@@ -123,4 +127,97 @@ func TestUnaryAllocatesNothing(t *testing.T) {
 			t.Errorf("bounded %v: %v allocations per call, want 0", bounded, n)
 		}
 	}
+}
+
+// answering is a rate-limit service answering OVER_LIMIT to the domain
+// "over" and OK to any other.
+type answering struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+}
+
+func (answering) ShouldRateLimit(_ context.Context, r *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	code := rlsv3.RateLimitResponse_OK
+	if r.Domain == "over" {
+		code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	return &rlsv3.RateLimitResponse{OverallCode: code}, nil
+}
+
+// ShouldRateLimit's method handler decodes the request, runs the
+// interceptor with the method's info and a handler asking the service (or
+// asks it directly without an interceptor), notes a request refused for
+// its size, and makes nothing per call but the request.
+func TestShouldRateLimitHandler(t *testing.T) {
+	svc := answering{}
+	s := &Server{opts: Options{Service: svc}, log: logrus.New()}
+	s.tooLarge.log = logrus.New()
+	s.tooLarge.log.(*logrus.Logger).SetOutput(io.Discard)
+	desc := s.rateLimitService()
+	var h func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error)
+	for _, m := range desc.Methods {
+		if m.MethodName == "ShouldRateLimit" {
+			h = m.Handler
+		}
+	}
+	if h == nil {
+		t.Fatal("no ShouldRateLimit method")
+	}
+	decode := func(domain string) func(any) error {
+		return func(v any) error { v.(*rlsv3.RateLimitRequest).Domain = domain; return nil }
+	}
+	var seen *grpc.UnaryServerInfo
+	intercept := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		seen = info
+		return next(ctx, req)
+	}
+	for _, tc := range []struct {
+		domain string
+		in     grpc.UnaryServerInterceptor
+		want   rlsv3.RateLimitResponse_Code
+	}{
+		{"over", intercept, rlsv3.RateLimitResponse_OVER_LIMIT},
+		{"ok", intercept, rlsv3.RateLimitResponse_OK},
+		{"over", nil, rlsv3.RateLimitResponse_OVER_LIMIT},
+	} {
+		seen = nil
+		resp, err := h(svc, context.Background(), decode(tc.domain), tc.in)
+		if err != nil || resp.(*rlsv3.RateLimitResponse).OverallCode != tc.want {
+			t.Fatalf("%s, interceptor %v: %v, %v; want %v", tc.domain, tc.in != nil, resp, err, tc.want)
+		}
+		if tc.in != nil && (seen == nil || seen.FullMethod != shouldRateLimit || seen.Server != svc) {
+			t.Fatalf("interceptor saw %+v, want the method's name and the service", seen)
+		}
+	}
+
+	tooBig := status.Error(codes.ResourceExhausted, "grpc: received message larger than max")
+	if _, err := h(svc, context.Background(), func(any) error { return tooBig }, intercept); err != tooBig {
+		t.Fatalf("refused decode: %v, want the decoder's error", err)
+	}
+	if _, err := h(svc, context.Background(), func(any) error { return status.Error(codes.Internal, "x") }, intercept); status.Code(err) != codes.Internal {
+		t.Fatalf("failed decode: %v, want the decoder's error", err)
+	}
+	if n := s.tooLarge.n.Load(); n != 1 {
+		t.Fatalf("%d requests noted too large, want 1", n)
+	}
+
+	pass := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		return next(ctx, req)
+	}
+	noop := &noopService{}
+	s = &Server{opts: Options{Service: noop}}
+	h = s.rateLimitService().Methods[0].Handler
+	dec := func(any) error { return nil }
+	if n := testing.AllocsPerRun(100, func() { h(noop, context.Background(), dec, pass) }); n > 1 {
+		t.Errorf("%v allocations per call, want 1 (the request)", n)
+	}
+}
+
+// noopService answers every call with the same response.
+type noopService struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	resp rlsv3.RateLimitResponse
+}
+
+func (n *noopService) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return &n.resp, nil
 }
