@@ -115,10 +115,54 @@ func (s *Server) grpcLimitOptions(l GRPCLimits) []grpc.ServerOption {
 	if l.MaxHeaderListBytes > 0 {
 		opts = append(opts, grpc.MaxHeaderListSize(l.MaxHeaderListBytes))
 	}
-	if l.MaxInFlight > 0 {
+	switch {
+	case l.MaxHeaderListBytes > 0:
+		opts = append(opts, grpc.InTapHandle(s.tapHeadersThenInFlight(l.MaxHeaderListBytes)))
+	case l.MaxInFlight > 0:
 		opts = append(opts, grpc.InTapHandle(s.tapInFlight))
 	}
 	return opts
+}
+
+// tapHeadersThenInFlight refuses a call whose headers are over bound
+// (tapHeaderList), then admits it within MaxInFlight (tapInFlight, when
+// there is such a bound).
+func (s *Server) tapHeadersThenInFlight(bound uint32) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if err := tapHeaderList(info, bound); err != nil {
+			return ctx, err
+		}
+		if s.inflight.max > 0 {
+			return s.tapInFlight(ctx, info)
+		}
+		return ctx, nil
+	}
+}
+
+// tapHeaderList refuses, with ResourceExhausted, a call carrying a
+// `trailer` field whose headers add up beyond bound (HTTP/2's measure:
+// names, values and 32 bytes per field). HTTP/2's decoder
+// (golang.org/x/net/http2) resets a call whose fields add up beyond
+// MaxHeaderListSize, but it counts a `trailer` field against a budget of
+// its own, as large again: such a call's headers could reach twice the
+// bound. Every other field is in the decoder's count, so only calls with
+// that field are summed here, from the metadata gRPC decoded (what the
+// call holds), before the call has a goroutine.
+func tapHeaderList(info *tap.Info, bound uint32) error {
+	if _, ok := info.Header["trailer"]; !ok {
+		return nil
+	}
+	var n uint64
+	for k, vs := range info.Header {
+		for _, v := range vs {
+			n += uint64(len(k)+len(v)) + 32
+		}
+	}
+	if n <= uint64(bound) {
+		return nil
+	}
+	return status.Errorf(codes.ResourceExhausted,
+		"the call's headers take %d bytes, over the bound of %d (SLUICE_GRPC_MAX_HEADER_LIST_BYTES)", n, bound)
 }
 
 // slotKey is the context key of a call's in-flight slot: the function
