@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,8 +70,8 @@ func splitmix(i uint64) uint64 {
 // TestSummaryMatchesReference feeds the summary and the reference
 // implementation the same streams of (key, weight, item) and checks after
 // every count that they hold the same counters in the same heap order,
-// with the same counts, errors and items, and that the index finds every
-// counter and nothing else. Equal heap order after every step means ties
+// with the same counts, errors and items, the same filter cells, and that
+// the index finds every counter and nothing else. Equal heap order after every step means ties
 // are broken alike, so the same item is evicted at every takeover. Keys
 // are spread, or clustered on a few index cells to exercise long probe
 // chains and the backward shift on removal.
@@ -146,6 +147,14 @@ func sameSummary(ref *refSummary, got *summary) error {
 	}
 	if n := got.index.occupied(); n != len(got.counters) {
 		return fmt.Errorf("index holds %d keys for %d counters", n, len(got.counters))
+	}
+	if !slices.Equal(got.alpha, ref.alpha) {
+		for i := range ref.alpha {
+			if got.alpha[i] != ref.alpha[i] {
+				return fmt.Errorf("filter cell %d: %d, reference %d", i, got.alpha[i], ref.alpha[i])
+			}
+		}
+		return fmt.Errorf("%d filter cells, reference %d", len(got.alpha), len(ref.alpha))
 	}
 	return nil
 }

@@ -248,26 +248,33 @@ func (t *Tracker) Top(kind Kind, window Window, domain, rule string, n int) []En
 		return nil
 	}
 	now := t.opts.Now()
-	merged := map[uint64]*Entry{}
+	merged := map[uint64]*merging{}
+	var fresh []*merging // this shard's entries
 	for s := range t.shards {
 		sh := &t.shards[s]
 		sh.mu.Lock()
 		r := &sh.rings[kind][window]
 		cur := now.UnixNano() / int64(r.width)
+		var live uint64 // bit i: bucket i is in the window
+		fresh = fresh[:0]
 		for i, sum := range r.sums {
 			if r.nums[i] < 0 || r.nums[i] > cur || r.nums[i] <= cur-int64(len(r.sums)) {
 				continue
 			}
-			for i := range sum.counters {
-				c := &sum.counters[i]
+			live |= 1 << i
+			for j := range sum.counters {
+				c := &sum.counters[j]
 				if (domain != "" && c.domain != domain) || (rule != "" && c.rule != rule) {
 					continue
 				}
 				e := merged[c.key]
 				if e == nil {
-					e = &Entry{Item: Item{Domain: c.domain, Rule: c.rule, Descriptor: string(c.desc), LastSeen: c.lastSeen, ResetAt: c.resetAt}}
+					e = &merging{Entry: Entry{Item: Item{Domain: c.domain, Rule: c.rule, Descriptor: string(c.desc), LastSeen: c.lastSeen, ResetAt: c.resetAt}}}
 					merged[c.key] = e
+					fresh = append(fresh, e)
 				}
+				e.key = c.key
+				e.in |= 1 << i
 				e.Count += sum.count(c)
 				e.Error += c.err
 				if c.lastSeen.After(e.LastSeen) {
@@ -278,11 +285,23 @@ func (t *Tracker) Top(kind Kind, window Window, domain, rule string, n int) []En
 				}
 			}
 		}
+		// In a live bucket that does not monitor it, an item weighs
+		// between 0 and its filter cell's alpha: add that to the count and
+		// the error, so that Count-Error ≤ true ≤ Count over the window.
+		for _, e := range fresh {
+			for i, sum := range r.sums {
+				if live&^e.in&(1<<i) != 0 {
+					a := *sum.cell(e.key)
+					e.Count += a
+					e.Error += a
+				}
+			}
+		}
 		sh.mu.Unlock()
 	}
 	out := make([]Entry, 0, len(merged))
 	for _, e := range merged {
-		out = append(out, *e)
+		out = append(out, e.Entry)
 	}
 	slices.SortFunc(out, func(a, b Entry) int {
 		switch {
@@ -299,6 +318,13 @@ func (t *Tracker) Top(kind Kind, window Window, domain, rule string, n int) []En
 		return strings.Compare(a.Descriptor, b.Descriptor)
 	})
 	return out[:min(n, len(out))]
+}
+
+// merging is an entry of Top being summed over a window's buckets.
+type merging struct {
+	Entry
+	key uint64
+	in  uint64 // bit i: bucket i monitors the item
 }
 
 // appendDescriptor appends entries as "k=v,k2=v2" to dst, cutting long

@@ -1,10 +1,10 @@
 package hitters
 
-// The tracker as it was before its summaries were rewritten for speed
-// (a Go map from key to heap position, container/heap, one formatted
-// string per takeover), kept verbatim as the reference the differential
-// tests compare the current implementation with. Only the names differ,
-// and newRefTracker takes the seed so that both trackers hash alike.
+// A plain implementation of the tracker (a Go map from key to heap
+// position, container/heap, one formatted string per takeover, a slice of
+// filter cells), written for clarity rather than speed, as the reference
+// the differential tests compare the current implementation with.
+// newRefTracker takes the seed so that both trackers hash alike.
 
 import (
 	"container/heap"
@@ -32,22 +32,31 @@ type refCounter struct {
 	item  Item   // what the key names, from the latest update
 }
 
-// refSummary is the space-saving algorithm (Metwally, Agrawal and El Abbadi,
-// 2005) over a fixed number of counters: any item whose weight exceeds
-// total/capacity is guaranteed to be monitored, and each count
-// overestimates its item's weight by at most err. Memory is the capacity,
-// whatever the number of distinct items.
+// refSummary is Filtered Space-Saving (Homem and Carvalho, 2010): the
+// space-saving algorithm (Metwally, Agrawal and El Abbadi, 2005) over a
+// fixed number of counters, behind filter cells (alpha) where an item
+// that is not monitored is counted until its cell's count exceeds the
+// smallest monitored count.
 type refSummary struct {
 	cap   int
 	idx   map[uint64]int // key → position in heap
 	heap  refMinHeap
+	alpha []uint64
 	total uint64
 }
 
 func newRefSummary(capacity int) *refSummary {
 	idx := make(map[uint64]int, capacity)
-	return &refSummary{cap: capacity, idx: idx, heap: refMinHeap{items: make([]refCounter, 0, capacity), idx: idx}}
+	cells := 1
+	for cells < 8*capacity {
+		cells *= 2
+	}
+	return &refSummary{cap: capacity, idx: idx, heap: refMinHeap{items: make([]refCounter, 0, capacity), idx: idx}, alpha: make([]uint64, cells)}
 }
+
+// refCell is the index of key's filter cell: bits 3 and up (the low three
+// choose the shard).
+func (s *refSummary) refCell(key uint64) int { return int(key>>3) % len(s.alpha) }
 
 // add counts weight w for key; item names the key and is built only when
 // the key is new to the refSummary (mk), or refreshed by update.
@@ -69,12 +78,22 @@ func (s *refSummary) add(key uint64, w uint64, mk func() Item, update func(*Item
 		}
 		return
 	}
+	// Counted in the filter while its cell's count stays at most the
+	// smallest count.
+	cell := s.refCell(key)
+	if s.alpha[cell]+w <= s.heap.items[0].count {
+		s.alpha[cell] += w
+		return
+	}
 	// Take over the smallest refCounter: the new item may have been seen up
-	// to its count times while not monitored.
+	// to its cell's count times while not monitored; the evicted item's
+	// count goes back to its cell.
 	min := &s.heap.items[0]
 	delete(s.idx, min.key)
-	min.err = min.count
-	min.count += w
+	alpha := s.alpha[cell]
+	s.alpha[s.refCell(min.key)] = max(s.alpha[s.refCell(min.key)], min.count)
+	min.err = alpha
+	min.count = alpha + w
 	min.key = key
 	min.item = mk()
 	if update != nil {
@@ -89,6 +108,7 @@ func (s *refSummary) reset() {
 	clear(s.idx)
 	clear(s.heap.items)
 	s.heap.items = s.heap.items[:0]
+	clear(s.alpha)
 	s.total = 0
 }
 
@@ -236,10 +256,12 @@ func (t *refTracker) Top(kind Kind, window Window, domain, rule string, n int) [
 		sh.mu.Lock()
 		r := &sh.rings[kind][window]
 		cur := now.UnixNano() / int64(r.width)
+		var live []*refSummary
 		for i, sum := range r.sums {
 			if r.nums[i] < 0 || r.nums[i] > cur || r.nums[i] <= cur-int64(len(r.sums)) {
 				continue
 			}
+			live = append(live, sum)
 			for _, c := range sum.heap.items {
 				if (domain != "" && c.item.Domain != domain) || (rule != "" && c.item.Rule != rule) {
 					continue
@@ -256,6 +278,20 @@ func (t *refTracker) Top(kind Kind, window Window, domain, rule string, n int) [
 				}
 				if c.item.ResetAt.After(e.ResetAt) {
 					e.ResetAt = c.item.ResetAt
+				}
+			}
+		}
+		// A live bucket that does not monitor an item of this shard adds
+		// its filter cell's count, as a count and as an error.
+		for key, e := range merged {
+			if key%shards != uint64(s) {
+				continue
+			}
+			for _, sum := range live {
+				if _, ok := sum.idx[key]; !ok {
+					a := sum.alpha[sum.refCell(key)]
+					e.Count += a
+					e.Error += a
 				}
 			}
 		}

@@ -28,10 +28,21 @@ type node struct {
 	slot  int
 }
 
-// summary is the space-saving algorithm (Metwally, Agrawal and El Abbadi,
-// 2005) over a fixed number of counters: any item whose weight exceeds
-// total/capacity is guaranteed to be monitored, and each count
-// overestimates its item's weight by at most err. Memory is the capacity,
+// summary is Filtered Space-Saving (Homem and Carvalho, 2010): the
+// space-saving algorithm (Metwally, Agrawal and El Abbadi, 2005) over a
+// fixed number of counters, behind a filter of hashed cells. An item that
+// is not monitored is counted in its cell (alpha) until its cell's count
+// would pass the smallest monitored count; only then does it take over the
+// smallest counter, with its cell's count as its error, and the evicted
+// item's count goes back to its own cell. So under churn most counts touch
+// one cell instead of the heap and the index.
+//
+// What holds (the argument is in docs/decisions/0084-filtered-heavy-hitters.md):
+// every item not monitored weighs at most its cell's alpha, and every alpha
+// is at most the smallest count; the monitored counts add up to at most the
+// total. Hence each monitored item's count overestimates its weight by at
+// most err, and any item whose weight exceeds total/capacity (indeed the
+// smallest count) is monitored. Memory is the capacity and the filter,
 // whatever the number of distinct items.
 //
 // The counters sit in fixed slots; a binary min-heap of nodes orders them
@@ -40,12 +51,30 @@ type node struct {
 // Sifting moves nodes and writes positions, never the index, and the heap
 // compares and moves exactly as container/heap would, so which counter a
 // tie leaves at the root, and hence which item a takeover evicts, is what
-// it always was.
+// the reference implementation in the tests does.
 type summary struct {
 	counters []counter // in use: len; capacity: cap
 	heap     []node
 	index    index
-	total    uint64
+	// alpha is the filter: alpha[cellOf(key)] bounds the weight of every
+	// item in that cell that is not monitored. All zero until the summary
+	// is full (nothing is evicted before).
+	alpha []uint64
+	total uint64
+}
+
+// filterCells is the number of filter cells per counter (rounded up to a
+// power of two in all). More cells mean smaller cells, so fewer takeovers
+// and smaller errors, for 8 bytes each.
+const filterCells = 8
+
+// cellShift drops the key's low bits, which choose the shard and so are
+// alike within a summary.
+const cellShift = 3
+
+// cell returns key's filter cell.
+func (s *summary) cell(key uint64) *uint64 {
+	return &s.alpha[(key>>cellShift)&uint64(len(s.alpha)-1)]
 }
 
 // maxKeptDesc bounds the descriptor buffer a counter keeps across a reset:
@@ -54,10 +83,15 @@ type summary struct {
 const maxKeptDesc = 256
 
 func newSummary(capacity int) *summary {
+	cells := 1
+	for cells < filterCells*capacity {
+		cells *= 2
+	}
 	return &summary{
 		counters: make([]counter, 0, capacity),
 		heap:     make([]node, 0, capacity),
 		index:    newIndex(capacity),
+		alpha:    make([]uint64, cells),
 	}
 }
 
@@ -72,7 +106,8 @@ type event struct {
 
 // add counts weight w for key, which names (ev.domain, rule, ev.entries).
 // The counter's last-seen time becomes ev.now; a denial (denial true)
-// also sets its reset time to resetAt.
+// also sets its reset time to resetAt. An item that is not monitored and
+// stays in the filter records no time.
 func (s *summary) add(key, w uint64, rule string, ev *event, denial bool, resetAt time.Time) {
 	s.total += w
 	at, found := s.index.find(key) // key's slot, or else the index cell for it
@@ -84,27 +119,41 @@ func (s *summary) add(key, w uint64, rule string, ev *event, denial bool, resetA
 		pos = c.pos
 		s.heap[pos].count += w
 	case len(s.counters) < cap(s.counters):
-		// A free slot: the item is new and counted exactly.
+		// A free slot: nothing was evicted yet, so the item is new and
+		// counted exactly (its cell's alpha is zero).
 		slot := len(s.counters)
 		s.counters = s.counters[:slot+1]
 		c = &s.counters[slot]
 		s.index.insertAt(at, key, slot)
 		s.take(c, key, rule, ev)
-		c.err = 0
-		s.heap = append(s.heap, node{count: w, slot: slot})
+		a := s.cell(key)
+		c.err = *a
+		s.heap = append(s.heap, node{count: *a + w, slot: slot})
 		s.up(len(s.heap) - 1)
 		s.seen(c, ev, denial, resetAt)
 		return
 	default:
-		// Take over the smallest counter: the new item may have been seen
-		// up to its count times while not monitored.
+		a := s.cell(key)
 		root := &s.heap[0]
+		if *a+w <= root.count {
+			// Filtered: the item may weigh up to its cell's alpha, which
+			// stays at most the smallest count.
+			*a += w
+			return
+		}
+		// Take over the smallest counter: the new item weighs at most its
+		// cell's alpha plus w, and at least w. The evicted item, up to its
+		// count, goes back to its cell.
 		c = &s.counters[root.slot]
+		err := *a
+		if e := s.cell(c.key); *e < root.count {
+			*e = root.count
+		}
 		s.index.insertAt(at, key, root.slot)
 		s.index.remove(c.key)
 		s.take(c, key, rule, ev)
-		c.err = root.count
-		root.count += w
+		c.err = err
+		root.count = err + w
 		pos = 0
 	}
 	s.seen(c, ev, denial, resetAt)
@@ -187,6 +236,7 @@ func (s *summary) reset() {
 	s.counters = s.counters[:0]
 	s.heap = s.heap[:0]
 	s.index.clear()
+	clear(s.alpha)
 	s.total = 0
 }
 
