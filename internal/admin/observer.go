@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/hitters"
@@ -23,19 +25,61 @@ const (
 // Observer is a service.Observer feeding the admin listener: the
 // decisions/s and denials/s history per domain and the heavy hitters.
 // Only configured domains are counted (an unknown domain is whatever a
-// client sent). It is safe for concurrent use.
+// client sent). It is safe for concurrent use: a descriptor is counted
+// with one clock read and atomic adds, under no lock of the Observer's
+// (the tracker locks one of its shards).
 type Observer struct {
-	now  func() time.Time
-	top  *hitters.Tracker
+	now func() time.Time
+	top *hitters.Tracker
+	// doms maps a domain to its series: read without a lock, replaced
+	// (copied with one more name) under mu.
+	doms atomic.Pointer[map[string]*series]
 	mu   sync.Mutex
-	doms map[string]*series
+	// all is every series, each once, in the order created; other, once
+	// there are maxRateDomains domains, the series of every further one.
+	// Both guarded by mu.
+	all   []*series
+	other *series
 }
 
-// series is one domain's counts per rate bucket; slot i holds bucket
-// number nums[i].
+// series is one domain's counts per rate bucket: slot i holds bucket
+// number n when n is i modulo rateBuckets, tagged with n (tally).
 type series struct {
-	decisions, denials [rateBuckets]uint64
-	nums               [rateBuckets]int64
+	name               string
+	decisions, denials [rateBuckets]tally
+}
+
+// tally is one bucket's count, tagged with its bucket number: the bucket
+// number (modulo 2³²) in the high 32 bits, the count in the low 32, in
+// one word so that a count and the move to a new bucket are each one
+// atomic operation. A bucket counts at most 2³²-1 events (430 million
+// per second for 10 s).
+type tally struct{ v atomic.Uint64 }
+
+// add counts one event in bucket n. A goroutine that read the clock just
+// before the bucket changed counts its event in the new bucket, never
+// turning a newer bucket back into an older one.
+func (t *tally) add(n int64) {
+	tag := uint32(n)
+	for {
+		old := t.v.Load()
+		if had := uint32(old >> 32); had == tag || int32(had-tag) > 0 {
+			t.v.Add(1)
+			return
+		}
+		if t.v.CompareAndSwap(old, uint64(tag)<<32|1) {
+			return
+		}
+	}
+}
+
+// get returns bucket n's count, 0 when the slot holds another bucket.
+func (t *tally) get(n int64) uint64 {
+	v := t.v.Load()
+	if uint32(v>>32) != uint32(n) {
+		return 0
+	}
+	return uint64(uint32(v))
 }
 
 var _ service.Observer = (*Observer)(nil)
@@ -46,7 +90,9 @@ func NewObserver(top *hitters.Tracker, now func() time.Time) *Observer {
 	if now == nil {
 		now = time.Now
 	}
-	return &Observer{now: now, top: top, doms: map[string]*series{}}
+	o := &Observer{now: now, top: top}
+	o.doms.Store(&map[string]*series{})
+	return o
 }
 
 // Descriptor counts one decided descriptor.
@@ -55,6 +101,7 @@ func (o *Observer) Descriptor(ev service.DescriptorEvent) {
 		return
 	}
 	denied := ev.Outcome == service.OutcomeOverLimit
+	now := o.now()
 	if !ev.Cost.Refund {
 		binding, reset := "", time.Duration(0)
 		if b := ev.Decision.Binding; denied && b >= 0 && b < len(ev.Rules) {
@@ -63,32 +110,57 @@ func (o *Observer) Descriptor(ev service.DescriptorEvent) {
 				reset = ev.Decision.Outcomes[b].Reset
 			}
 		}
-		o.top.Record(ev.Domain, ev.Entries, ruleSet(ev.Rules, ev.Override), ev.Cost.N, denied, binding, reset)
+		o.top.RecordAt(now, ev.Domain, ev.Entries, ruleSet(ev.Rules, ev.Override), ev.Cost.N, denied, binding, reset)
 	}
 
-	now := o.now()
 	n := now.UnixNano() / int64(rateBucket)
 	i := int(n % rateBuckets)
+	s := (*o.doms.Load())[ev.Domain]
+	if s == nil {
+		s = o.series(ev.Domain)
+	}
+	s.decisions[i].add(n)
+	if denied {
+		s.denials[i].add(n)
+	}
+}
+
+// maxRateNames bounds the names the domain map holds: the domains with
+// their own series, and as many more naming otherDomain's, so that a
+// domain beyond maxRateDomains is found without the lock too.
+const maxRateNames = 4 * maxRateDomains
+
+// series returns domain's series, adding it (or, beyond maxRateDomains
+// domains, naming otherDomain's for it) when the map lacks it.
+func (o *Observer) series(domain string) *series {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s := o.doms[ev.Domain]
-	if s == nil {
-		name := ev.Domain
-		if len(o.doms) >= maxRateDomains {
-			name = otherDomain
-		}
-		if s = o.doms[name]; s == nil {
-			s = &series{}
-			o.doms[name] = s
-		}
+	doms := *o.doms.Load()
+	if s := doms[domain]; s != nil {
+		return s
 	}
-	if s.nums[i] != n {
-		s.nums[i], s.decisions[i], s.denials[i] = n, 0, 0
+	var s *series
+	switch {
+	case len(o.all) < maxRateDomains:
+		s = &series{name: domain}
+		o.all = append(o.all, s)
+	case o.other == nil:
+		o.other = &series{name: otherDomain}
+		o.all = append(o.all, o.other)
+		s = o.other
+	default:
+		s = o.other
 	}
-	s.decisions[i]++
-	if denied {
-		s.denials[i]++
+	if len(doms) >= maxRateNames {
+		return s
 	}
+	next := make(map[string]*series, len(doms)+2)
+	for k, v := range doms {
+		next[k] = v
+	}
+	next[domain] = s
+	o.doms.Store(&next)
+	return s
 }
 
 // Request does nothing: rates count descriptors.
@@ -137,18 +209,17 @@ func (o *Observer) Rates() []Rate {
 	cur := now.UnixNano() / int64(rateBucket)
 	first := cur - rateBuckets + 1
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	out := make([]Rate, 0, len(o.doms))
-	for name, s := range o.doms {
-		r := Rate{Domain: name, Start: time.Unix(0, first*int64(rateBucket)).UTC(), StepSeconds: rateBucket.Seconds(),
+	all := slices.Clone(o.all)
+	o.mu.Unlock()
+	out := make([]Rate, 0, len(all))
+	for _, s := range all {
+		r := Rate{Domain: s.name, Start: time.Unix(0, first*int64(rateBucket)).UTC(), StepSeconds: rateBucket.Seconds(),
 			Decisions: make([]float64, rateBuckets-1), Denials: make([]float64, rateBuckets-1)}
 		for k := range rateBuckets - 1 {
 			n := first + int64(k)
 			i := int(n % rateBuckets)
-			if s.nums[i] == n {
-				r.Decisions[k] = float64(s.decisions[i]) / rateBucket.Seconds()
-				r.Denials[k] = float64(s.denials[i]) / rateBucket.Seconds()
-			}
+			r.Decisions[k] = float64(s.decisions[i].get(n)) / rateBucket.Seconds()
+			r.Denials[k] = float64(s.denials[i].get(n)) / rateBucket.Seconds()
 		}
 		out = append(out, r)
 	}

@@ -14,6 +14,8 @@ import (
 //
 //   - uniform: 10,000 distinct descriptors chosen uniformly, none denied
 //     (nearly every count takes over a summary's smallest counter);
+//   - zipf: 10,000 distinct descriptors, zipf-skewed (s = 1.1), none
+//     denied;
 //   - hot: eight descriptors, none denied (every count finds its counter);
 //   - denials: 10,000 distinct descriptors, one in four denied by the
 //     one rule decided (hits and denials share a key);
@@ -33,6 +35,11 @@ func BenchmarkRecord(b *testing.B) {
 	for i := range order {
 		order[i] = rng.IntN(distinct)
 	}
+	zipf := make([]int, len(order))
+	z := rand.NewZipf(rng, 1.1, 1, distinct-1)
+	for i := range zipf {
+		zipf[i] = int(z.Uint64())
+	}
 	type bench struct {
 		name     string
 		keys     int // descriptors used: the first keys of users
@@ -40,9 +47,11 @@ func BenchmarkRecord(b *testing.B) {
 		binding  string
 		denyEach int // every denyEach-th Record is a denial; 0: none
 		parallel bool
+		zipf     bool // draw from the zipf order instead of the uniform one
 	}
 	for _, bc := range []bench{
 		{name: "uniform", keys: distinct, rules: "per_user"},
+		{name: "zipf", keys: distinct, rules: "per_user", zipf: true},
 		{name: "hot", keys: 8, rules: "per_user"},
 		{name: "denials", keys: distinct, rules: "per_user", binding: "per_user", denyEach: 4},
 		{name: "denials-two-rules", keys: distinct, rules: "per_user+daily", binding: "per_user", denyEach: 4},
@@ -50,9 +59,13 @@ func BenchmarkRecord(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			tr := New(Options{})
+			draw := order
+			if bc.zipf {
+				draw = zipf
+			}
 			record := func(i int) {
 				denied := bc.denyEach > 0 && i%bc.denyEach == 0
-				tr.Record("api", users[order[i&(len(order)-1)]%bc.keys], bc.rules, 1, denied, bc.binding, time.Second)
+				tr.Record("api", users[draw[i&(len(draw)-1)]%bc.keys], bc.rules, 1, denied, bc.binding, time.Second)
 			}
 			b.ReportAllocs()
 			if bc.parallel {

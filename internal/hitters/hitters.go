@@ -160,7 +160,13 @@ func New(o Options) *Tracker {
 // rules (the names of the rules decided), and, when denied, a denial
 // under the binding rule's name, whose reset is the denial's wait.
 func (t *Tracker) Record(domain string, entries []descriptor.Entry, rules string, cost uint64, denied bool, binding string, reset time.Duration) {
-	ev := event{domain: domain, entries: entries, maxValueLen: t.opts.MaxValueLen, now: t.opts.Now()}
+	t.RecordAt(t.opts.Now(), domain, entries, rules, cost, denied, binding, reset)
+}
+
+// RecordAt is Record at time now, for a caller that has read the clock
+// already (Options.Now should be the same clock, which Top reads).
+func (t *Tracker) RecordAt(now time.Time, domain string, entries []descriptor.Entry, rules string, cost uint64, denied bool, binding string, reset time.Duration) {
+	ev := event{domain: domain, entries: entries, maxValueLen: t.opts.MaxValueLen, now: now}
 	hits := t.key(domain, rules, entries)
 	sh := &t.shards[hits%shards]
 	sh.mu.Lock()

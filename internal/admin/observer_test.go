@@ -1,0 +1,152 @@
+package admin
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/internal/fakeclock"
+	"github.com/sluice-rl/sluice/internal/hitters"
+	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/pkg/descriptor"
+	"github.com/sluice-rl/sluice/pkg/limit"
+)
+
+// TestTallyBuckets: a tally counts into its bucket, moves to a newer
+// bucket by starting it at one, reads 0 for a bucket it does not hold,
+// and counts an event of an older bucket (a goroutine that read the clock
+// just before the bucket changed) in the newer one instead of turning the
+// slot back; bucket numbers past 2³² wrap without confusion.
+func TestTallyBuckets(t *testing.T) {
+	const big = 1<<32 + 5 // a tag that wraps
+	tests := []struct {
+		name string
+		adds []int64
+		get  map[int64]uint64 // bucket → count read
+	}{
+		{"one bucket", []int64{7, 7, 7}, map[int64]uint64{7: 3, 6: 0, 8: 0, 7 + rateBuckets: 0}},
+		{"a newer bucket starts at one", []int64{7, 7, 7 + rateBuckets}, map[int64]uint64{7: 0, 7 + rateBuckets: 1}},
+		{"a late event counts in the newer bucket", []int64{7 + rateBuckets, 7, 7}, map[int64]uint64{7: 0, 7 + rateBuckets: 3}},
+		{"wrapping tags", []int64{big - 1, big, big}, map[int64]uint64{big - 1: 0, big: 2, 5: 2}},
+		{"nothing counted", nil, map[int64]uint64{0: 0, 7: 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var c tally
+			for _, n := range tc.adds {
+				c.add(n)
+			}
+			for n, want := range tc.get {
+				if got := c.get(n); got != want {
+					t.Errorf("get(%d) = %d, want %d", n, got, want)
+				}
+			}
+		})
+	}
+}
+
+// decided is a decided descriptor event of domain for user, denied or not.
+func decided(domain, user string, denied bool) service.DescriptorEvent {
+	rules := []limit.Rule{{Name: "per_user", Algorithm: limit.FixedWindow, Unit: limit.Minute, Limit: 10}}
+	ev := service.DescriptorEvent{Domain: domain, Entries: []descriptor.Entry{{Key: "user", Value: user}}, Outcome: service.OutcomeOK,
+		Cost: limit.Cost{N: 1}, Rules: rules, Decision: limit.Decision{Allowed: true, Outcomes: []limit.Outcome{{Allowed: true}}}}
+	if denied {
+		ev.Outcome, ev.Decision.Allowed, ev.Decision.Outcomes[0] = service.OutcomeOverLimit, false, limit.Outcome{Reset: time.Second}
+	}
+	return ev
+}
+
+// rateTotals sums each domain's decisions and denials over the history.
+func rateTotals(rates []Rate) map[string][2]float64 {
+	out := map[string][2]float64{}
+	for _, r := range rates {
+		var sum [2]float64
+		for k := range r.Decisions {
+			sum[0] += r.Decisions[k] * r.StepSeconds
+			sum[1] += r.Denials[k] * r.StepSeconds
+		}
+		if _, dup := out[r.Domain]; dup {
+			out[r.Domain+" (again)"] = sum
+		}
+		out[r.Domain] = sum
+	}
+	return out
+}
+
+// TestObserverRatesConcurrent: goroutines counting descriptors of several
+// domains at once, across bucket changes, lose nothing: every domain's
+// decisions and denials add up exactly, each domain once, under -race.
+func TestObserverRatesConcurrent(t *testing.T) {
+	clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	o := NewObserver(hitters.New(hitters.Options{Now: clock.Now}), clock.Now)
+	const workers, each = 4, 6_000
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				o.Descriptor(decided(fmt.Sprint("d", i%3), fmt.Sprint("u", i%50), i%4 == w%4))
+				if w == 0 && i%1_000 == 999 {
+					clock.Advance(7 * time.Second)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			o.Rates()
+		}
+	})
+	wg.Wait()
+	clock.Advance(rateBucket) // the last bucket is complete
+	got := rateTotals(o.Rates())
+	if len(got) != 3 {
+		t.Fatalf("domains %v, want d0, d1, d2 once each", got)
+	}
+	for d := range 3 {
+		name := fmt.Sprint("d", d)
+		// i%3 == d: a third of each worker's events; a quarter of them denied.
+		if want := [2]float64{workers * each / 3, workers * each / 3 / 4}; got[name] != want {
+			t.Errorf("%s: %v decisions and denials, want %v", name, got[name], want)
+		}
+	}
+}
+
+// TestObserverDomainsBound: the first 32 domains get their own series; all
+// further ones (also those beyond the names the map holds) are counted
+// under (other), which appears once; the lock-free map of names stays
+// within its bound; decisions neither decided nor denied
+// (an invalid descriptor) are not counted.
+func TestObserverDomainsBound(t *testing.T) {
+	clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	o := NewObserver(hitters.New(hitters.Options{Now: clock.Now}), clock.Now)
+	const domains = maxRateNames + 40
+	for d := range domains {
+		for range 2 {
+			o.Descriptor(decided(fmt.Sprintf("dom%03d", d), "u", d%2 == 0))
+		}
+	}
+	invalid := decided("dom000", "u", false)
+	invalid.Outcome = service.OutcomeInvalid
+	o.Descriptor(invalid)
+	clock.Advance(rateBucket)
+	got := rateTotals(o.Rates())
+	if len(got) != maxRateDomains+1 {
+		t.Fatalf("%d series, want %d and (other): %v", len(got), maxRateDomains, got)
+	}
+	for d := range maxRateDomains {
+		want := [2]float64{2, 0}
+		if d%2 == 0 {
+			want[1] = 2
+		}
+		if name := fmt.Sprintf("dom%03d", d); got[name] != want {
+			t.Errorf("%s: %v, want %v", name, got[name], want)
+		}
+	}
+	if want := [2]float64{2 * (domains - maxRateDomains), domains - maxRateDomains}; got[otherDomain] != want {
+		t.Errorf("%s: %v, want %v", otherDomain, got[otherDomain], want)
+	}
+	if n := len(*o.doms.Load()); n != maxRateNames {
+		t.Errorf("the domain map holds %d names, want its bound %d", n, maxRateNames)
+	}
+}
