@@ -2,14 +2,12 @@ package admin
 
 import (
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/hitters"
 	"github.com/sluice-rl/sluice/internal/service"
-	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
 // Rate history shape: 15 minutes of 10-second buckets.
@@ -29,8 +27,9 @@ const (
 // with one clock read and atomic adds, under no lock of the Observer's
 // (the tracker locks one of its shards).
 type Observer struct {
-	now func() time.Time
-	top *hitters.Tracker
+	now   func() time.Time
+	top   *hitters.Tracker
+	names nameCache
 	// doms maps a domain to its series: read without a lock, replaced
 	// (copied with one more name) under mu.
 	doms atomic.Pointer[map[string]*series]
@@ -105,12 +104,12 @@ func (o *Observer) Descriptor(ev service.DescriptorEvent) {
 	if !ev.Cost.Refund {
 		binding, reset := "", time.Duration(0)
 		if b := ev.Decision.Binding; denied && b >= 0 && b < len(ev.Rules) {
-			binding = ruleName(ev.Rules[b].Name, ev.Rules[b].ID(), ev.Override)
+			binding = o.names.name(ev.Rules[b], ev.Override)
 			if b < len(ev.Decision.Outcomes) {
 				reset = ev.Decision.Outcomes[b].Reset
 			}
 		}
-		o.top.RecordAt(now, ev.Domain, ev.Entries, ruleSet(ev.Rules, ev.Override), ev.Cost.N, denied, binding, reset)
+		o.top.RecordAt(now, ev.Domain, ev.Entries, o.names.set(ev.Rules, ev.Override), ev.Cost.N, denied, binding, reset)
 	}
 
 	n := now.UnixNano() / int64(rateBucket)
@@ -176,18 +175,6 @@ func ruleName(name, id string, override bool) string {
 		return "override " + id
 	}
 	return id
-}
-
-// ruleSet names the rules decided together: their names joined by "+".
-func ruleSet(rules []limit.Rule, override bool) string {
-	if len(rules) == 1 {
-		return ruleName(rules[0].Name, rules[0].ID(), override)
-	}
-	names := make([]string, len(rules))
-	for i, r := range rules {
-		names[i] = ruleName(r.Name, r.ID(), override)
-	}
-	return strings.Join(names, "+")
 }
 
 // Rate is one domain's history, oldest point first.
