@@ -2,12 +2,17 @@
 // the most denials, and with the most hits, per domain and rule, over the
 // last minute and the last hour.
 //
-// It keeps space-saving summaries (summary.go) in a ring of time buckets per
-// window, sharded by item so that concurrent requests rarely share a lock.
-// Memory is fixed by Options whatever the traffic: Capacity counters per
-// shard and bucket, and descriptor values cut to MaxValueLen bytes. Counts
-// are estimates with a stated bound (Entry.Error): an item heavier than its
-// shard's total weight divided by Capacity is always listed.
+// It keeps Filtered Space-Saving summaries (summary.go) in a ring of time
+// buckets per window, sharded by item so that concurrent requests rarely
+// share a lock. Memory is fixed by Options whatever the traffic: Capacity
+// counters and at least 8×Capacity filter cells per shard and bucket, and
+// descriptor values cut to MaxValueLen bytes. Counts are estimates with a
+// stated bound (Entry.Error): the true count over the window lies between
+// Count-Error and Count, and an item heavier than its shard's total
+// weight divided by Capacity (in the window, or in any one bucket) is
+// always listed. Traffic spread over many descriptors (an attack from
+// many addresses) is counted mostly in the filter, which costs less than
+// taking over a counter.
 //
 // Raw descriptor values are kept here, for the admin listener; they must
 // never become metric labels.
@@ -103,7 +108,9 @@ type Item struct {
 // Entry is one item of a top list.
 type Entry struct {
 	Item
-	// Count is the estimated count: Count-Error ≤ true count ≤ Count.
+	// Count is the estimated count over the window's buckets:
+	// Count-Error ≤ true count ≤ Count. A bucket whose counters do not
+	// hold the item adds its bound there (its filter cell's count) to both.
 	Count uint64 `json:"count"`
 	// Error bounds the overestimation.
 	Error uint64 `json:"error"`
@@ -261,7 +268,7 @@ func (t *Tracker) Top(kind Kind, window Window, domain, rule string, n int) []En
 		sh.mu.Lock()
 		r := &sh.rings[kind][window]
 		cur := now.UnixNano() / int64(r.width)
-		var live uint64 // bit i: bucket i is in the window
+		var live uint64 // bit i: bucket i is in the window (a ring has at most 64)
 		fresh = fresh[:0]
 		for i, sum := range r.sums {
 			if r.nums[i] < 0 || r.nums[i] > cur || r.nums[i] <= cur-int64(len(r.sums)) {
