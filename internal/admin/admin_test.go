@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -227,5 +228,37 @@ func TestPageShowsReloadError(t *testing.T) {
 	_, status := testhttp.Get(t, f.base+"/api/v1/status")
 	if !strings.Contains(status, `"last_error": "api.yaml:7: unknown unit \"fortnight\""`) {
 		t.Errorf("status lacks the reload error:\n%s", status)
+	}
+}
+
+// TestPageShowsEstimatesAsRanges: with more distinct descriptors than the
+// heavy hitters have counters, the page shows estimated counts as the
+// range the true count lies in (with a note saying so), and exact counts
+// as they are: mallory, counted from her first call, is exact.
+func TestPageShowsEstimatesAsRanges(t *testing.T) {
+	f := newFixture(t, Options{})
+	for range 40 {
+		f.call(t, "mallory") // 5 admitted, 35 denied
+	}
+	_, body := testhttp.Get(t, f.base+"/")
+	if strings.Contains(body, "–") || strings.Contains(body, "A range is an estimate") {
+		t.Fatalf("the page shows an estimate before any:\n%s", body)
+	}
+	for i := range 3_000 {
+		f.call(t, "user-"+strconv.Itoa(i))
+	}
+	_, body = testhttp.Get(t, f.base+"/")
+	hits := body[strings.Index(body, `id="hits"`):]
+	for _, want := range []string{
+		`<code>user=mallory</code></td><td class="n">40</td>`, // first by hits, exact
+		`<td class="n">1–`,       // a noise descriptor, estimated
+		"A range is an estimate", // the note
+	} {
+		if !strings.Contains(hits, want) {
+			t.Errorf("the hits section lacks %q:\n%s", want, hits)
+		}
+	}
+	if denied := body[strings.Index(body, `id="denied"`):strings.Index(body, `id="hits"`)]; !strings.Contains(denied, `<code>user=mallory</code></td><td class="n">35</td>`) {
+		t.Errorf("the denied section lacks mallory's 35 denials, exact:\n%s", denied)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,10 +23,12 @@ const (
 // pageData is what the page template renders.
 type pageData struct {
 	Status
-	Now        time.Time
-	Charts     []chart
-	TopDenied  []topRow
-	TopHits    []topRow
+	Now       time.Time
+	Charts    []chart
+	TopDenied []topRow
+	TopHits   []topRow
+	// Estimated is true when some row's count is a range.
+	Estimated  bool
 	RefreshSec int
 }
 
@@ -41,7 +44,19 @@ type chart struct {
 // topRow is one heavy hitter, formatted.
 type topRow struct {
 	hitters.Entry
+	// Counted is the count, or, when it is an estimate, the range the
+	// true count lies in ("12–40").
+	Counted string
 	ResetIn string
+}
+
+// newTopRow formats e.
+func newTopRow(e hitters.Entry) topRow {
+	r := topRow{Entry: e, Counted: strconv.FormatUint(e.Count, 10)}
+	if e.Error > 0 {
+		r.Counted = strconv.FormatUint(e.Count-e.Error, 10) + "–" + r.Counted
+	}
+	return r
 }
 
 // handlePage renders the live page: server-side HTML with inline SVG, no
@@ -55,7 +70,7 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.opts.Top != nil {
 		for _, e := range s.opts.Top.Top(hitters.Denials, hitters.Minute, "", "", 15) {
-			row := topRow{Entry: e}
+			row := newTopRow(e)
 			if left := e.ResetAt.Sub(now); left > 0 {
 				row.ResetIn = "in " + left.Round(100*time.Millisecond).String()
 			} else {
@@ -64,7 +79,10 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 			d.TopDenied = append(d.TopDenied, row)
 		}
 		for _, e := range s.opts.Top.Top(hitters.Hits, hitters.Minute, "", "", 10) {
-			d.TopHits = append(d.TopHits, topRow{Entry: e})
+			d.TopHits = append(d.TopHits, newTopRow(e))
+		}
+		for _, r := range append(d.TopDenied, d.TopHits...) {
+			d.Estimated = d.Estimated || r.Error > 0
 		}
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -149,6 +167,7 @@ h2{font-size:15px;margin:0 0 8px}
 table{border-collapse:collapse;width:100%}
 th,td{text-align:left;padding:3px 6px;border-bottom:1px solid #eceff2;vertical-align:top}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
+.note{color:#59636e;font-size:12px;margin:6px 0 0}
 code{font:12px ui-monospace,monospace;word-break:break-all}
 .ok{color:#17803d;font-weight:600}.bad{color:#c0262d;font-weight:600}
 .err{background:#fdecec;border:1px solid #f3b5b5;padding:6px 8px;border-radius:4px}
@@ -173,13 +192,14 @@ svg{background:#fbfcfd;border:1px solid #eceff2}
 </section>
 <section id="denied"><h2>Top denied descriptors, last minute</h2>
 {{if .TopDenied}}<table><tr><th>domain</th><th>rule</th><th>descriptor</th><th>denials</th><th>reset</th></tr>
-{{range .TopDenied}}<tr><td>{{.Domain}}</td><td>{{.Rule}}</td><td><code>{{.Descriptor}}</code></td><td class="n">{{.Count}}</td><td>{{.ResetIn}}</td></tr>
+{{range .TopDenied}}<tr><td>{{.Domain}}</td><td>{{.Rule}}</td><td><code>{{.Descriptor}}</code></td><td class="n">{{.Counted}}</td><td>{{.ResetIn}}</td></tr>
 {{end}}</table>{{else}}<p>Nobody is being denied.</p>{{end}}
 </section>
 <section id="hits"><h2>Top descriptors by hits, last minute</h2>
 {{if .TopHits}}<table><tr><th>domain</th><th>rule</th><th>descriptor</th><th>hits</th></tr>
-{{range .TopHits}}<tr><td>{{.Domain}}</td><td>{{.Rule}}</td><td><code>{{.Descriptor}}</code></td><td class="n">{{.Count}}</td></tr>
+{{range .TopHits}}<tr><td>{{.Domain}}</td><td>{{.Rule}}</td><td><code>{{.Descriptor}}</code></td><td class="n">{{.Counted}}</td></tr>
 {{end}}</table>{{else}}<p>No hits yet.</p>{{end}}
+{{if .Estimated}}<p class="note">A range is an estimate from fixed memory (many distinct descriptors): the true count lies within it.</p>{{end}}
 </section>
 <section id="backend"><h2>Backend</h2>
 <p>{{.Backend.Kind}}: {{if .Backend.Healthy}}<span class="ok">healthy</span>{{else}}<span class="bad">unreachable</span>{{end}},
