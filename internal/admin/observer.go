@@ -55,14 +55,14 @@ type series struct {
 // per second for 10 s).
 type tally struct{ v atomic.Uint64 }
 
-// add counts one event in bucket n. A goroutine that read the clock just
-// before the bucket changed counts its event in the new bucket, never
-// turning a newer bucket back into an older one.
+// add counts one event in bucket n; a slot holding another bucket (older,
+// or newer after the clock was set back) starts bucket n at one. An add
+// racing with that start counts in whichever bucket the slot then holds.
 func (t *tally) add(n int64) {
 	tag := uint32(n)
 	for {
 		old := t.v.Load()
-		if had := uint32(old >> 32); had == tag || int32(had-tag) > 0 {
+		if uint32(old>>32) == tag {
 			t.v.Add(1)
 			return
 		}

