@@ -282,11 +282,10 @@ func (t *Tracker) Top(kind Kind, window Window, domain, rule string, n int) []En
 				}
 				e := merged[c.key]
 				if e == nil {
-					e = &merging{Entry: Entry{Item: Item{Domain: c.domain, Rule: c.rule, Descriptor: string(c.desc), LastSeen: c.lastSeen, ResetAt: c.resetAt}}}
+					e = &merging{key: c.key, Entry: Entry{Item: Item{Domain: c.domain, Rule: c.rule, Descriptor: string(c.desc), LastSeen: c.lastSeen, ResetAt: c.resetAt}}}
 					merged[c.key] = e
 					fresh = append(fresh, e)
 				}
-				e.key = c.key
 				e.in |= 1 << i
 				e.Count += sum.count(c)
 				e.Error += c.err
