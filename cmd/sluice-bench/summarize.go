@@ -155,14 +155,15 @@ func readRunSet(dirs []string, warn io.Writer) (*runSet, error) {
 			}
 			rs.runs[name] = append(rs.runs[name], more[name]...)
 		}
-		if rs.machine == nil {
-			var m machineInfo
-			switch err := readJSON(filepath.Join(dir, "machine.json"), &m); {
-			case err == nil:
+		var m machineInfo
+		switch err := readJSON(filepath.Join(dir, "machine.json"), &m); {
+		case err == nil:
+			if rs.machine == nil {
 				rs.machine = &m
-			case !errors.Is(err, os.ErrNotExist):
-				return nil, err
 			}
+			rs.rounds = append(rs.rounds, m.Rounds)
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, err
 		}
 		var e struct {
 			Elapsed float64 `json:"elapsed_s"`

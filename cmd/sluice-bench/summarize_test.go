@@ -451,3 +451,46 @@ func TestServiceMemoryTable(t *testing.T) {
 		})
 	}
 }
+
+// Runs of the command merged into one summary: the rounds are the sum of
+// every directory's, and the machine block says how many runs gave them
+// and how to summarize them together.
+func TestSummarizeMergedRuns(t *testing.T) {
+	machine := func(rounds int) string {
+		return fmt.Sprintf(`{"date":"2026-01-02","nproc":2,"cpu_model":"Test CPU","mem_gb":8,"kernel":"6.1","go":"go1.26","redis":"7.0.15","rounds":%d,"duration":"10s","warmup":"2s","c":64,"keys":10000,"targets":"noop redis1","incumbent":false}`, rounds)
+	}
+	for _, tc := range []struct {
+		name    string
+		rounds  []int
+		want    []string
+		notWant []string
+	}{
+		{"one run", []int{3}, []string{"- 3 alternated rounds (every target", "`ROUNDS=3 cmd/sluice-bench/measure.sh OUT` (10 minutes), then `go run ./cmd/sluice-bench summarize --doc docs/benchmarks.md --doc README.md OUT`."},
+			[]string{"runs of the command", "OUT1"}},
+		{"two runs", []int{5, 3}, []string{"- 8 alternated rounds from 2 runs of the command below, one after the other (5 and 3 rounds) (every target",
+			"`ROUNDS=5 cmd/sluice-bench/measure.sh OUT` (20 minutes), run 2 times into OUT1 … OUT2 (the others with their own ROUNDS), then `go run ./cmd/sluice-bench summarize --doc docs/benchmarks.md --doc README.md OUT1 … OUT2`."}, nil},
+		{"three runs", []int{1, 1, 2}, []string{"- 4 alternated rounds from 3 runs of the command below, one after the other (1, 1 and 2 rounds)"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var dirs []string
+			for _, r := range tc.rounds {
+				dir := t.TempDir()
+				benchRun(t, dir, "noop", 40000, 64, 0.2, 0, 0)
+				benchRun(t, dir, "redis1", 20000, 64, 0.3, 0.2, 100000)
+				writeFiles(t, dir, map[string]string{"machine.json": machine(r), "elapsed.json": `{"elapsed_s":600}`})
+				dirs = append(dirs, dir)
+			}
+			out := summarizeOut(t, dirs...)
+			for _, want := range tc.want {
+				if !strings.Contains(out, want) {
+					t.Errorf("summary lacks %q:\n%s", want, out)
+				}
+			}
+			for _, not := range tc.notWant {
+				if strings.Contains(out, not) {
+					t.Errorf("summary has %q:\n%s", not, out)
+				}
+			}
+		})
+	}
+}

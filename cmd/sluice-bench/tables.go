@@ -20,6 +20,9 @@ type runSet struct {
 	machine *machineInfo
 	// elapsed is the seconds measure.sh took, summed over the directories.
 	elapsed float64
+	// rounds is the rounds of every directory's run (machine.json), in
+	// the order given: more than one when runs of the command are merged.
+	rounds []int
 }
 
 // machineInfo is measure.sh's machine.json.
@@ -784,9 +787,19 @@ func (rs *runSet) machineBlock(w io.Writer) bool {
 	}
 	fmt.Fprintf(w, "- %d CPUs (%s), %d GB RAM, Linux %s; %s; redis-server %s. Measured %s.\n",
 		m.Nproc, m.CPUModel, m.MemGB, m.Kernel, m.Go, m.Redis, m.Date)
-	rounds := fmt.Sprintf("%d alternated rounds", m.Rounds)
-	if m.Rounds == 1 {
+	total := m.Rounds
+	if len(rs.rounds) > 1 {
+		total = 0
+		for _, r := range rs.rounds {
+			total += r
+		}
+	}
+	rounds := fmt.Sprintf("%d alternated rounds", total)
+	if total == 1 {
 		rounds = "1 round"
+	}
+	if len(rs.rounds) > 1 {
+		rounds += fmt.Sprintf(" from %d runs of the command below, one after the other (%s rounds)", len(rs.rounds), joinInts(rs.rounds))
 	}
 	fmt.Fprintf(w, "- %s (every target once per round, a fresh server process each time), medians; each run %s after %s of warm-up; %d callers unless a table says otherwise, over %s keys chosen uniformly.\n",
 		rounds, m.Duration, m.Warmup, m.C, thousands(float64(m.Keys)))
@@ -822,6 +835,23 @@ func (rs *runSet) machineBlock(w io.Writer) bool {
 	if rs.elapsed > 0 {
 		fmt.Fprintf(w, " (%.0f minutes)", rs.elapsed/60)
 	}
-	fmt.Fprintf(w, ", then `go run ./cmd/sluice-bench summarize --doc docs/benchmarks.md --doc README.md OUT`. Targets: %s.\n", m.Targets)
+	outs := "OUT"
+	if len(rs.rounds) > 1 {
+		fmt.Fprintf(w, ", run %d times into OUT1 … OUT%d (the others with their own ROUNDS)", len(rs.rounds), len(rs.rounds))
+		outs = "OUT1 … OUT" + strconv.Itoa(len(rs.rounds))
+	}
+	fmt.Fprintf(w, ", then `go run ./cmd/sluice-bench summarize --doc docs/benchmarks.md --doc README.md %s`. Targets: %s.\n", outs, m.Targets)
 	return true
+}
+
+// joinInts writes ns as "5 and 3", or "5, 3 and 3".
+func joinInts(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
