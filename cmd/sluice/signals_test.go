@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +20,13 @@ func TestBinarySignals(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	bin := buildBinary(t)
+	// A process started with SIGHUP ignored (under nohup) passes that on
+	// to the binary, which then keeps it ignored, as it should. Catch it
+	// here meanwhile, so that the binary starts with SIGHUP's default.
+	if signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+		t.Cleanup(func() { signal.Reset(syscall.SIGHUP) })
+	}
 	tests := []struct {
 		name    string
 		args    []string
