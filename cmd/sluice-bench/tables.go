@@ -787,12 +787,9 @@ func (rs *runSet) machineBlock(w io.Writer) bool {
 	}
 	fmt.Fprintf(w, "- %d CPUs (%s), %d GB RAM, Linux %s; %s; redis-server %s. Measured %s.\n",
 		m.Nproc, m.CPUModel, m.MemGB, m.Kernel, m.Go, m.Redis, m.Date)
-	total := m.Rounds
-	if len(rs.rounds) > 1 {
-		total = 0
-		for _, r := range rs.rounds {
-			total += r
-		}
+	total := 0 // every directory's rounds (rs.machine is the first's)
+	for _, r := range rs.rounds {
+		total += r
 	}
 	rounds := fmt.Sprintf("%d alternated rounds", total)
 	if total == 1 {
