@@ -21,7 +21,9 @@ import (
 // client sends, a script's or function's including the commands it runs),
 // for the decide script in each shape, sent with EVALSHA and with FCALL, and
 // for the incumbent's commands (INCRBY + EXPIRE per descriptor, in one
-// pipeline per request, as envoyproxy/ratelimit sends them). A request is
+// pipeline per request, as envoyproxy/ratelimit sends them), and for the
+// floor: a function that sends only the commands any script deciding fixed
+// windows on window keys must send (floorLibrary). A request is
 // one check: its descriptors, each with its rules; its limits are
 // descriptors × rules, each of which costs the incumbent one descriptor.
 // Every scenario decides over 10,000 descriptors, admitting (the write
@@ -176,6 +178,32 @@ func TestMeasureRedisCost(t *testing.T) {
 			scenario{"sluice " + via + ", 10 descriptors of 1 fixed window each (second, minute, hour in turn), 1 batch", 10, 10, decideSets(perUnit, 10, true, fcall, false)},
 		)
 	}
+	// The floor: a function that only sends the commands any decision of
+	// fixed windows on window keys needs (TIME once per call; per rule an
+	// INCRBY of its window key, and an EXPIREAT when that made the key), with
+	// one integer per descriptor for a reply, and nothing else: no check,
+	// no putting back, no remaining or reset. What no script deciding these
+	// rules on Redis can go below (floorLibrary).
+	floor := func(rules, descriptors int) func(p redis.Pipeliner, key int) {
+		return func(p redis.Pipeliner, key int) {
+			ks := make([]string, descriptors)
+			for d := range ks {
+				ks[d] = fmt.Sprintf("{floor%d|k=%d}", d, key)
+			}
+			p.FCall(ctx, "sluice_floor", ks, rules, 1)
+		}
+	}
+	fw10x3 := decide(fw3, 10, true, true, false)
+	scenarios = append(scenarios,
+		scenario{"sluice FCALL, 10 descriptors of 3 fixed windows, 1 batch", 10, 30, fw10x3},
+		scenario{"floor FCALL, 1 fixed window", 1, 1, floor(1, 1)},
+		scenario{"floor FCALL, 3 fixed windows, 1 descriptor", 1, 3, floor(3, 1)},
+		scenario{"floor FCALL, 10 descriptors of 1 fixed window, 1 batch", 10, 10, floor(1, 10)},
+		scenario{"floor FCALL, 10 descriptors of 3 fixed windows, 1 batch", 10, 30, floor(3, 10)},
+	)
+	if err := c.FunctionLoad(ctx, floorLibrary).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.FunctionLoad(ctx, lib.Source).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -292,6 +320,41 @@ func TestMeasureRedisCost(t *testing.T) {
 	}
 	t.Log(b.String())
 }
+
+// floorLibrary is the floor scenarios' function, sluice_floor: KEYS are
+// descriptors, ARGV[1] the number of fixed-window rules each has (periods of
+// a second, a minute, an hour, a day... in turn), ARGV[2] the cost. It reads
+// TIME once, then per descriptor and rule INCRBYs the rule's window key
+// (the key, the rule's number, the window's start) and EXPIREATs it at the
+// window's end when the INCRBY made it, and replies one integer per
+// descriptor. Nothing a decision needs beyond those commands: it checks no
+// limit and puts nothing back.
+const floorLibrary = `#!lua name=sluice_floor
+local periods = { 1, 60, 3600, 86400, 604800, 2592000 }
+redis.register_function('sluice_floor', function(KEYS, ARGV)
+  local call = redis.call
+  local t = call('TIME')
+  local now = tonumber(t[1])
+  local nr, ns = tonumber(ARGV[1]), ARGV[2]
+  local n = tonumber(ns)
+  local tails, ends = {}, {}
+  for j = 1, nr do
+    local P = periods[j]
+    local start = now - now % P
+    tails[j], ends[j] = ':' .. j .. ':' .. start, start + P
+  end
+  local out = {}
+  for i = 1, #KEYS do
+    local base = KEYS[i]
+    for j = 1, nr do
+      local key = base .. tails[j]
+      if call('INCRBY', key, ns) == n then call('EXPIREAT', key, ends[j]) end
+    end
+    out[i] = 1
+  end
+  return out
+end)
+`
 
 // shaPipe sends every EVALSHA of a pipeline to another script: sha.
 type shaPipe struct {
