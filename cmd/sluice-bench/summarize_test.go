@@ -196,6 +196,8 @@ func TestSummarizeDoc(t *testing.T) {
 		"| Redis, 1 rule: ≥ 75% of the no-op ceiling | 50% | missed |",
 		"| Redis, 1 rule: ≥ 1.7× the incumbent | 2.00× | met |",
 		"| Redis time inside commands, 1 fixed window: ≤ 2× the incumbent's | 5.00× | missed |",
+		// Redis CPU per request: 0.2 and 0.1 CPU seconds over 10,000 calls.
+		"Redis CPU per request, sluice against the incumbent: 20.0 µs against 10.0 with 1 rule (2.00×: a shard holds 0.50× as many requests).",
 		// where the time goes: 2 cores × 1 s / 10,000 calls = 200 µs.
 		"| `redis1` | 200.0 | 10.0 | 30.0 | 20.0 | 20.0 | 120.0 | 10.0 |",
 		"| `noop` | 200.0 | 10.0 | 20.0 | 0.0 | 20.0 | 150.0 | — |",

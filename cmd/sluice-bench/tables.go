@@ -752,8 +752,35 @@ func (rs *runSet) goalsTable(w io.Writer) bool {
 	}
 	if wrote {
 		rs.roundTripNote(w)
+		rs.redisCapacityNote(w)
 	}
 	return wrote
+}
+
+// redisCapacityNote says, under the goals, what Redis's CPU per request
+// is for sluice and for the incumbent, with one rule and with three
+// fixed-window rules (against the incumbent's three descriptors), when
+// this run measured them: all of redis-server's work, reading, running and
+// answering the commands, which is what one shard's core holds. The goals
+// on Redis time count time inside commands (INFO commandstats): a
+// script's whole work, but only the running of the incumbent's plain
+// commands.
+func (rs *runSet) redisCapacityNote(w io.Writer) {
+	var parts []string
+	for _, p := range []struct{ label, sluice, inc string }{
+		{"with 1 rule", "redis1", "inc1"},
+		{"with 3 fixed-window rules, against the incumbent's 3 descriptors", "redis3fw", "inc3"},
+	} {
+		a, b := rs.med(p.sluice, redisCPU), rs.med(p.inc, redisCPU)
+		if a <= 0 || b <= 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%.1f µs against %.1f %s (%.2f×: a shard holds %.2f× as many requests)", a, b, p.label, a/b, b/a))
+	}
+	if len(parts) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nRedis CPU per request, sluice against the incumbent: %s. That is all of redis-server's work, reading, running and answering the commands: what one shard's core holds. The goals on Redis time count only the time inside commands (`INFO commandstats`): all of a script's work, but of the incumbent's plain commands only their running; decision 0086 measures how far no script can go below them.\n", strings.Join(parts, "; "))
 }
 
 // roundTripNote says, under the goals, what their last column is, how
