@@ -198,6 +198,10 @@ func TestSummarizeDoc(t *testing.T) {
 		"| Redis time inside commands, 1 fixed window: ≤ 2× the incumbent's | 5.00× | missed |",
 		// Redis CPU per request: 0.2 and 0.1 CPU seconds over 10,000 calls.
 		"Redis CPU per request, sluice against the incumbent: 20.0 µs against 10.0 with 1 rule (2.00×: a shard holds 0.50× as many requests).",
+		// the summary: memory has no Redis CPU; redis1's Redis CPU beside
+		// the incumbent's (0.2 and 0.1 CPU seconds over 10,000 calls).
+		"| embedded backend (no Redis) | 30,000 (75% of the ceiling) | — | — | 3.33 / — | 25.0 / — | — / — |",
+		"| Redis, 1 descriptor, 1 limit | 20,000 (50% of the ceiling) | 10,000 | 2.00× | 5.00 / 10.00 | 50.0 / 70.0 | 20.0 / 10.0 |",
 		// where the time goes: 2 cores × 1 s / 10,000 calls = 200 µs.
 		"| `redis1` | 200.0 | 10.0 | 30.0 | 20.0 | 20.0 | 120.0 | 10.0 |",
 		"| `noop` | 200.0 | 10.0 | 20.0 | 0.0 | 20.0 | 150.0 | — |",

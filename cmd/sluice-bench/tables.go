@@ -539,8 +539,8 @@ func (rs *runSet) summaryTable(w io.Writer) bool {
 	if !rs.has("noop") && !rs.has("redis1") {
 		return false
 	}
-	fmt.Fprintln(w, "| | sluice req/s | envoyproxy/ratelimit req/s | sluice ÷ incumbent | p99 ms: sluice / incumbent | service + Redis CPU µs per request: sluice / incumbent |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---|---|")
+	fmt.Fprintln(w, "| | sluice req/s | envoyproxy/ratelimit req/s | sluice ÷ incumbent | p99 ms: sluice / incumbent | service + Redis CPU µs per request: sluice / incumbent | of which Redis: sluice / incumbent |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---|---|---|")
 	for _, r := range []row{{"no-op gRPC server (the ceiling: answers OK, does nothing)", "noop"},
 		{roundTripLabel, "noopredis"},
 		{"embedded backend (no Redis)", "memory"}, {"Redis, 1 descriptor, 1 limit", "redis1"},
@@ -556,14 +556,21 @@ func (rs *runSet) summaryTable(w io.Writer) bool {
 			s += fmt.Sprintf(" (%s of the ceiling)", share(tput, n))
 		}
 		inc := incumbentFor(r.name)
-		incTput, incP99, incCPU := "—", "—", "—"
+		incTput, incP99, incCPU, incRedis := "—", "—", "—", "—"
 		if rs.has(inc) {
 			incTput = thousands(rs.med(inc, throughput))
 			incP99 = fmt.Sprintf("%.2f", rs.med(inc, p99))
 			incCPU = fmt.Sprintf("%.1f", rs.med(inc, bothCPU))
+			incRedis = fmt.Sprintf("%.1f", rs.med(inc, redisCPU))
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f / %s | %.1f / %s |\n", r.label, s, incTput, ratio(tput, rs.med(inc, throughput)),
-			rs.med(r.name, p99), incP99, rs.med(r.name, bothCPU), incCPU)
+		// Redis's share: what sizes a shard. The no-op and the embedded
+		// backend use no Redis (redis-server only idles beside them).
+		redis := "—"
+		if r.name != "noop" && r.name != "memory" {
+			redis = fmt.Sprintf("%.1f", rs.med(r.name, redisCPU))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f / %s | %.1f / %s | %s / %s |\n", r.label, s, incTput, ratio(tput, rs.med(inc, throughput)),
+			rs.med(r.name, p99), incP99, rs.med(r.name, bothCPU), incCPU, redis, incRedis)
 	}
 	return true
 }
