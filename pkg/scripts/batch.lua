@@ -88,14 +88,16 @@ end
 -- descriptor's reply, one after the other, written straight into one
 -- table. A descriptor whose call fails (an error reply, or a command
 -- failing inside it, such as a key of the wrong type) replies as
--- put_error writes it: the others are decided all
--- the same. The commonest descriptor -- one epoch-aligned fixed window, a
--- cost taken, as windows' first lines decide it -- is decided here, its
--- one command that can fail (INCRBY) through redis.pcall, with what its
--- slots give (numbers, the window, the key's tail) kept from the previous
--- such descriptor when its slots are the same strings, and not looked at
--- again for an item "=" (the previous descriptor's slots); any other goes
--- through decide_item, under pcall.
+-- put_error writes it: the others are decided all the same. The commonest
+-- descriptors are decided here, each command through redis.pcall (a
+-- failure ends the descriptor where the command would have raised, as
+-- under decide_item's pcall): one epoch-aligned fixed window taking a cost,
+-- as windows' first lines decide it, with what its slots give (numbers,
+-- the window, the key's tail) kept from the previous such descriptor when
+-- its slots are the same strings; and two or three of distinct ids taking
+-- a cost every limit can hold, as win_take decides them. Neither is looked
+-- at again for an item "=" (the previous descriptor's slots). Any other
+-- goes through decide_item, under pcall.
 local function decide_batch(KEYS, ARGV, nargv)
   local out, n = {}, 0
   -- The slots the values below come from (ns0, ls0, ps0: N, L, P; id0:
@@ -104,6 +106,12 @@ local function decide_batch(KEYS, ARGV, nargv)
   -- takes it), the reset, the key's tail.
   local ns0, ls0, ps0, id0
   local good, c, L, wend, wends, w, tail
+  -- Two or three windows (win_take's descriptor): the number of rules (mr;
+  -- 0: the item is not such a one), the cost's slot and number, then per
+  -- rule its limit, its window's end (us, and in s as EXPIREAT takes it),
+  -- its reset and its key's tail.
+  local mr, ms, mc = 0, nil, nil
+  local L1, e1, x1, w1, t1, L2, e2, x2, w2, t2, L3, e3, x3, w3, t3
   -- The descriptor's slots: the index before their nk (d), whether it is
   -- decided here (fast), its nk and na; an item "=" keeps the previous.
   local d, fast, nk, na
@@ -111,8 +119,9 @@ local function decide_batch(KEYS, ARGV, nargv)
   while a < nargv do
     local step = 1
     if ARGV[a + 1] ~= '=' then
-      d, fast = a, false
-      if WINDOWS and ARGV[a + 1] == '1' and ARGV[a + 2] == '7' and ARGV[a + 4] == '0' and ARGV[a + 5] == '1' then
+      d, fast, mr = a, false, 0
+      local nks, nas = ARGV[a + 1], ARGV[a + 2]
+      if WINDOWS and nks == '1' and nas == '7' and ARGV[a + 4] == '0' and ARGV[a + 5] == '1' then
         nk, na = 1, 7
         local ns, ls, ps, id = ARGV[a + 3], ARGV[a + 6], ARGV[a + 8], ARGV[a + 9]
         if ns ~= ns0 or ls ~= ls0 or ps ~= ps0 or id ~= id0 then
@@ -133,8 +142,41 @@ local function decide_batch(KEYS, ARGV, nargv)
           end
         end
         fast = good
+      elseif WINDOWS and nks == '1' and (nas == '12' or nas == '17') and ARGV[a + 4] == '0' and
+          ARGV[a + 5] == '1' and ARGV[a + 10] == '1' then
+        -- win_take's descriptor, checked as win_take checks it (its slots
+        -- from ARGV[a + 3]: N, mode, then five per rule); any other falls
+        -- to decide_item, which decides it as before.
+        nk, na = 1, nas == '12' and 12 or 17
+        local i1, i2 = ARGV[a + 9], ARGV[a + 14]
+        ms = ARGV[a + 3]
+        mc = tonumber(ms)
+        if i1 ~= i2 and mc and mc > 0 then
+          L1, e1, t1, x1 = win_rule(1, ARGV[a + 6], ARGV[a + 8], i1)
+          if L1 and mc <= L1 then
+            L2, e2, t2, x2 = win_rule(2, ARGV[a + 11], ARGV[a + 13], i2)
+            if L2 and mc <= L2 then
+              if na == 12 then
+                mr = 2
+              else
+                local i3 = ARGV[a + 19]
+                if ARGV[a + 15] == '1' and i3 ~= i1 and i3 ~= i2 then
+                  L3, e3, t3, x3 = win_rule(3, ARGV[a + 16], ARGV[a + 18], i3)
+                  if L3 and mc <= L3 then
+                    mr = 3
+                    w3 = e3 - now
+                    if w3 > MAXWAIT then w3 = MAXWAIT end
+                  end
+                end
+              end
+              w1, w2 = e1 - now, e2 - now
+              if w1 > MAXWAIT then w1 = MAXWAIT end
+              if w2 > MAXWAIT then w2 = MAXWAIT end
+            end
+          end
+        end
       else
-        nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+        nk, na = tonumber(nks), tonumber(nas)
       end
       step = 2 + na
     end
@@ -152,6 +194,114 @@ local function decide_batch(KEYS, ARGV, nargv)
         if v == c then v = 0 call('DEL', key) else v = call('DECRBY', key, ns0) end
         out[n + 1], out[n + 2] = v >= L and -1 or -1 - (L - v), w
         n = n + 2
+      end
+    elseif mr > 0 then
+      -- As win_take: every count taken (INCRBY, in rule order); admitted,
+      -- each key the call made gets its expiry; denied, each is put back
+      -- (DEL of a key the call made, else DECRBY, whose reply is exact).
+      -- A command that fails (bad: its error) ends the descriptor there,
+      -- as it would have raised in win_take: what ran before it stays.
+      local base = KEYS[k + 1]
+      local k1, k2, k3 = base .. t1, base .. t2, nil
+      local v1, v2, v3 = pcall_redis('INCRBY', k1, ms), nil, nil
+      local bad
+      if type(v1) == 'table' then
+        bad = v1
+      else
+        v2 = pcall_redis('INCRBY', k2, ms)
+        if type(v2) == 'table' then
+          bad = v2
+        elseif mr == 3 then
+          k3 = base .. t3
+          v3 = pcall_redis('INCRBY', k3, ms)
+          if type(v3) == 'table' then bad = v3 end
+        end
+      end
+      if bad then
+        n = put_error(out, n, bad.err)
+      elseif v1 <= L1 and v2 <= L2 and (mr == 2 or v3 <= L3) then
+        local r
+        if v1 == mc then
+          r = win_expire(k1, e1, x1, pcall_redis)
+          if type(r) == 'table' then bad = r end
+        end
+        if v2 == mc and not bad then
+          r = win_expire(k2, e2, x2, pcall_redis)
+          if type(r) == 'table' then bad = r end
+        end
+        if mr == 3 and v3 == mc and not bad then
+          r = win_expire(k3, e3, x3, pcall_redis)
+          if type(r) == 'table' then bad = r end
+        end
+        if bad then
+          n = put_error(out, n, bad.err)
+        elseif mr == 2 then
+          local r1, r2 = L1 - v1, L2 - v2
+          -- Decision.Bind: the least remaining, then the latest reset.
+          local b = 0
+          if r2 < r1 or (r2 == r1 and w2 > w1) then b = 1 end
+          out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6], out[n + 7], out[n + 8] =
+            1, b, 1, r1, w1, 1, r2, w2
+          n = n + 8
+        else
+          local r1, r2, r3 = L1 - v1, L2 - v2, L3 - v3
+          local b, rb, wb = 0, r1, w1
+          if r2 < rb or (r2 == rb and w2 > wb) then b, rb, wb = 1, r2, w2 end
+          if r3 < rb or (r3 == rb and w3 > wb) then b = 2 end
+          out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6], out[n + 7], out[n + 8],
+            out[n + 9], out[n + 10], out[n + 11] = 1, b, 1, r1, w1, 1, r2, w2, 1, r3, w3
+          n = n + 11
+        end
+      else
+        -- Denied: every count put back; the rules that admitted report a
+        -- peek.
+        local a1, a2, a3 = v1 <= L1, v2 <= L2, mr == 3 and v3 <= L3
+        if v1 == mc then
+          v1 = 0
+          local r = pcall_redis('DEL', k1)
+          if type(r) == 'table' then bad = r end
+        else
+          v1 = pcall_redis('DECRBY', k1, ms)
+          if type(v1) == 'table' then bad = v1 end
+        end
+        if bad then
+        elseif v2 == mc then
+          v2 = 0
+          local r = pcall_redis('DEL', k2)
+          if type(r) == 'table' then bad = r end
+        else
+          v2 = pcall_redis('DECRBY', k2, ms)
+          if type(v2) == 'table' then bad = v2 end
+        end
+        if bad or mr == 2 then
+        elseif v3 == mc then
+          v3 = 0
+          local r = pcall_redis('DEL', k3)
+          if type(r) == 'table' then bad = r end
+        else
+          v3 = pcall_redis('DECRBY', k3, ms)
+          if type(v3) == 'table' then bad = v3 end
+        end
+        if bad then
+          n = put_error(out, n, bad.err)
+        elseif mr == 2 then
+          local b = 0
+          if a1 or (not a2 and w2 > w1) then b = 1 end
+          out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6], out[n + 7], out[n + 8] =
+            0, b, a1 and 1 or 0, v1 >= L1 and 0 or L1 - v1, w1, a2 and 1 or 0, v2 >= L2 and 0 or L2 - v2, w2
+          n = n + 8
+        else
+          -- Decision.Bind on a denial: the denying rule of the latest
+          -- reset.
+          local b, wb = -1, 0
+          if not a1 then b, wb = 0, w1 end
+          if not a2 and (b < 0 or w2 > wb) then b, wb = 1, w2 end
+          if not a3 and (b < 0 or w3 > wb) then b = 2 end
+          out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6], out[n + 7], out[n + 8],
+            out[n + 9], out[n + 10], out[n + 11] = 0, b, a1 and 1 or 0, v1 >= L1 and 0 or L1 - v1, w1,
+            a2 and 1 or 0, v2 >= L2 and 0 or L2 - v2, w2, a3 and 1 or 0, v3 >= L3 and 0 or L3 - v3, w3
+          n = n + 11
+        end
       end
     else
       local ok, r = pcall(decide_item, KEYS, ARGV, k, d + 1, nk, na)

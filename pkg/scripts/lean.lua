@@ -44,13 +44,14 @@ end
 -- end on Redis's clock, or, on the test clock, that far from now plus
 -- TEST_TTL_SLACK_MS. es, when given, is wend in seconds as a string
 -- (win_rule's): Redis 7.0 formats a number argument of a command with
--- snprintf's %.17g, a string it takes as it is.
-local function win_expire(key, wend, es)
+-- snprintf's %.17g, a string it takes as it is. The command goes through
+-- cmd when given (redis.pcall: a failure is returned, not raised), and its
+-- reply is returned.
+local function win_expire(key, wend, es, cmd)
   if testmode then
-    call('PEXPIRE', key, ceil((wend - now) / 1000) + TEST_TTL_SLACK_MS)
-  else
-    call('EXPIREAT', key, es or wend / 1000000)
+    return (cmd or call)('PEXPIRE', key, ceil((wend - now) / 1000) + TEST_TTL_SLACK_MS)
   end
+  return (cmd or call)('EXPIREAT', key, es or wend / 1000000)
 end
 
 -- win_set writes c, the count the general way computed, to the window key

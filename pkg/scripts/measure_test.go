@@ -256,6 +256,10 @@ func TestMeasureRedisCost(t *testing.T) {
 				scenario{"baseline FCALL, 10 descriptors of 1 fixed window, 1 batch", 10, 10, basef(fw1, 10, true)},
 				scenario{"baseline FCALL, 3 descriptors of 1 fixed window each (second, minute, hour), 1 batch", 3, 3, basefSets(perUnit, 3)},
 				scenario{"baseline FCALL, 10 descriptors of 1 fixed window each (second, minute, hour in turn), 1 batch", 10, 10, basefSets(perUnit, 10)},
+				scenario{"baseline FCALL, 10 descriptors of 3 fixed windows, 1 batch", 10, 30, func() func(p redis.Pipeliner, key int) {
+					send := decide(fw3, 10, true, true, false) // with repeat items, as the sluice scenario
+					return func(p redis.Pipeliner, key int) { send(&fnPipe{p, blib.Function}, key) }
+				}()},
 			)
 		}
 	}
