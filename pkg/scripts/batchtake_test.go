@@ -326,3 +326,93 @@ func TestBatchWindowsTaken(t *testing.T) {
 		t.Errorf("the batch's loop admitted %d, denied %d and failed %d descriptors: the cases do not exercise it", admitted, denied, failed)
 	}
 }
+
+// TestBatchCommandFailsAfterCountsTaken: a command that fails after a
+// descriptor's counts were taken (a Redis user that may not run the
+// command that sets a new key's expiry, or the DEL or DECRBY that puts a
+// denied count back) fails that descriptor alone, with Redis's error, as
+// it does when decide_item decides it (under pcall): what its commands
+// wrote before the failure stays, and the other descriptors of the batch
+// are decided all the same. Held byte for byte, replies and keys, to a
+// variant of the script whose batch loop leaves every descriptor to
+// decide_item, for descriptors of one, two and three fixed windows.
+func TestBatchCommandFailsAfterCountsTaken(t *testing.T) {
+	srv := redistest.Standalone(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	cur := DecideScript()
+	ref := edit(t, variant(t, "elseif WINDOWS and nks == '1' and (nas == '12' or nas == '17')",
+		"elseif false and nks == '1' and (nas == '12' or nas == '17')"),
+		"if WINDOWS and nks == '1' and nas == '7'", "if false and nks == '1' and nas == '7'")
+	prep := func(rules ...limit.Rule) []*RuleArgs {
+		var out []*RuleArgs
+		for _, r := range rules {
+			a, err := PrepareRule(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, a)
+		}
+		return out
+	}
+	w1 := prep(limit.Rule{Unit: limit.Minute, Limit: 2})
+	w2 := prep(limit.Rule{Unit: limit.Second, Limit: 1}, limit.Rule{Unit: limit.Minute, Limit: 2})
+	w3 := prep(limit.Rule{Unit: limit.Second, Limit: 1}, limit.Rule{Unit: limit.Minute, Limit: 2}, limit.Rule{Unit: limit.Hour, Limit: 9})
+	one := limit.Cost{N: 1}
+	// The same descriptors in each case: made by the first batch (b's
+	// and c's minute filled by a descriptor of one rule of the same id),
+	// sent by a user who may run every command; the second batch, a second
+	// later (new seconds' windows, made by calls the minute denies), sent by
+	// a user who may not run the case's command.
+	first := []takeItem{{"a", w1, one, false}, {"b", w2, one, true}, {"b", w1, one, false}, {"c", w3, one, true}, {"c", w1, one, false}}
+	second := []takeItem{
+		{"a", w1, one, false}, {"a", w1, one, false}, {"b", w2, one, true}, {"b", w2, one, true},
+		{"c", w3, one, true}, {"c", w3, one, true}, {"new1", w1, one, false}, {"new3", w3, one, true},
+	}
+	for i, cmd := range []string{"pexpire", "del", "decrby"} {
+		t.Run(cmd, func(t *testing.T) {
+			user := "no-" + cmd
+			if err := admin.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "+@all", "-"+cmd).Err(); err != nil {
+				t.Fatal(err)
+			}
+			limited := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: user, Password: "pw"})
+			t.Cleanup(func() { _ = limited.Close() })
+			now := limit.Micros(1_800_000_000_300_000) - limit.Micros(i)*3_600_000_000
+			var replies [2][]int64
+			for j, s := range []Script{cur, ref} {
+				ns := fmt.Sprintf("%s %d:", cmd, j)
+				for b, c := range []*redis.Client{admin, limited} {
+					at := now + limit.Micros(b)*1_000_000
+					items := [][]takeItem{first, second}[b]
+					keys, args := takeBatch(t, ns, at, items)
+					ints, err := c.Eval(ctx, s.Source, keys, args...).Int64Slice()
+					if err != nil {
+						t.Fatalf("batch %d, %s: %v", b, ns, err)
+					}
+					replies[j] = ints
+				}
+			}
+			if !slices.Equal(replies[0], replies[1]) {
+				t.Fatalf("the batch replies\n %v\ndecide_item decides\n %v", replies[0], replies[1])
+			}
+			if a, b := renderKeys(t, admin, cmd+" 0:"), renderKeys(t, admin, cmd+" 1:"); a != b {
+				t.Fatalf("keys of the batch\n%s\ndecide_item's\n%s", a, b)
+			}
+			// Some descriptors failed, naming the command; others did not.
+			rest, failed := replies[0], 0
+			for k, it := range second {
+				_, next, err := ParseBatchInts(rest, make([]limit.Outcome, len(it.rules)))
+				rest = next
+				if err != nil {
+					if !strings.Contains(err.Error(), "can't run this command") {
+						t.Fatalf("descriptor %d: %v, want Redis's refusal of %s", k, err, cmd)
+					}
+					failed++
+				}
+			}
+			if failed == 0 || failed == len(second) {
+				t.Fatalf("%d of %d descriptors failed, want some", failed, len(second))
+			}
+		})
+	}
+}
