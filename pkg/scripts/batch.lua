@@ -185,27 +185,25 @@ local function decide_batch(KEYS, ARGV, nargv)
       local v = pcall_redis('INCRBY', key, ns0)
       if type(v) == 'table' then
         n = put_error(out, n, v.err)
-      else
-        local bad, ok = nil, v <= L
-        if ok then
-          if v == c then
-            local r = win_expire(key, wend, wends, pcall_redis)
-            if type(r) == 'table' then bad = r end
-          end
-        elseif v == c then
-          -- Denied: put back, as windows does (DECRBY's reply is exact).
-          v = 0
-          local r = pcall_redis('DEL', key)
-          if type(r) == 'table' then bad = r end
-        else
-          v = pcall_redis('DECRBY', key, ns0)
-          if type(v) == 'table' then bad = v end
-        end
-        if bad then
-          n = put_error(out, n, bad.err)
-        elseif ok then
+      elseif v <= L then
+        if v ~= c then
           out[n + 1], out[n + 2] = L - v, w
           n = n + 2
+        else
+          local r = win_expire(key, wend, wends, pcall_redis)
+          if type(r) == 'table' then
+            n = put_error(out, n, r.err)
+          else
+            out[n + 1], out[n + 2] = L - v, w
+            n = n + 2
+          end
+        end
+      else
+        -- Put it back, as windows does (DECRBY's reply is exact).
+        local r
+        if v == c then v = 0 r = pcall_redis('DEL', key) else r = pcall_redis('DECRBY', key, ns0) v = r end
+        if type(r) == 'table' then
+          n = put_error(out, n, r.err)
         else
           out[n + 1], out[n + 2] = v >= L and -1 or -1 - (L - v), w
           n = n + 2

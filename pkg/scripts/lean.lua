@@ -118,6 +118,9 @@ end
 -- with no table but the reply: the counts are taken (INCRBY), and on a
 -- denial put back, as the general part below would. It returns nil,
 -- before writing anything, when the slots are not such a descriptor's.
+-- A batch's loop (decide_batch, batch.lua) decides the same descriptors
+-- itself, with the same commands in the same order: a change to one is a
+-- change to both (TestBatchWindowsTaken compares them).
 local function win_take(KEYS, ARGV, k0, a0, nr)
   if ARGV[a0 + 2] ~= '0' or ARGV[a0 + 3] ~= '1' or ARGV[a0 + 8] ~= '1' then return nil end
   local id1, id2 = ARGV[a0 + 7], ARGV[a0 + 12]
