@@ -57,6 +57,20 @@ func takeBatch(t *testing.T, ns string, now limit.Micros, items []takeItem) ([]s
 	return keys, args
 }
 
+// prepareRules returns the RuleArgs of rules.
+func prepareRules(t *testing.T, rules ...limit.Rule) []*RuleArgs {
+	t.Helper()
+	var out []*RuleArgs
+	for _, r := range rules {
+		a, err := PrepareRule(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
 // renderKeys renders every key under ns (without ns): its type, its value
 // when a string, and its time to live (to the minute; "none" when it has
 // none, which a key the script left without its expiry shows).
@@ -111,17 +125,7 @@ func TestBatchWindowsTaken(t *testing.T) {
 	if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
 		t.Fatal(err)
 	}
-	prep := func(rules ...limit.Rule) []*RuleArgs {
-		var out []*RuleArgs
-		for _, r := range rules {
-			a, err := PrepareRule(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, a)
-		}
-		return out
-	}
+	prep := func(rules ...limit.Rule) []*RuleArgs { return prepareRules(t, rules...) }
 	sec := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Second, Limit: l} }
 	tens := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Second, Multiplier: 10, Limit: l} }
 	minute := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Minute, Limit: l} }
@@ -344,17 +348,7 @@ func TestBatchCommandFailsAfterCountsTaken(t *testing.T) {
 	ref := edit(t, variant(t, "elseif WINDOWS and nks == '1' and (nas == '12' or nas == '17')",
 		"elseif false and nks == '1' and (nas == '12' or nas == '17')"),
 		"if WINDOWS and nks == '1' and nas == '7'", "if false and nks == '1' and nas == '7'")
-	prep := func(rules ...limit.Rule) []*RuleArgs {
-		var out []*RuleArgs
-		for _, r := range rules {
-			a, err := PrepareRule(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, a)
-		}
-		return out
-	}
+	prep := func(rules ...limit.Rule) []*RuleArgs { return prepareRules(t, rules...) }
 	w1 := prep(limit.Rule{Unit: limit.Minute, Limit: 2})
 	w2 := prep(limit.Rule{Unit: limit.Second, Limit: 1}, limit.Rule{Unit: limit.Minute, Limit: 2})
 	w3 := prep(limit.Rule{Unit: limit.Second, Limit: 1}, limit.Rule{Unit: limit.Minute, Limit: 2}, limit.Rule{Unit: limit.Hour, Limit: 9})
