@@ -420,7 +420,16 @@ local function decide_call(KEYS, ARGV)
 
   -- Decide each descriptor in order; a denial undoes them all and decides
   -- them again: a refund and a denied charged cost as before, an admitted
-  -- cost as a peek, a denied one keeps its reply.
+  -- cost as a peek, a denied one keeps its reply. A descriptor whose call
+  -- fails (a command failing inside it, such as a key of the wrong type)
+  -- replies as in a batch (put_error) and the others are decided all the
+  -- same: decide_guarded keeps the failure from ending the whole call
+  -- with the descriptors before it decided and their counts taken.
+  local function decide_guarded(keys, argv)
+    local ok, r = pcall(decide_one, keys, argv)
+    if ok then return r end
+    return { err = type(r) == 'table' and r.err or tostring(r) }
+  end
   local replies, args, keyss = {}, {}, {}
   local denied = false
   do
@@ -435,7 +444,7 @@ local function decide_call(KEYS, ARGV)
       for j = 1, nk do keys[j] = KEYS[k + j] end
       for j = 1, na do argv[j + 1] = ARGV[d + 2 + j] end
       local h = #replies + 1
-      local r = decide_one(keys, argv)
+      local r = decide_guarded(keys, argv)
       replies[h], args[h], keyss[h] = r, argv, keys
       denied = denied or (r.err == nil and r[1] == 0)
       a, k = a + step, k + nk
@@ -455,10 +464,10 @@ local function decide_call(KEYS, ARGV)
       if r.err == nil then
         local no = r[1] == 0
         if argv[3] == '1' or (argv[3] == '2' and no) then
-          replies[h] = decide_one(keyss[h], argv)
+          replies[h] = decide_guarded(keyss[h], argv)
         elseif not no then
           argv[2] = '0'
-          replies[h] = decide_one(keyss[h], argv)
+          replies[h] = decide_guarded(keyss[h], argv)
         end
       end
     end

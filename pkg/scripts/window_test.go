@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,6 +292,119 @@ func TestTogetherRestoresWindowKeys(t *testing.T) {
 	after := dump()
 	if fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("keys after a denied batch decided together:\n %q\nbefore:\n %q", after, before)
+	}
+}
+
+// TestTogetherItemFails: in a batch decided together, a descriptor whose
+// call fails (here a window key holding a hash: WRONGTYPE) replies failed
+// and the others are decided all the same, as in a batch, instead of the
+// whole call failing with the counts of the descriptors before it taken.
+// A denial still puts every key back (the failed descriptor's writes too).
+// Through the script (EVAL) and the function library (FCALL).
+func TestTogetherItemFails(t *testing.T) {
+	c := redistest.Standalone(t).Client()
+	ctx := context.Background()
+	lib := DecideLibrary()
+	if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	now := limit.Micros(1_800_000_000_000_000)
+	minute, second := limit.Rule{Unit: limit.Minute, Limit: 5}, limit.Rule{Unit: limit.Second, Limit: 5}
+	denying := limit.Rule{Unit: limit.Hour, Limit: 0}
+	type item struct {
+		id    string
+		rules []limit.Rule
+		bad   int // the rule (from 1) whose window key holds a hash; 0: none
+	}
+	type want struct {
+		failed  bool
+		allowed bool
+		left    uint64
+		count   int64 // the first rule's window key after the call (0: absent)
+	}
+	for _, tc := range []struct {
+		name  string
+		items []item
+		want  []want
+	}{
+		{"a key of another type, nothing denied",
+			[]item{{"good", []limit.Rule{minute}, 0}, {"bad", []limit.Rule{minute}, 1}, {"also", []limit.Rule{minute}, 0}},
+			[]want{{allowed: true, left: 4, count: 1}, {failed: true}, {allowed: true, left: 4, count: 1}}},
+		{"the second of three windows of another type, nothing denied",
+			[]item{{"good", []limit.Rule{minute}, 0}, {"bad", []limit.Rule{minute, second, limit.Rule{Unit: limit.Hour, Limit: 5}}, 2}, {"also", []limit.Rule{second}, 0}},
+			// the failed descriptor's first count stays, as in a batch
+			[]want{{allowed: true, left: 4, count: 1}, {failed: true, count: 1}, {allowed: true, left: 4, count: 1}}},
+		{"a key of another type and a denial: every key put back",
+			[]item{{"good", []limit.Rule{minute}, 0}, {"bad", []limit.Rule{minute, second}, 2}, {"no", []limit.Rule{denying}, 0}},
+			[]want{{allowed: true, left: 5}, {failed: true}, {left: 0}}},
+	} {
+		for _, fcall := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/fcall=%v", tc.name, fcall), func(t *testing.T) {
+				if err := c.FlushAll(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+				clock := Time{Fixed: true, At: now}
+				args := AppendTogetherHead(nil, clock)
+				var keys []string
+				for _, it := range tc.items {
+					var prepared []*RuleArgs
+					for i, r := range it.rules {
+						a, err := PrepareRule(r)
+						if err != nil {
+							t.Fatal(err)
+						}
+						prepared = append(prepared, a)
+						if i+1 == it.bad {
+							wk, _ := WindowKey("tf:", it.id, r, now)
+							if err := c.HSet(ctx, wk, "f", "v").Err(); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+					keys = append(keys, CounterKey("tf:", it.id))
+					args = AppendBatchItem(args, 1, limit.Cost{N: 1}, prepared, clock)
+				}
+				var cmd *redis.Cmd
+				if fcall {
+					cmd = c.FCall(ctx, lib.Function, keys, args...)
+				} else {
+					cmd = c.Eval(ctx, DecideScript().Source, keys, args...)
+				}
+				ints, err := cmd.Int64Slice()
+				if err != nil {
+					t.Fatalf("the call failed: %v", err)
+				}
+				for i, it := range tc.items {
+					w := tc.want[i]
+					var d limit.Decision
+					d, ints, err = ParseBatchInts(ints, make([]limit.Outcome, len(it.rules)))
+					if w.failed {
+						if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+							t.Errorf("descriptor %d: %+v, %v; want it failed with WRONGTYPE", i, d, err)
+						}
+					} else if err != nil || d.Allowed != w.allowed || d.Outcomes[0].Remaining != w.left {
+						t.Errorf("descriptor %d: %+v, %v; want allowed %v, remaining %d", i, d, err, w.allowed, w.left)
+					}
+					wk, _ := WindowKey("tf:", it.id, it.rules[0], now)
+					if it.bad == 1 {
+						if typ := c.Type(ctx, wk).Val(); typ != "hash" {
+							t.Errorf("descriptor %d: %s is a %s, want the hash left as it was", i, wk, typ)
+						}
+						continue
+					}
+					got, err := c.Get(ctx, wk).Int64()
+					if err == redis.Nil {
+						got, err = 0, nil
+					}
+					if err != nil || got != w.count {
+						t.Errorf("descriptor %d: %s holds %d (%v), want %d", i, wk, got, err, w.count)
+					}
+				}
+				if len(ints) != 0 {
+					t.Errorf("%d integers left in the reply", len(ints))
+				}
+			})
+		}
 	}
 }
 
