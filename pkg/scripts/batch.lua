@@ -83,6 +83,23 @@ local function put_reply(out, n, r)
   return n + m
 end
 
+-- put_back puts back a cost of c (its string cs) that the batch loop
+-- took on key, whose INCRBY replied v: DEL when that made the key (v ==
+-- c), else DECRBY, whose reply is the count exactly. It returns the count
+-- after (0 once deleted) and, when the command failed, its error (then
+-- the descriptor ends there, as a raised error would end it under
+-- decide_item's pcall).
+local function put_back(key, v, c, cs)
+  if v == c then
+    local r = pcall_redis('DEL', key)
+    if type(r) == 'table' then return 0, r end
+    return 0, nil
+  end
+  local r = pcall_redis('DECRBY', key, cs)
+  if type(r) == 'table' then return nil, r end
+  return r, nil
+end
+
 -- decide_batch decides each descriptor of a batch (decided one by one; its
 -- shape already checked), in order, and returns the batch's reply: each
 -- descriptor's reply, one after the other, written straight into one
@@ -200,10 +217,10 @@ local function decide_batch(KEYS, ARGV, nargv)
         end
       else
         -- Put it back, as windows does (DECRBY's reply is exact).
-        local r
-        if v == c then v = 0 r = pcall_redis('DEL', key) else r = pcall_redis('DECRBY', key, ns0) v = r end
-        if type(r) == 'table' then
-          n = put_error(out, n, r.err)
+        local bad
+        v, bad = put_back(key, v, c, ns0)
+        if bad then
+          n = put_error(out, n, bad.err)
         else
           out[n + 1], out[n + 2] = v >= L and -1 or -1 - (L - v), w
           n = n + 2
@@ -270,32 +287,9 @@ local function decide_batch(KEYS, ARGV, nargv)
         -- Denied: every count put back; the rules that admitted report a
         -- peek.
         local a1, a2, a3 = v1 <= L1, v2 <= L2, mr == 3 and v3 <= L3
-        if v1 == mc then
-          v1 = 0
-          local r = pcall_redis('DEL', k1)
-          if type(r) == 'table' then bad = r end
-        else
-          v1 = pcall_redis('DECRBY', k1, ms)
-          if type(v1) == 'table' then bad = v1 end
-        end
-        if bad then
-        elseif v2 == mc then
-          v2 = 0
-          local r = pcall_redis('DEL', k2)
-          if type(r) == 'table' then bad = r end
-        else
-          v2 = pcall_redis('DECRBY', k2, ms)
-          if type(v2) == 'table' then bad = v2 end
-        end
-        if bad or mr == 2 then
-        elseif v3 == mc then
-          v3 = 0
-          local r = pcall_redis('DEL', k3)
-          if type(r) == 'table' then bad = r end
-        else
-          v3 = pcall_redis('DECRBY', k3, ms)
-          if type(v3) == 'table' then bad = v3 end
-        end
+        v1, bad = put_back(k1, v1, mc, ms)
+        if not bad then v2, bad = put_back(k2, v2, mc, ms) end
+        if not bad and mr == 3 then v3, bad = put_back(k3, v3, mc, ms) end
         if bad then
           n = put_error(out, n, bad.err)
         elseif mr == 2 then
