@@ -441,18 +441,10 @@ func TestBatchWindowErrorSameOnEveryPath(t *testing.T) {
 	args = AppendBatchItem(args, 1, limit.Cost{N: 0}, []*RuleArgs{pm}, clock)     // a peek: GET
 	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{pm}, clock)
 	keys := []string{bad, bad, bad, good}
-	lib := DecideLibrary()
-	if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
-		t.Fatal(err)
-	}
+	lib := loadDecideLibrary(t, c)
 	var replies [][]int64
 	for _, fcall := range []bool{false, true} {
-		var cmd *redis.Cmd
-		if fcall {
-			cmd = c.FCall(ctx, lib.Function, keys, args...)
-		} else {
-			cmd = c.Eval(ctx, DecideScript().Source, keys, args...)
-		}
+		cmd := decideCall(ctx, c, lib, fcall, keys, args)
 		ints, err := cmd.Int64Slice()
 		if err != nil {
 			t.Fatal(err)

@@ -121,10 +121,7 @@ func TestBatchWindowsTaken(t *testing.T) {
 	ref := variant(t, "elseif WINDOWS and nks == '1' and (nas == '12' or nas == '17')",
 		"elseif false and nks == '1' and (nas == '12' or nas == '17')")
 	mark := variant(t, "    elseif mr > 0 then\n", "    elseif mr > 0 then\n      call('RPUSH', 'inline', KEYS[k + 1])\n")
-	lib := DecideLibrary()
-	if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
-		t.Fatal(err)
-	}
+	lib := loadDecideLibrary(t, c)
 	prep := func(rules ...limit.Rule) []*RuleArgs { return prepareRules(t, rules...) }
 	sec := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Second, Limit: l} }
 	tens := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Second, Multiplier: 10, Limit: l} }

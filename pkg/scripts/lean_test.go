@@ -354,11 +354,7 @@ func TestWindowWrongTypeKeyFailsItsDescriptor(t *testing.T) {
 // rules uses what the first call kept.
 func TestWindowKeysExpireAtWindowEnd(t *testing.T) {
 	c := redistest.Standalone(t).Client()
-	ctx := context.Background()
-	lib := DecideLibrary()
-	if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
-		t.Fatal(err)
-	}
+	loadDecideLibrary(t, c)
 	all := []limit.Rule{{Unit: limit.Minute, Limit: 5}, {Unit: limit.Second, Multiplier: 10, Limit: 5},
 		{Unit: limit.Hour, Limit: 5}, {Unit: limit.Second, Limit: 5}}
 	for _, via := range []string{"EVAL", "FCALL"} {
@@ -385,12 +381,7 @@ func expiresAtWindowEnd(t *testing.T, c *redis.Client, via, key string, rules []
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reply any
-	if via == "FCALL" {
-		reply, err = c.FCall(ctx, DecideLibrary().Function, []string{key}, args...).Result()
-	} else {
-		reply, err = c.Eval(ctx, DecideScript().Source, []string{key}, args...).Result()
-	}
+	reply, err := decideCall(ctx, c, DecideLibrary(), via == "FCALL", []string{key}, args).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,10 +444,7 @@ type takeStep struct {
 func TestWindowTake(t *testing.T) {
 	c := redistest.Standalone(t).Client()
 	ctx := context.Background()
-	lib := DecideLibrary()
-	if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
-		t.Fatal(err)
-	}
+	lib := loadDecideLibrary(t, c)
 	only := takeOnly(t)
 	sec := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Second, Limit: l} }
 	tens := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Second, Multiplier: 10, Limit: l} }
@@ -594,10 +582,7 @@ func TestWindowTake(t *testing.T) {
 // moving on across the windows' edges.
 func TestWindowTakeAcrossCalls(t *testing.T) {
 	c := redistest.Standalone(t).Client()
-	lib := DecideLibrary()
-	if err := c.FunctionLoadReplace(context.Background(), lib.Source).Err(); err != nil {
-		t.Fatal(err)
-	}
+	lib := loadDecideLibrary(t, c)
 	pool := []limit.Rule{
 		{Unit: limit.Second, Limit: 3},
 		{Unit: limit.Second, Multiplier: 10, Limit: 6},
@@ -673,10 +658,7 @@ func TestWindowTakeAcrossCalls(t *testing.T) {
 func TestWindowTakeKeysNameTheirIDs(t *testing.T) {
 	c := redistest.Standalone(t).Client()
 	ctx := context.Background()
-	lib := DecideLibrary()
-	if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
-		t.Fatal(err)
-	}
+	lib := loadDecideLibrary(t, c)
 	now := limit.Micros(1_800_000_000_000_000)
 	key := "i:{ids}"
 	for _, ids := range [][]string{{"a", "b", "c"}, {"x", "y", "z"}, {"y", "x", "a"}} {

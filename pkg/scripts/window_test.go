@@ -304,10 +304,7 @@ func TestTogetherRestoresWindowKeys(t *testing.T) {
 func TestTogetherItemFails(t *testing.T) {
 	c := redistest.Standalone(t).Client()
 	ctx := context.Background()
-	lib := DecideLibrary()
-	if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
-		t.Fatal(err)
-	}
+	lib := loadDecideLibrary(t, c)
 	now := limit.Micros(1_800_000_000_000_000)
 	minute, second := limit.Rule{Unit: limit.Minute, Limit: 5}, limit.Rule{Unit: limit.Second, Limit: 5}
 	denying := limit.Rule{Unit: limit.Hour, Limit: 0}
@@ -364,12 +361,7 @@ func TestTogetherItemFails(t *testing.T) {
 					keys = append(keys, CounterKey("tf:", it.id))
 					args = AppendBatchItem(args, 1, limit.Cost{N: 1}, prepared, clock)
 				}
-				var cmd *redis.Cmd
-				if fcall {
-					cmd = c.FCall(ctx, lib.Function, keys, args...)
-				} else {
-					cmd = c.Eval(ctx, DecideScript().Source, keys, args...)
-				}
+				cmd := decideCall(ctx, c, lib, fcall, keys, args)
 				ints, err := cmd.Int64Slice()
 				if err != nil {
 					t.Fatalf("the call failed: %v", err)
