@@ -8,7 +8,7 @@
 -- is now (test-only instant in us; "" reads Redis's clock, as the decide
 -- script does), then per rule its id and its period in us (0 for a rule
 -- without window keys). It returns how many records and keys it removed.
--- Its KEYS and ARGV come from scripts.ResetArgs; see CONTRACT.md, "The
+-- Its KEYS and ARGV come from the Redis backend's resetArgs; see CONTRACT.md, "The
 -- reset script".
 
 if redis.replicate_commands then

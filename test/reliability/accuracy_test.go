@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
-	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // accLimit is every accuracy rule's limit: L per second per user (and the
@@ -273,11 +272,8 @@ func valuesPerMaster(t *testing.T, c *redistest.ClusterSet, prefix, domain, key 
 	value := func(i int) string { return "u" + strconv.Itoa(i) }
 	out := map[string]string{}
 	for m, i := range c.OnePerMaster(t, func(i int) string {
-		k, err := scripts.Key(prefix, identity.Encode(domain, []identity.Entry{{Key: key, Value: value(i)}}), rule)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
+		// Every key of a descriptor hashes to its counter key's slot.
+		return redis.CounterKey(prefix, identity.Encode(domain, []identity.Entry{{Key: key, Value: value(i)}}))
 	}) {
 		out[m] = value(i)
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
-	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // faultLimit is every fault test's limit: faultLimit per hour per user, a
@@ -288,10 +287,7 @@ func TestClusterMasterKilled(t *testing.T) {
 	// replica.
 	waitReplicated(t, c.NodeClient(victimMaster))
 	// Stop nothing: the load keeps calling while the master dies.
-	k, err := scripts.Key(prefix, identity.Encode("faults", []identity.Entry{{Key: "user", Value: victim}}), limit.Rule{Unit: limit.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := redis.CounterKey(prefix, identity.Encode("faults", []identity.Entry{{Key: "user", Value: victim}}))
 	slot, err := c.KeySlot(k)
 	if err != nil {
 		t.Fatal(err)

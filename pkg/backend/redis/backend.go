@@ -195,9 +195,9 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 // decide is Decide, with the one node's batch decided together when
 // together is set (DecideTogether).
 func (b *Backend) decide(ctx context.Context, checks []backend.Check, together bool) []backend.Result {
-	clock := scripts.Time{At: limit.MicrosOf(b.opts.Clock())}
+	clock := scriptClock{At: limit.MicrosOf(b.opts.Clock())}
 	if b.opts.FakeRedisClock != nil {
-		clock = scripts.Time{Fixed: true, At: limit.MicrosOf(b.opts.FakeRedisClock())}
+		clock = scriptClock{Fixed: true, At: limit.MicrosOf(b.opts.FakeRedisClock())}
 	}
 	j := getJob(checks)
 	results := j.results

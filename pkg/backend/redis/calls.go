@@ -11,7 +11,6 @@ import (
 
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/limit"
-	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // decideCmd is an FCALL/EVALSHA/EVAL that go-redis must never send twice: the
@@ -68,7 +67,7 @@ type item struct {
 	nkeys  int // its KEYS in the call
 }
 
-// ruleKey is what a rule's scripts.RuleArgs depends on: every Rule field
+// ruleKey is what a rule's ruleArgs depends on: every Rule field
 // but Name.
 type ruleKey struct {
 	alg        limit.Algorithm
@@ -84,20 +83,20 @@ type ruleKey struct {
 // cleared when it fills rather than grown without bound.
 const ruleCacheMax = 4096
 
-// ruleCache maps rules to their scripts.RuleArgs. Rules are read far more often
+// ruleCache maps rules to their ruleArgs. Rules are read far more often
 // than new ones appear, which is what sync.Map is for.
 type ruleCache struct {
-	m sync.Map // ruleKey → *scripts.RuleArgs
+	m sync.Map // ruleKey → *ruleArgs
 	n atomic.Int64
 }
 
 // get returns r's RuleArgs, computing and caching it on first sight.
-func (c *ruleCache) get(r limit.Rule) (*scripts.RuleArgs, error) {
+func (c *ruleCache) get(r limit.Rule) (*ruleArgs, error) {
 	k := ruleKey{r.Algorithm, r.Unit, r.Multiplier, r.Limit, r.Burst, r.Location}
 	if v, ok := c.m.Load(k); ok {
-		return v.(*scripts.RuleArgs), nil
+		return v.(*ruleArgs), nil
 	}
-	a, err := scripts.PrepareRule(r)
+	a, err := prepareRule(r)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +118,7 @@ type job struct {
 	idx      []int  // scratch: the checks to send
 	argv     []any
 	keys     []string
-	rules    []*scripts.RuleArgs
+	rules    []*ruleArgs
 	results  []backend.Result // handed to the caller
 	outcomes []limit.Outcome  // the results' outcomes, handed to the caller
 	nout     int              // outcomes given to calls so far
@@ -167,7 +166,7 @@ func getJob(checks []backend.Check) *job {
 	nargs, nrules := 2, 0
 	for _, c := range checks {
 		nrules += len(c.Rules)
-		nargs += 3 + 1 + len(c.Rules) + 2 + scripts.ArgCount(len(c.Rules))
+		nargs += 3 + 1 + len(c.Rules) + 2 + argCount(len(c.Rules))
 	}
 	j.calls = grow(j.calls[:0], len(checks))
 	j.items = grow(j.items[:0], len(checks))
@@ -226,7 +225,7 @@ func grow[T any](s []T, n int) []T {
 }
 
 // prepare returns the RuleArgs of c's rules, in j.rules.
-func (b *Backend) prepare(j *job, c backend.Check) ([]*scripts.RuleArgs, error) {
+func (b *Backend) prepare(j *job, c backend.Check) ([]*ruleArgs, error) {
 	j.rules = j.rules[:0]
 	for n, r := range c.Rules {
 		a, err := b.rules.get(r)
@@ -239,15 +238,15 @@ func (b *Backend) prepare(j *job, c backend.Check) ([]*scripts.RuleArgs, error) 
 }
 
 // add builds the call for check c (result index i): its KEYS
-// (scripts.AppendKeys) and its argv, carved from the job's slices (sized by
+// (appendKeys) and its argv, carved from the job's slices (sized by
 // getJob, so they never move and the pointers boxed into argv stay valid).
-func (b *Backend) add(j *job, i int, c backend.Check, clock scripts.Time) error {
+func (b *Backend) add(j *job, i int, c backend.Check, clock scriptClock) error {
 	rules, err := b.prepare(j, c)
 	if err != nil {
 		return err
 	}
 	k0 := len(j.keys)
-	if j.keys, err = scripts.AppendKeys(j.keys, b.opts.KeyPrefix, c.Identity, rules); err != nil {
+	if j.keys, err = appendKeys(j.keys, b.opts.KeyPrefix, c.Identity, rules); err != nil {
 		return err
 	}
 	a0 := len(j.argv)
@@ -257,9 +256,9 @@ func (b *Backend) add(j *job, i int, c backend.Check, clock scripts.Time) error 
 	for k := k0; k < len(j.keys); k++ {
 		j.argv = append(j.argv, &j.keys[k]) // a *string boxes without allocating
 	}
-	j.argv = scripts.AppendHead(j.argv, c.Cost, clock)
+	j.argv = appendHead(j.argv, c.Cost, clock)
 	for _, a := range rules {
-		j.argv = a.Append(j.argv, clock)
+		j.argv = a.appendTo(j.argv, clock)
 	}
 	i0 := len(j.items)
 	j.items = append(j.items, item{result: i, out: j.nout, rules: len(c.Rules), nkeys: len(j.keys) - k0})
@@ -281,7 +280,7 @@ func (j *job) addCall(a0, i0 int, batch bool) {
 // all bound for one node, with the decide script's batch layout: each
 // check is decided as its own call would decide it. A check that cannot
 // be sent (a bad identity or rule) gets its error in errs and is left out.
-func (b *Backend) addBatch(j *job, idx []int, checks []backend.Check, clock scripts.Time, errs func(i int, err error)) {
+func (b *Backend) addBatch(j *job, idx []int, checks []backend.Check, clock scriptClock, errs func(i int, err error)) {
 	// KEYS first (EVALSHA names them before ARGV): each check's keys, then
 	// its slots, from the same RuleArgs.
 	k0, i0 := len(j.keys), len(j.items)
@@ -291,7 +290,7 @@ func (b *Backend) addBatch(j *job, idx []int, checks []backend.Check, clock scri
 		k := len(j.keys)
 		rules, err := b.prepare(j, c)
 		if err == nil {
-			j.keys, err = scripts.AppendKeys(j.keys, b.opts.KeyPrefix, c.Identity, rules)
+			j.keys, err = appendKeys(j.keys, b.opts.KeyPrefix, c.Identity, rules)
 		}
 		if err != nil {
 			errs(i, err)
@@ -310,16 +309,16 @@ func (b *Backend) addBatch(j *job, idx []int, checks []backend.Check, clock scri
 		j.argv = append(j.argv, &j.keys[k])
 	}
 	if j.together {
-		j.argv = scripts.AppendTogetherHead(j.argv, clock)
+		j.argv = appendTogetherHead(j.argv, clock)
 	} else {
-		j.argv = scripts.AppendBatchHead(j.argv, clock)
+		j.argv = appendBatchHead(j.argv, clock)
 	}
 	var rep repeats
 	for _, it := range j.items[i0:] {
 		c := checks[it.result]
 		rules, _ := b.prepare(j, c) // cached: cannot fail now
 		s := len(j.argv)
-		j.argv = scripts.AppendBatchItem(j.argv, it.nkeys, c.Cost, rules, clock)
+		j.argv = appendBatchItem(j.argv, it.nkeys, c.Cost, rules, clock)
 		j.argv = rep.fold(j.argv, s)
 	}
 	j.addCall(a0, i0, true)

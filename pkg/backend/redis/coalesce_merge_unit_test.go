@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/limit"
-	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // Cross-request batching without Redis: calls built by the Backend's own
@@ -37,7 +36,7 @@ type unitJob struct {
 
 // buildJob builds the job of one Decide of checks, as Backend.decide does
 // for one node: one call, a batch when there are several checks.
-func buildJob(t *testing.T, b *Backend, together bool, clock scripts.Time, checks ...backend.Check) *unitJob {
+func buildJob(t *testing.T, b *Backend, together bool, clock scriptClock, checks ...backend.Check) *unitJob {
 	t.Helper()
 	j := getJob(checks)
 	j.together = together
@@ -79,7 +78,7 @@ func fakeAnswer(c *call) {
 	key := func(k int) string { return *c.argv[3+k].(*string) }
 	one := func(key string, rules int) []int64 {
 		if strings.Contains(key, "{bad}") {
-			out := []int64{scripts.ItemFailed, int64(len(wrongType))}
+			out := []int64{itemFailed, int64(len(wrongType))}
 			for _, ch := range []byte(wrongType) {
 				out = append(out, int64(ch))
 			}
@@ -97,7 +96,7 @@ func fakeAnswer(c *call) {
 	}
 	if !c.batch {
 		r := one(key(0), (len(c.argv)-4-nk)/5)
-		if r[0] == scripts.ItemFailed {
+		if r[0] == itemFailed {
 			c.cmd.SetErr(scriptError(wrongType))
 			return
 		}
@@ -107,7 +106,7 @@ func fakeAnswer(c *call) {
 	var out []int64
 	a, k, ik, na := 3+nk+2, 0, 0, 0
 	for a < len(c.argv) {
-		if c.argv[a] == any(scripts.RepeatItem) {
+		if c.argv[a] == any(repeatItem) {
 			a++ // the item before's ik and na
 		} else {
 			ik, na = c.argv[a].(int), c.argv[a+1].(int)
@@ -139,7 +138,7 @@ func laneBusy(t *testing.T) (b *Backend, c *coalescer, f *fakeRedis, done <-chan
 	b = unitBackend()
 	c, f = testCoalescer(t, false, 1, 128)
 	f.answer = fakeAnswer
-	first := buildJob(t, b, false, scripts.Time{At: 1}, uid("id0"))
+	first := buildJob(t, b, false, scriptClock{At: 1}, uid("id0"))
 	done = decideAsyncJob(context.Background(), c, first.j)
 	if got := f.next(t); len(got) != 1 || got[0] != first.j.ptrs[0] {
 		t.Fatal("the lone request did not go as it is")
@@ -155,7 +154,7 @@ func laneBusy(t *testing.T) (b *Backend, c *coalescer, f *fakeRedis, done <-chan
 // script failed fails only its caller, with the error its own call gets.
 func TestCoalescerMergesQueuedRequests(t *testing.T) {
 	b, c, f, d0 := laneBusy(t)
-	clock := scripts.Time{At: 1}
+	clock := scriptClock{At: 1}
 	jobs := []*unitJob{
 		buildJob(t, b, false, clock, uid("id1")),
 		buildJob(t, b, false, clock, uid("id2"), uid("id3")),
@@ -218,7 +217,7 @@ func TestCoalescerMergesQueuedRequests(t *testing.T) {
 
 // threeMerged builds three Decides (one check, two, one) and merges their
 // calls, which must make one merged call.
-func threeMerged(t *testing.T, b *Backend, clock scripts.Time) ([]*unitJob, *merger, *call) {
+func threeMerged(t *testing.T, b *Backend, clock scriptClock) ([]*unitJob, *merger, *call) {
 	t.Helper()
 	jobs := []*unitJob{
 		buildJob(t, b, false, clock, uid("id1")),
@@ -239,12 +238,12 @@ func threeMerged(t *testing.T, b *Backend, clock scripts.Time) ([]*unitJob, *mer
 
 // TestMergedCallRepeatsItems: a merged call writes a descriptor whose
 // slots (its KEYS count, cost and rules) are the descriptor before's as
-// one slot, scripts.RepeatItem, whether the two come from one Decide or
+// one slot, repeatItem, whether the two come from one Decide or
 // from two, and is then exactly the batch one Decide of all the checks
 // sends.
 func TestMergedCallRepeatsItems(t *testing.T) {
 	b := unitBackend()
-	clock := scripts.Time{At: 1}
+	clock := scriptClock{At: 1}
 	hour := []limit.Rule{{Unit: limit.Hour, Limit: 7}}
 	two := []limit.Rule{{Unit: limit.Hour, Limit: 7}, {Algorithm: limit.SlidingLog, Unit: limit.Minute, Limit: 3}}
 	check := func(id string, rules []limit.Rule, n uint64) backend.Check {
@@ -278,7 +277,7 @@ func TestMergedCallRepeatsItems(t *testing.T) {
 			argv := wire[0].argv
 			var got strings.Builder
 			for a := 3 + wire[0].nkeys() + 2; a < len(argv); {
-				if argv[a] == any(scripts.RepeatItem) {
+				if argv[a] == any(repeatItem) {
 					got.WriteByte('R')
 					a++
 					continue
@@ -303,7 +302,7 @@ func TestMergedCallRepeatsItems(t *testing.T) {
 // node's breaker.
 func TestMergedCallErrorReachesEvery(t *testing.T) {
 	b := unitBackend()
-	clock := scripts.Time{At: 1}
+	clock := scriptClock{At: 1}
 	for _, err := range []error{
 		scriptError("OOM command not allowed when used memory > 'maxmemory'."),
 		scriptError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."),
@@ -339,7 +338,7 @@ func TestMergedCallErrorReachesEvery(t *testing.T) {
 // TestMergeBounds: which calls of a pipeline merge, and into how many.
 func TestMergeBounds(t *testing.T) {
 	b := unitBackend()
-	clock := scripts.Time{At: 1}
+	clock := scriptClock{At: 1}
 	many := make([]limit.Rule, maxMergeArgs/5)
 	for i := range many {
 		many[i] = limit.Rule{Unit: limit.Second, Limit: uint64(i + 1)}
@@ -363,9 +362,9 @@ func TestMergeBounds(t *testing.T) {
 		{"together goes alone", append(append(singles(2), buildJob(t, b, true, clock, uid("id1"), uid("id2"))), singles(1)...), []int{2, 0, 0}},
 		{"ARGV bounded", append(singles(2), buildJob(t, b, false, clock, backend.Check{Identity: "id9", Rules: many, Cost: limit.Cost{N: 1}})), []int{2, 0}},
 		{"different clocks do not merge", []*unitJob{
-			buildJob(t, b, false, scripts.Time{Fixed: true, At: 1}, uid("id1")),
-			buildJob(t, b, false, scripts.Time{Fixed: true, At: 1}, uid("id2")),
-			buildJob(t, b, false, scripts.Time{Fixed: true, At: 2}, uid("id3")),
+			buildJob(t, b, false, scriptClock{Fixed: true, At: 1}, uid("id1")),
+			buildJob(t, b, false, scriptClock{Fixed: true, At: 1}, uid("id2")),
+			buildJob(t, b, false, scriptClock{Fixed: true, At: 2}, uid("id3")),
 		}, []int{2, 0}},
 	}
 	for _, tt := range tests {
@@ -402,7 +401,7 @@ func TestMergeBounds(t *testing.T) {
 // (a bug, never an outage), as a call's own short reply does.
 func TestMergedMalformedReply(t *testing.T) {
 	b := unitBackend()
-	clock := scripts.Time{At: 1}
+	clock := scriptClock{At: 1}
 	jobs, m, merged := threeMerged(t, b, clock)
 	fakeAnswer(merged)
 	merged.cmd.SetVal(merged.cmd.Val()[:3]) // the first descriptor (two integers) and part of the second
@@ -417,7 +416,7 @@ func TestMergedMalformedReply(t *testing.T) {
 				if r.Err != nil || r.Outcomes[0].Remaining != 1 {
 					t.Errorf("the first request: %+v, want its reply", r)
 				}
-			case !errors.Is(r.Err, scripts.ErrReply) || errors.Is(r.Err, backend.ErrUnavailable):
+			case !errors.Is(r.Err, errReply) || errors.Is(r.Err, backend.ErrUnavailable):
 				t.Errorf("request %d check %d: %v, want the reply error", i, k, r.Err)
 			}
 		}
@@ -430,7 +429,7 @@ func TestMergedMalformedReply(t *testing.T) {
 // get their own replies all the same.
 func TestCoalescerMergedCallerLeaves(t *testing.T) {
 	b, c, f, d0 := laneBusy(t)
-	clock := scripts.Time{At: 1}
+	clock := scriptClock{At: 1}
 	jobs := []*unitJob{
 		buildJob(t, b, false, clock, uid("id1")),
 		buildJob(t, b, false, clock, uid("id2")), // leaves in flight
@@ -480,7 +479,7 @@ func TestCoalescerMergedCallerLeaves(t *testing.T) {
 // in their order; calls of a tag seen once go as they are.
 func TestMergeByTag(t *testing.T) {
 	b := unitBackend()
-	clock := scripts.Time{At: 1}
+	clock := scriptClock{At: 1}
 	var calls []*call
 	for _, id := range []string{"a1", "b1", "a2", "c1", "a3", "b2"} {
 		calls = append(calls, buildJob(t, b, false, clock, uid(id[:1]+"|"+id)).j.ptrs...)

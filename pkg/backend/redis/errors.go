@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/limit"
-	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // fill reads c's reply into the results of its items, and says whether
@@ -32,7 +31,7 @@ func (b *Backend) fill(results []backend.Result, c *call, outcomes []limit.Outco
 		res := &results[it.result]
 		out := outcomes[it.out : it.out+it.rules]
 		if !c.batch {
-			d, perr := scripts.ParseDecideInts(ints, out)
+			d, perr := parseDecideInts(ints, out)
 			if perr != nil {
 				res.Err = fmt.Errorf("redis backend: %w", perr)
 			} else {
@@ -40,12 +39,12 @@ func (b *Backend) fill(results []backend.Result, c *call, outcomes []limit.Outco
 			}
 			continue
 		}
-		d, rest, perr := scripts.ParseBatchInts(ints, out)
+		d, rest, perr := parseBatchInts(ints, out)
 		ints = rest
 		switch {
 		case perr == nil:
 			res.Decision = d
-		case errors.Is(perr, scripts.ErrReply):
+		case errors.Is(perr, errReply):
 			res.Err = fmt.Errorf("redis backend: %w", perr)
 		default:
 			// The script failed this descriptor (a command failing inside

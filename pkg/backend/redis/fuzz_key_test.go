@@ -8,7 +8,6 @@ import (
 	"github.com/sluice-rl/sluice/internal/fuzzdesc"
 	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
-	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // fuzzZones are time zones a config may name (the parser accepts only what
@@ -79,19 +78,19 @@ func FuzzKey(f *testing.F) {
 		r2 := fuzzRule(t, alg2, unit2, mult2, zone2)
 		id1, id2 := identity.Encode(d1, e1), identity.Encode(d2, e2)
 		// A refused identity (the empty descriptor) gets no key: "".
-		k1, _ := scripts.Key(prefix, id1, r1)
-		k2, _ := scripts.Key(prefix, id2, r2)
+		k1, _ := stateKey(prefix, id1, r1)
+		k2, _ := stateKey(prefix, id2, r2)
 		for _, c := range []struct {
 			id, key string
 			r       limit.Rule
 		}{{id1, k1, r1}, {id2, k2, r2}} {
-			if err := scripts.CheckIdentity(c.id); err != nil {
+			if err := checkIdentity(c.id); err != nil {
 				if c.id != "" {
 					t.Fatalf("identity %q refused: %v", c.id, err)
 				}
 				continue // the empty descriptor: refused, never sent (the service requires a domain)
 			}
-			if _, err := scripts.PrepareRule(c.r); err != nil {
+			if _, err := prepareRule(c.r); err != nil {
 				t.Fatalf("rule %v refused: %v", c.r, err)
 			}
 			if tag := hashTag(c.key); tag != c.id {
@@ -109,7 +108,7 @@ func FuzzKey(f *testing.F) {
 		for i := 0; sameDescriptor && i < len(e1); i++ {
 			sameDescriptor = e1[i] == e2[i]
 		}
-		if k1 != "" && k1 == k2 && (!sameDescriptor || (scripts.OwnsKey(r1) || scripts.OwnsKey(r2)) && r1.ID() != r2.ID()) {
+		if k1 != "" && k1 == k2 && (!sameDescriptor || (ownsKey(r1) || ownsKey(r2)) && r1.ID() != r2.ID()) {
 			t.Fatalf("(%q, %q, %s) and (%q, %q, %s) share the key %q", d1, e1, r1.ID(), d2, e2, r2.ID(), k1)
 		}
 	})

@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
-	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // allRules is one rule of every algorithm, plus a calendar window.
@@ -152,7 +151,7 @@ func TestKeyPrefixAndTTL(t *testing.T) {
 	expires := map[string]span{}
 	for _, r := range rules {
 		k := Key(prefix, id, r)
-		if wk, ok := scripts.WindowKey(prefix, id, r, t0); ok {
+		if wk, ok := windowKeyName(prefix, id, r, t0); ok {
 			k = wk // an epoch-aligned fixed window's count: a window key
 		}
 		lo, hi := expiryMillis(r, t0, cost), expiryMillis(r, t1, cost)

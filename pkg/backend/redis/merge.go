@@ -4,8 +4,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-
-	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // Cross-request batching: the calls of the requests one coalesced pipeline
@@ -183,7 +181,7 @@ func (m *merger) join(parts []*call) *call {
 		var last []any // the part's item before, in full
 		for len(a) > 0 {
 			item := last
-			if a[0] == any(scripts.RepeatItem) {
+			if a[0] == any(repeatItem) {
 				a = a[1:]
 			} else {
 				item, a = a[:2+a[1].(int)], a[2+a[1].(int):]
@@ -200,7 +198,7 @@ func (m *merger) join(parts []*call) *call {
 }
 
 // repeats writes batch items that repeat the item before as one slot,
-// scripts.RepeatItem (the common case: one limit, many clients). A Decide
+// repeatItem (the common case: one limit, many clients). A Decide
 // of several checks and a merged call fold alike, so a merged call is the
 // batch one Decide of the same checks would send.
 type repeats struct {
@@ -208,12 +206,12 @@ type repeats struct {
 }
 
 // fold returns argv with its last item, which starts at argv[start] (nk,
-// na, its slots), written as scripts.RepeatItem when it is the same as the
+// na, its slots), written as repeatItem when it is the same as the
 // last item written in full.
 func (r *repeats) fold(argv []any, start int) []any {
 	item := argv[start:len(argv):len(argv)]
 	if r.prev != nil && slices.Equal(item, r.prev) {
-		return scripts.AppendRepeatItem(argv[:start])
+		return appendRepeatItem(argv[:start])
 	}
 	r.prev = item
 	return argv
@@ -241,7 +239,7 @@ func (m *merger) split() {
 			start, size, ok := ints, 0, true
 			var itemErr error
 			for _, it := range p.items {
-				n, good, ierr := scripts.NextBatchItem(ints[size:], it.rules)
+				n, good, ierr := nextBatchItem(ints[size:], it.rules)
 				if !good {
 					ok = false
 					break

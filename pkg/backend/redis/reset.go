@@ -23,11 +23,11 @@ var resetScript = goredis.NewScript(scripts.ResetScript().Source)
 // window holding now (on the decide calls' clock), the rules' records, the
 // sliding logs. Records of other rule ids in the counter key are kept.
 func (b *Backend) Reset(ctx context.Context, identity string, rules []limit.Rule) error {
-	var clock scripts.Time
+	var clock scriptClock
 	if b.opts.FakeRedisClock != nil {
-		clock = scripts.Time{Fixed: true, At: limit.MicrosOf(b.opts.FakeRedisClock())}
+		clock = scriptClock{Fixed: true, At: limit.MicrosOf(b.opts.FakeRedisClock())}
 	}
-	keys, ids, err := scripts.ResetArgs(b.opts.KeyPrefix, identity, rules, clock)
+	keys, ids, err := resetArgs(b.opts.KeyPrefix, identity, rules, clock)
 	if err != nil {
 		return fmt.Errorf("redis backend: reset: %w", err)
 	}

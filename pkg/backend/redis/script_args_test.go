@@ -1,4 +1,4 @@
-package scripts
+package redis
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ func TestAppendDecideArgsWire(t *testing.T) {
 		name  string
 		rules []limit.Rule
 		cost  limit.Cost
-		clock Time
+		clock scriptClock
 		want  []string // after the three head slots
 		head  []string
 	}{
@@ -45,7 +45,7 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			name:  "meter with burst, refund, fixed clock",
 			rules: []limit.Rule{{Algorithm: limit.TokenBucket, Unit: limit.Second, Limit: 10, Burst: 30}},
 			cost:  limit.Cost{N: 7, Refund: true},
-			clock: Time{Fixed: true, At: 42},
+			clock: scriptClock{Fixed: true, At: 42},
 			head:  []string{"42", "7", "1"},
 			want:  []string{"4", "10", "30", "1000000", "tb.1se"},
 		},
@@ -77,7 +77,7 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			name:  "calendar day in a zone",
 			rules: []limit.Rule{{Unit: limit.Day, Limit: 9, Location: shanghai}},
 			cost:  limit.Cost{N: 1},
-			clock: Time{At: at},
+			clock: scriptClock{At: at},
 			head:  []string{"", "1", "0"},
 			want: func() []string {
 				_, s := calendarSegments(limit.Rule{Unit: limit.Day, Location: shanghai}, at)
@@ -88,7 +88,7 @@ func TestAppendDecideArgsWire(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args, err := AppendDecideArgs([]any{"evalsha"}, tt.rules, tt.cost, tt.clock)
+			args, err := appendDecideArgs([]any{"evalsha"}, tt.rules, tt.cost, tt.clock)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,19 +97,19 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("ARGV\n got %q\nwant %q", got, want)
 			}
-			if len(args)-1 > ArgCount(len(tt.rules)) {
-				t.Fatalf("%d slots, ArgCount says at most %d", len(args)-1, ArgCount(len(tt.rules)))
+			if len(args)-1 > argCount(len(tt.rules)) {
+				t.Fatalf("%d slots, argCount says at most %d", len(args)-1, argCount(len(tt.rules)))
 			}
 			// The prepared path writes the same slots.
-			prepared := AppendHead([]any{"evalsha"}, tt.cost, tt.clock)
+			prepared := appendHead([]any{"evalsha"}, tt.cost, tt.clock)
 			for _, r := range tt.rules {
-				a, err := PrepareRule(r)
+				a, err := prepareRule(r)
 				if err != nil {
 					t.Fatal(err)
 				}
-				prepared = a.Append(prepared, tt.clock)
-				if a.ownKey != OwnsKey(r) {
-					t.Fatalf("%v: RuleArgs.ownKey %v, OwnsKey %v", r, a.ownKey, OwnsKey(r))
+				prepared = a.appendTo(prepared, tt.clock)
+				if a.ownKey != ownsKey(r) {
+					t.Fatalf("%v: ruleArgs.ownKey %v, ownsKey %v", r, a.ownKey, ownsKey(r))
 				}
 			}
 			if p := wire(prepared); !slices.Equal(p, want) {
@@ -126,11 +126,11 @@ func TestAppendDecideArgsRejects(t *testing.T) {
 		{Unit: limit.Year + 1},
 		{Unit: -1},
 	} {
-		if _, err := AppendDecideArgs(nil, []limit.Rule{{Unit: limit.Second}, r}, limit.Cost{N: 1}, Time{}); err == nil {
+		if _, err := appendDecideArgs(nil, []limit.Rule{{Unit: limit.Second}, r}, limit.Cost{N: 1}, scriptClock{}); err == nil {
 			t.Errorf("rule %+v: no error", r)
 		}
-		if _, err := PrepareRule(r); err == nil {
-			t.Errorf("PrepareRule(%+v): no error", r)
+		if _, err := prepareRule(r); err == nil {
+			t.Errorf("prepareRule(%+v): no error", r)
 		}
 	}
 }
@@ -143,20 +143,20 @@ func TestPreparedArgsDoNotAllocate(t *testing.T) {
 		{Name: "hourly", Algorithm: limit.SlidingWindow, Unit: limit.Hour, Limit: 1000},
 		{Name: "daily", Unit: limit.Day, Limit: 10000},
 	}
-	var prepared []*RuleArgs
+	var prepared []*ruleArgs
 	for _, r := range rules {
-		a, err := PrepareRule(r)
+		a, err := prepareRule(r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		prepared = append(prepared, a)
 	}
-	dst := make([]any, 0, ArgCount(len(rules)))
-	clock := Time{At: 1_900_000_000_000_000}
+	dst := make([]any, 0, argCount(len(rules)))
+	clock := scriptClock{At: 1_900_000_000_000_000}
 	allocs := testing.AllocsPerRun(100, func() {
-		dst = AppendHead(dst[:0], limit.Cost{N: 1}, clock)
+		dst = appendHead(dst[:0], limit.Cost{N: 1}, clock)
 		for _, a := range prepared {
-			dst = a.Append(dst, clock)
+			dst = a.appendTo(dst, clock)
 		}
 	})
 	if allocs != 0 {
@@ -216,7 +216,7 @@ func TestParseDecideInts(t *testing.T) {
 		{name: "one rule in the long form", ints: []int64{1, 0, 1, 9, 5}, n: 1, wantErr: true},
 		{name: "one rule, too short", ints: []int64{9}, n: 1, wantErr: true},
 		{name: "one rule, negative reset", ints: []int64{9, -1}, n: 1, wantErr: true},
-		{name: "one rule, the failed marker", ints: []int64{ItemFailed, 5}, n: 1, wantErr: true},
+		{name: "one rule, the failed marker", ints: []int64{itemFailed, 5}, n: 1, wantErr: true},
 		{name: "too short", ints: []int64{1, 0, 1, 9, 5, 1, 2}, n: 2, wantErr: true},
 		{name: "negative remaining", ints: []int64{1, 0, 1, -1, 5, 1, 2, 5}, n: 2, wantErr: true},
 		{name: "binding disagrees with Bind", ints: []int64{1, 0, 1, 9, 1000, 1, 2, 500}, n: 2, wantErr: true}, // rule 1 has less left
@@ -224,10 +224,10 @@ func TestParseDecideInts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseDecideInts(tt.ints, make([]limit.Outcome, tt.n))
+			got, err := parseDecideInts(tt.ints, make([]limit.Outcome, tt.n))
 			if tt.wantErr {
-				if !errors.Is(err, ErrReply) {
-					t.Fatalf("err %v, want ErrReply", err)
+				if !errors.Is(err, errReply) {
+					t.Fatalf("err %v, want errReply", err)
 				}
 				return
 			}
@@ -237,14 +237,14 @@ func TestParseDecideInts(t *testing.T) {
 			if got.Allowed != tt.want.Allowed || got.Binding != tt.want.Binding || !slices.Equal(got.Outcomes, tt.want.Outcomes) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
-			// ParseDecideReply agrees on the boxed form of the same reply.
+			// parseDecideReply agrees on the boxed form of the same reply.
 			boxed := make([]any, len(tt.ints))
 			for i, v := range tt.ints {
 				boxed[i] = v
 			}
-			again, err := ParseDecideReply(boxed, tt.n)
+			again, err := parseDecideReply(boxed, tt.n)
 			if err != nil || again.Binding != got.Binding || !slices.Equal(again.Outcomes, got.Outcomes) {
-				t.Fatalf("ParseDecideReply: %+v, %v", again, err)
+				t.Fatalf("parseDecideReply: %+v, %v", again, err)
 			}
 		})
 	}

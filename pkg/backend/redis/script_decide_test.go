@@ -1,4 +1,4 @@
-package scripts
+package redis
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // harness runs decide.lua on a real Redis with a fixed (test) clock and
@@ -23,7 +24,7 @@ import (
 type harness struct {
 	t       *testing.T
 	ctx     context.Context
-	c       *redis.Client
+	c       *goredis.Client
 	counter string // the descriptor's counter key, KEYS[1]
 	rules   []limit.Rule
 	keys    []string       // KEYS: the counter key, then one per sliding log
@@ -32,7 +33,7 @@ type harness struct {
 	fcall   string         // when set, run calls this function of the loaded library instead of EVALSHA
 }
 
-func newHarness(t *testing.T, c *redis.Client, name string, rules []limit.Rule) *harness {
+func newHarness(t *testing.T, c *goredis.Client, name string, rules []limit.Rule) *harness {
 	h := &harness{t: t, ctx: context.Background(), c: c, counter: "d:{" + name + "}", rules: rules}
 	h.keys = append(h.keys, h.counter)
 	byID := map[string]*limit.State{}
@@ -42,7 +43,7 @@ func newHarness(t *testing.T, c *redis.Client, name string, rules []limit.Rule) 
 			byID[id] = &limit.State{}
 		}
 		key := ""
-		if OwnsKey(r) {
+		if ownsKey(r) {
 			key = h.counter + ":" + id
 			h.keys = append(h.keys, key)
 		}
@@ -55,7 +56,7 @@ func newHarness(t *testing.T, c *redis.Client, name string, rules []limit.Rule) 
 // run decides cost at now on both sides and fails on any difference.
 func (h *harness) run(step string, now limit.Micros, cost limit.Cost) limit.Decision {
 	h.t.Helper()
-	args, err := AppendDecideArgs(nil, h.rules, cost, Time{Fixed: true, At: now})
+	args, err := appendDecideArgs(nil, h.rules, cost, scriptClock{Fixed: true, At: now})
 	if err != nil {
 		h.t.Fatalf("%s: args: %v", step, err)
 	}
@@ -63,15 +64,15 @@ func (h *harness) run(step string, now limit.Micros, cost limit.Cost) limit.Deci
 	if h.fcall != "" {
 		reply, err = h.c.FCall(h.ctx, h.fcall, h.keys, args...).Result()
 	} else {
-		reply, err = h.c.EvalSha(h.ctx, DecideScript().SHA1, h.keys, args...).Result()
+		reply, err = h.c.EvalSha(h.ctx, scripts.DecideScript().SHA1, h.keys, args...).Result()
 	}
-	if err != nil && h.fcall == "" && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		reply, err = h.c.Eval(h.ctx, DecideScript().Source, h.keys, args...).Result()
+	if err != nil && h.fcall == "" && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		reply, err = h.c.Eval(h.ctx, scripts.DecideScript().Source, h.keys, args...).Result()
 	}
 	if err != nil {
 		h.t.Fatalf("%s: eval: %v", step, err)
 	}
-	got, err := ParseDecideReply(reply, len(h.rules))
+	got, err := parseDecideReply(reply, len(h.rules))
 	if err != nil {
 		h.t.Fatalf("%s: %v", step, err)
 	}
@@ -111,7 +112,7 @@ func (h *harness) compareState(step string, now limit.Micros, wrote bool) {
 			h.compareWindow(step, now, i)
 			continue
 		}
-		if !OwnsKey(r) {
+		if !ownsKey(r) {
 			f, ok := records[id]
 			delete(records, id)
 			if s.Expires <= now {
@@ -208,7 +209,7 @@ func (h *harness) compareCounter(step string, r limit.Rule, s *limit.State, f []
 func (h *harness) records(step string) map[string][]string {
 	h.t.Helper()
 	v, err := h.c.Get(h.ctx, h.counter).Result()
-	if err == redis.Nil {
+	if err == goredis.Nil {
 		return map[string][]string{}
 	}
 	if err != nil {
@@ -282,7 +283,7 @@ func scenarioRules(rng *rand.Rand, zones []*time.Location, rule func(*rand.Rand,
 // under another limit, as two rules of one id in a config do.
 func shareFirstState(rules []limit.Rule) []limit.Rule {
 	rules = append(rules, rules[0])
-	rules[len(rules)-1].Limit = min(rules[0].Limit+1, MaxExact-1)
+	rules[len(rules)-1].Limit = min(rules[0].Limit+1, maxExact-1)
 	return rules
 }
 
@@ -304,7 +305,7 @@ func randomRule(rng *rand.Rand, zones []*time.Location) limit.Rule {
 		}
 	case 3:
 		if r.Algorithm != limit.SlidingLog {
-			r.Limit = MaxExact - 1
+			r.Limit = maxExact - 1
 		}
 	}
 	if r.Algorithm.IsMeter() && rng.IntN(2) == 0 {
@@ -328,7 +329,7 @@ func randomCost(rng *rand.Rand, rules []limit.Rule) limit.Cost {
 	case 1:
 		c.N = math.MaxUint64
 	case 2:
-		c.N = MaxExact + 1
+		c.N = maxExact + 1
 	case 3, 4:
 		c.N = uint64(rng.IntN(12))
 	case 5:
@@ -560,12 +561,12 @@ func TestDecideCalendarSkew(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			keys := []string{fmt.Sprintf("k:{cal%d}", i)} // the counter key: no sliding log
 			local := redisNow + tt.skew.Microseconds()
-			args, err := AppendDecideArgs(nil, rules, limit.Cost{N: 1}, Time{At: local})
+			args, err := appendDecideArgs(nil, rules, limit.Cost{N: 1}, scriptClock{At: local})
 			if err != nil {
 				t.Fatal(err)
 			}
 			args[0] = strconv.FormatInt(redisNow, 10) // Redis's clock, as TIME would give it
-			reply, err := c.Eval(ctx, DecideScript().Source, keys, args...).Result()
+			reply, err := c.Eval(ctx, scripts.DecideScript().Source, keys, args...).Result()
 			if tt.wantErr {
 				if err == nil || !strings.Contains(err.Error(), "outside the calendar windows") {
 					t.Fatalf("reply %v, err %v; want the calendar skew error", reply, err)
@@ -578,7 +579,7 @@ func TestDecideCalendarSkew(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := ParseDecideReply(reply, len(rules))
+			got, err := parseDecideReply(reply, len(rules))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -715,7 +716,7 @@ func TestDecideKeepsOtherRecords(t *testing.T) {
 func TestPrepareRuleRejectsSeparators(t *testing.T) {
 	for _, name := range []string{"Mars/Olympus Mons", "a|b"} {
 		r := limit.Rule{Unit: limit.Day, Limit: 1, Location: time.FixedZone(name, 3600)}
-		if _, err := PrepareRule(r); err == nil || !strings.Contains(err.Error(), "space or '|'") {
+		if _, err := prepareRule(r); err == nil || !strings.Contains(err.Error(), "space or '|'") {
 			t.Errorf("zone %q: err %v, want the separator error", name, err)
 		}
 	}
@@ -765,15 +766,15 @@ func TestDecideRecordsSplitAtBars(t *testing.T) {
 			if err := c.Set(ctx, key, tc.value, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			args, err := AppendDecideArgs(nil, rules, limit.Cost{N: 1}, Time{Fixed: true, At: now})
+			args, err := appendDecideArgs(nil, rules, limit.Cost{N: 1}, scriptClock{Fixed: true, At: now})
 			if err != nil {
 				t.Fatal(err)
 			}
-			reply, err := c.Eval(ctx, DecideScript().Source, []string{key}, args...).Result()
+			reply, err := c.Eval(ctx, scripts.DecideScript().Source, []string{key}, args...).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := ParseDecideReply(reply, 1)
+			d, err := parseDecideReply(reply, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

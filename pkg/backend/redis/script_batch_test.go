@@ -1,4 +1,4 @@
-package scripts
+package redis
 
 import (
 	"fmt"
@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // batchItem is one descriptor of a batch: its harness and its cost.
@@ -23,41 +24,41 @@ type batchItem struct {
 // runBatch decides items in one batch call at now and compares every
 // descriptor's Decision with limit.Decide run on the items in order, as
 // separate calls would be, then each written descriptor's stored state.
-// An item whose slots are the item before's goes as a RepeatItem, as the
+// An item whose slots are the item before's goes as a repeatItem, as the
 // Redis backend sends it; repeats counts them.
 func runBatch(t *testing.T, step string, now limit.Micros, items []batchItem, repeats *int) []limit.Decision {
 	t.Helper()
-	clock := Time{Fixed: true, At: now}
-	args := AppendBatchHead(nil, clock)
+	clock := scriptClock{Fixed: true, At: now}
+	args := appendBatchHead(nil, clock)
 	var keys []string
 	var prev []any
 	for _, it := range items {
-		prepared := make([]*RuleArgs, len(it.h.rules))
+		prepared := make([]*ruleArgs, len(it.h.rules))
 		for i, r := range it.h.rules {
-			a, err := PrepareRule(r)
+			a, err := prepareRule(r)
 			if err != nil {
 				t.Fatalf("%s: %v", step, err)
 			}
 			prepared[i] = a
 		}
 		keys = append(keys, it.h.keys...)
-		item := AppendBatchItem(nil, len(it.h.keys), it.cost, prepared, clock)
+		item := appendBatchItem(nil, len(it.h.keys), it.cost, prepared, clock)
 		if slices.Equal(item, prev) {
-			args = AppendRepeatItem(args)
+			args = appendRepeatItem(args)
 			*repeats++
 			continue
 		}
 		args, prev = append(args, item...), item
 	}
 	h0 := items[0].h
-	ints, err := h0.c.Eval(h0.ctx, DecideScript().Source, keys, args...).Int64Slice()
+	ints, err := h0.c.Eval(h0.ctx, scripts.DecideScript().Source, keys, args...).Int64Slice()
 	if err != nil {
 		t.Fatalf("%s: eval: %v", step, err)
 	}
 	var got []limit.Decision
 	written := map[*harness]bool{}
 	for i, it := range items {
-		d, rest, err := ParseBatchInts(ints, make([]limit.Outcome, len(it.h.rules)))
+		d, rest, err := parseBatchInts(ints, make([]limit.Outcome, len(it.h.rules)))
 		if err != nil {
 			t.Fatalf("%s: descriptor %d: %v", step, i, err)
 		}
@@ -149,27 +150,27 @@ func TestBatchErrorIsPerDescriptor(t *testing.T) {
 	now := bases[0]
 	good := newHarness(t, c, "batch-good", []limit.Rule{{Unit: limit.Minute, Limit: 5}})
 	cal := limit.Rule{Unit: limit.Day, Limit: 5, Location: mustZone(t, "Asia/Shanghai")}
-	a, err := PrepareRule(cal)
+	a, err := prepareRule(cal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ga, err := PrepareRule(good.rules[0])
+	ga, err := prepareRule(good.rules[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	skewed := Time{Fixed: true, At: now + 3*24*3600*1_000_000} // windows computed three days ahead
-	clock := Time{Fixed: true, At: now}
-	args := AppendBatchHead(nil, clock)
-	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{ga}, clock)
-	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{a}, skewed)
-	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{ga}, clock)
+	skewed := scriptClock{Fixed: true, At: now + 3*24*3600*1_000_000} // windows computed three days ahead
+	clock := scriptClock{Fixed: true, At: now}
+	args := appendBatchHead(nil, clock)
+	args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{ga}, clock)
+	args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{a}, skewed)
+	args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{ga}, clock)
 	keys := []string{good.counter, "d:{batch-skewed}", good.counter}
-	ints, err := c.Eval(good.ctx, DecideScript().Source, keys, args...).Int64Slice()
+	ints, err := c.Eval(good.ctx, scripts.DecideScript().Source, keys, args...).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []uint64{4, 0, 3} {
-		d, rest, err := ParseBatchInts(ints, make([]limit.Outcome, 1))
+		d, rest, err := parseBatchInts(ints, make([]limit.Outcome, 1))
 		ints = rest
 		if i == 1 {
 			if err == nil || !strings.Contains(err.Error(), "outside the calendar windows") {
@@ -190,15 +191,15 @@ func TestBatchErrorIsPerDescriptor(t *testing.T) {
 // call or in separate calls, for tests that compare the two.
 type itemCalls struct {
 	t     *testing.T
-	c     *redis.Client
-	clock Time
+	c     *goredis.Client
+	clock scriptClock
 }
 
 // callItem is one descriptor of an itemCalls test: its identity, rules and
 // cost (0 means 1).
 type callItem struct {
 	id    string
-	rules []*RuleArgs
+	rules []*ruleArgs
 	n     uint64
 }
 
@@ -209,11 +210,11 @@ func (it callItem) cost() limit.Cost {
 	return limit.Cost{N: it.n}
 }
 
-// prepare returns the RuleArgs of rules.
-func (ic itemCalls) prepare(rules ...limit.Rule) []*RuleArgs {
-	var out []*RuleArgs
+// prepare returns the ruleArgs of rules.
+func (ic itemCalls) prepare(rules ...limit.Rule) []*ruleArgs {
+	var out []*ruleArgs
 	for _, r := range rules {
-		a, err := PrepareRule(r)
+		a, err := prepareRule(r)
 		if err != nil {
 			ic.t.Fatal(err)
 		}
@@ -241,26 +242,26 @@ func (ic itemCalls) stored(ns string) string {
 }
 
 // batch decides items under ns in one call, each repeating the item
-// before written as RepeatItem when fold is set.
+// before written as repeatItem when fold is set.
 func (ic itemCalls) batch(ns string, items []callItem, together, fold bool) []int64 {
-	args := AppendBatchHead(nil, ic.clock)
+	args := appendBatchHead(nil, ic.clock)
 	if together {
-		args = AppendTogetherHead(nil, ic.clock)
+		args = appendTogetherHead(nil, ic.clock)
 	}
 	var keys []string
 	var err error
 	for i, it := range items {
 		k := len(keys)
-		if keys, err = AppendKeys(keys, ns, it.id, it.rules); err != nil {
+		if keys, err = appendKeys(keys, ns, it.id, it.rules); err != nil {
 			ic.t.Fatal(err)
 		}
 		if fold && i > 0 && slices.Equal(it.rules, items[i-1].rules) && it.n == items[i-1].n {
-			args = AppendRepeatItem(args)
+			args = appendRepeatItem(args)
 			continue
 		}
-		args = AppendBatchItem(args, len(keys)-k, it.cost(), it.rules, ic.clock)
+		args = appendBatchItem(args, len(keys)-k, it.cost(), it.rules, ic.clock)
 	}
-	ints, err := ic.c.Eval(ic.t.Context(), DecideScript().Source, keys, args...).Int64Slice()
+	ints, err := ic.c.Eval(ic.t.Context(), scripts.DecideScript().Source, keys, args...).Int64Slice()
 	if err != nil {
 		ic.t.Fatal(err)
 	}
@@ -271,15 +272,15 @@ func (ic itemCalls) batch(ns string, items []callItem, together, fold bool) []in
 func (ic itemCalls) separate(ns string, items []callItem) []int64 {
 	var all []int64
 	for _, it := range items {
-		keys, err := AppendKeys(nil, ns, it.id, it.rules)
+		keys, err := appendKeys(nil, ns, it.id, it.rules)
 		if err != nil {
 			ic.t.Fatal(err)
 		}
-		args := AppendHead(nil, it.cost(), ic.clock)
+		args := appendHead(nil, it.cost(), ic.clock)
 		for _, r := range it.rules {
-			args = r.Append(args, ic.clock)
+			args = r.appendTo(args, ic.clock)
 		}
-		ints, err := ic.c.Eval(ic.t.Context(), DecideScript().Source, keys, args...).Int64Slice()
+		ints, err := ic.c.Eval(ic.t.Context(), scripts.DecideScript().Source, keys, args...).Int64Slice()
 		if err != nil {
 			ic.t.Fatal(err)
 		}
@@ -289,7 +290,7 @@ func (ic itemCalls) separate(ns string, items []callItem) []int64 {
 }
 
 // TestBatchRepeatItems: a batch whose items repeating the item before are
-// written as RepeatItem decides, replies and writes exactly as the same
+// written as repeatItem decides, replies and writes exactly as the same
 // descriptors decided by separate calls, in order, and as the same batch
 // written in full: for each shape of descriptor (the batch's own loop,
 // several fixed windows, the general way, a sliding log's key of its own),
@@ -298,11 +299,11 @@ func (ic itemCalls) separate(ns string, items []callItem) []int64 {
 // batch decided together, whose last descriptor is denied, puts every key
 // back, written in full or not.
 func TestBatchRepeatItems(t *testing.T) {
-	ic := itemCalls{t, redistest.Standalone(t).Client(), Time{Fixed: true, At: 1_800_000_000_000_000}}
+	ic := itemCalls{t, redistest.Standalone(t).Client(), scriptClock{Fixed: true, At: 1_800_000_000_000_000}}
 	other, deny := ic.prepare(limit.Rule{Unit: limit.Hour, Limit: 5}), ic.prepare(limit.Rule{Unit: limit.Hour, Limit: 0})
 	shapes := []struct {
 		name  string
-		rules []*RuleArgs
+		rules []*ruleArgs
 	}{
 		{"one fixed window", ic.prepare(limit.Rule{Unit: limit.Minute, Limit: 3})},
 		{"several fixed windows", ic.prepare(limit.Rule{Unit: limit.Minute, Limit: 3}, limit.Rule{Unit: limit.Hour, Limit: 4})},
@@ -354,7 +355,7 @@ func TestBatchRepeatItems(t *testing.T) {
 // decided, replied and written exactly as separate calls decide them, over
 // rounds that reach each limit.
 func TestBatchAlternatingShapes(t *testing.T) {
-	ic := itemCalls{t, redistest.Standalone(t).Client(), Time{Fixed: true, At: 1_800_000_000_000_000}}
+	ic := itemCalls{t, redistest.Standalone(t).Client(), scriptClock{Fixed: true, At: 1_800_000_000_000_000}}
 	sec, min, hour := ic.prepare(limit.Rule{Unit: limit.Second, Limit: 4}), ic.prepare(limit.Rule{Unit: limit.Minute, Limit: 5}), ic.prepare(limit.Rule{Unit: limit.Hour, Limit: 6})
 	sec2 := ic.prepare(limit.Rule{Unit: limit.Second, Limit: 2})                // same period, another limit
 	sec7 := ic.prepare(limit.Rule{Unit: limit.Second, Multiplier: 7, Limit: 3}) // another period and id
@@ -382,14 +383,14 @@ func TestBatchMalformedWritesNothing(t *testing.T) {
 	srv := redistest.Standalone(t)
 	c := srv.Client()
 	h := newHarness(t, c, "batch-bad", []limit.Rule{{Unit: limit.Minute, Limit: 5}})
-	a, err := PrepareRule(h.rules[0])
+	a, err := prepareRule(h.rules[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := Time{Fixed: true, At: bases[0]}
-	args := AppendBatchHead(nil, clock)
-	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{a}, clock)
-	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{a}, clock)
+	clock := scriptClock{Fixed: true, At: bases[0]}
+	args := appendBatchHead(nil, clock)
+	args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{a}, clock)
+	args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{a}, clock)
 	for _, tt := range []struct {
 		name string
 		keys []string
@@ -398,10 +399,10 @@ func TestBatchMalformedWritesNothing(t *testing.T) {
 		{"a key short", []string{h.counter}, args},
 		{"a slot short", []string{h.counter, h.counter}, args[:len(args)-1]},
 		{"a key too many", []string{h.counter, h.counter, h.counter}, args},
-		{"a repeat item first", []string{h.counter}, append(AppendBatchHead(nil, clock), RepeatItem)},
-		{"a repeat item without its key", []string{h.counter, h.counter}, AppendRepeatItem(AppendRepeatItem(args))},
+		{"a repeat item first", []string{h.counter}, append(appendBatchHead(nil, clock), repeatItem)},
+		{"a repeat item without its key", []string{h.counter, h.counter}, appendRepeatItem(appendRepeatItem(args))},
 	} {
-		err := c.Eval(h.ctx, DecideScript().Source, tt.keys, tt.args...).Err()
+		err := c.Eval(h.ctx, scripts.DecideScript().Source, tt.keys, tt.args...).Err()
 		if err == nil || !strings.Contains(err.Error(), "sluice decide: ") {
 			t.Errorf("%s: err %v, want the script's refusal", tt.name, err)
 		}
@@ -426,20 +427,20 @@ func TestBatchWindowErrorSameOnEveryPath(t *testing.T) {
 	if err := c.HSet(ctx, windowKey(bad, minute, now), "c", 1).Err(); err != nil {
 		t.Fatal(err)
 	}
-	pm, err := PrepareRule(minute)
+	pm, err := prepareRule(minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ph, err := PrepareRule(hour)
+	ph, err := prepareRule(hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := Time{Fixed: true, At: now}
-	args := AppendBatchHead(nil, clock)
-	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{pm}, clock)     // the batch's loop
-	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{pm, ph}, clock) // windows' loop
-	args = AppendBatchItem(args, 1, limit.Cost{N: 0}, []*RuleArgs{pm}, clock)     // a peek: GET
-	args = AppendBatchItem(args, 1, limit.Cost{N: 1}, []*RuleArgs{pm}, clock)
+	clock := scriptClock{Fixed: true, At: now}
+	args := appendBatchHead(nil, clock)
+	args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{pm}, clock)     // the batch's loop
+	args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{pm, ph}, clock) // windows' loop
+	args = appendBatchItem(args, 1, limit.Cost{N: 0}, []*ruleArgs{pm}, clock)     // a peek: GET
+	args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{pm}, clock)
 	keys := []string{bad, bad, bad, good}
 	lib := loadDecideLibrary(t, c)
 	var replies [][]int64
@@ -453,12 +454,12 @@ func TestBatchWindowErrorSameOnEveryPath(t *testing.T) {
 		rest := ints
 		for i, rules := range []int{1, 2, 1} {
 			var err error
-			_, rest, err = ParseBatchInts(rest, make([]limit.Outcome, rules))
+			_, rest, err = parseBatchInts(rest, make([]limit.Outcome, rules))
 			if err == nil || err.Error() != "WRONGTYPE Operation against a key holding the wrong kind of value" {
 				t.Fatalf("fcall %v, descriptor %d: error %v, want Redis's WRONGTYPE message", fcall, i, err)
 			}
 		}
-		d, rest, err := ParseBatchInts(rest, make([]limit.Outcome, 1))
+		d, rest, err := parseBatchInts(rest, make([]limit.Outcome, 1))
 		if err != nil || !d.Allowed || len(rest) != 0 {
 			t.Fatalf("fcall %v, the good descriptor: %+v, rest %v, err %v", fcall, d, rest, err)
 		}

@@ -1,4 +1,4 @@
-package scripts
+package redis
 
 import (
 	"context"
@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // TestClusterAllowsUndeclaredKeyOfDeclaredSlot proves what the window
@@ -94,7 +95,7 @@ func TestClusterAllowsUndeclaredKeyOfDeclaredSlot(t *testing.T) {
 	// descriptor of fixed windows (the window path) and a mixed one (the
 	// general way): it decides, and its window keys are in the slot of
 	// KEYS[1].
-	dlib := DecideLibrary()
+	dlib := scripts.DecideLibrary()
 	for _, m := range c.Masters() {
 		if err := c.NodeClient(m).FunctionLoadReplace(ctx, dlib.Source).Err(); err != nil {
 			t.Fatal(err)
@@ -109,21 +110,21 @@ func TestClusterAllowsUndeclaredKeyOfDeclaredSlot(t *testing.T) {
 		for _, fcall := range []bool{false, true} {
 			id := fmt.Sprintf("cluster|case=%d|fcall=%v", i, fcall)
 			counter := CounterKey("sluice_", id)
-			args, err := AppendDecideArgs(nil, rules, limit.Cost{N: 1}, Time{Fixed: true, At: now})
+			args, err := appendDecideArgs(nil, rules, limit.Cost{N: 1}, scriptClock{Fixed: true, At: now})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var cmd *redis.Cmd
+			var cmd *goredis.Cmd
 			if fcall {
 				cmd = cc.FCall(ctx, dlib.Function, []string{counter}, args...)
 			} else {
-				cmd = cc.Eval(ctx, DecideScript().Source, []string{counter}, args...)
+				cmd = cc.Eval(ctx, scripts.DecideScript().Source, []string{counter}, args...)
 			}
-			d, err := ParseDecideReply(cmd.Val(), len(rules))
+			d, err := parseDecideReply(cmd.Val(), len(rules))
 			if cmd.Err() != nil || err != nil || !d.Allowed || d.Outcomes[0].Remaining != 4 {
 				t.Fatalf("%s: %+v, %v, %v", id, d, cmd.Err(), err)
 			}
-			wk, _ := WindowKey("sluice_", id, minute, now)
+			wk, _ := windowKeyName("sluice_", id, minute, now)
 			if got := cc.Get(ctx, wk).Val(); got != "1" {
 				t.Errorf("%s: %s holds %q, want 1", id, wk, got)
 			}
@@ -194,7 +195,7 @@ func (h *harness) compareWindow(step string, now limit.Micros, i int) {
 		want = s.Count
 	}
 	got, err := h.c.Get(h.ctx, key).Uint64()
-	if err == redis.Nil {
+	if err == goredis.Nil {
 		if want != 0 {
 			h.t.Fatalf("%s: %s absent, go counts %d", step, key, want)
 		}
@@ -259,29 +260,29 @@ func TestTogetherRestoresWindowKeys(t *testing.T) {
 		return m
 	}
 	before := dump()
-	clock := Time{Fixed: true, At: now + 1}
-	args := AppendTogetherHead(nil, clock)
+	clock := scriptClock{Fixed: true, At: now + 1}
+	args := appendTogetherHead(nil, clock)
 	var keys []string
 	for _, it := range items {
-		var prepared []*RuleArgs
+		var prepared []*ruleArgs
 		for _, r := range it.rules {
-			a, err := PrepareRule(r)
+			a, err := prepareRule(r)
 			if err != nil {
 				t.Fatal(err)
 			}
 			prepared = append(prepared, a)
 		}
 		keys = append(keys, it.key)
-		args = AppendBatchItem(args, 1, limit.Cost{N: 1}, prepared, clock)
+		args = appendBatchItem(args, 1, limit.Cost{N: 1}, prepared, clock)
 	}
-	ints, err := c.Eval(ctx, DecideScript().Source, keys, args...).Int64Slice()
+	ints, err := c.Eval(ctx, scripts.DecideScript().Source, keys, args...).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantLeft := []uint64{3, 5, 5, 3, 5, 0}
 	for i, it := range items {
 		var d limit.Decision
-		d, ints, err = ParseBatchInts(ints, make([]limit.Outcome, len(it.rules)))
+		d, ints, err = parseBatchInts(ints, make([]limit.Outcome, len(it.rules)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,26 +341,26 @@ func TestTogetherItemFails(t *testing.T) {
 				if err := c.FlushAll(ctx).Err(); err != nil {
 					t.Fatal(err)
 				}
-				clock := Time{Fixed: true, At: now}
-				args := AppendTogetherHead(nil, clock)
+				clock := scriptClock{Fixed: true, At: now}
+				args := appendTogetherHead(nil, clock)
 				var keys []string
 				for _, it := range tc.items {
-					var prepared []*RuleArgs
+					var prepared []*ruleArgs
 					for i, r := range it.rules {
-						a, err := PrepareRule(r)
+						a, err := prepareRule(r)
 						if err != nil {
 							t.Fatal(err)
 						}
 						prepared = append(prepared, a)
 						if i+1 == it.bad {
-							wk, _ := WindowKey("tf:", it.id, r, now)
+							wk, _ := windowKeyName("tf:", it.id, r, now)
 							if err := c.HSet(ctx, wk, "f", "v").Err(); err != nil {
 								t.Fatal(err)
 							}
 						}
 					}
 					keys = append(keys, CounterKey("tf:", it.id))
-					args = AppendBatchItem(args, 1, limit.Cost{N: 1}, prepared, clock)
+					args = appendBatchItem(args, 1, limit.Cost{N: 1}, prepared, clock)
 				}
 				cmd := decideCall(ctx, c, lib, fcall, keys, args)
 				ints, err := cmd.Int64Slice()
@@ -369,7 +370,7 @@ func TestTogetherItemFails(t *testing.T) {
 				for i, it := range tc.items {
 					w := tc.want[i]
 					var d limit.Decision
-					d, ints, err = ParseBatchInts(ints, make([]limit.Outcome, len(it.rules)))
+					d, ints, err = parseBatchInts(ints, make([]limit.Outcome, len(it.rules)))
 					if w.failed {
 						if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 							t.Errorf("descriptor %d: %+v, %v; want it failed with WRONGTYPE", i, d, err)
@@ -377,7 +378,7 @@ func TestTogetherItemFails(t *testing.T) {
 					} else if err != nil || d.Allowed != w.allowed || d.Outcomes[0].Remaining != w.left {
 						t.Errorf("descriptor %d: %+v, %v; want allowed %v, remaining %d", i, d, err, w.allowed, w.left)
 					}
-					wk, _ := WindowKey("tf:", it.id, it.rules[0], now)
+					wk, _ := windowKeyName("tf:", it.id, it.rules[0], now)
 					if it.bad == 1 {
 						if typ := c.Type(ctx, wk).Val(); typ != "hash" {
 							t.Errorf("descriptor %d: %s is a %s, want the hash left as it was", i, wk, typ)
@@ -385,7 +386,7 @@ func TestTogetherItemFails(t *testing.T) {
 						continue
 					}
 					got, err := c.Get(ctx, wk).Int64()
-					if err == redis.Nil {
+					if err == goredis.Nil {
 						got, err = 0, nil
 					}
 					if err != nil || got != w.count {
@@ -400,7 +401,7 @@ func TestTogetherItemFails(t *testing.T) {
 	}
 }
 
-// TestWindowKeyNamesTheScriptsKey: WindowKey names the key the decide
+// TestWindowKeyNamesTheScriptsKey: windowKeyName names the key the decide
 // script writes for an epoch-aligned fixed window, and no key for other
 // rules.
 func TestWindowKeyNamesTheScriptsKey(t *testing.T) {
@@ -413,7 +414,7 @@ func TestWindowKeyNamesTheScriptsKey(t *testing.T) {
 	}
 	var want []string
 	for _, r := range rules {
-		k, ok := WindowKey("wk:", "api|k=v", r, now)
+		k, ok := windowKeyName("wk:", "api|k=v", r, now)
 		if !ok {
 			t.Fatalf("no window key for %v", r)
 		}
@@ -423,15 +424,15 @@ func TestWindowKeyNamesTheScriptsKey(t *testing.T) {
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		t.Fatalf("the script wrote %q, WindowKey names %q", got, want)
+		t.Fatalf("the script wrote %q, windowKeyName names %q", got, want)
 	}
 	for _, r := range []limit.Rule{
 		{Algorithm: limit.SlidingWindow, Unit: limit.Second, Limit: 1},
 		{Unit: limit.Day, Limit: 1, Location: time.UTC},
 		{Unit: limit.UnitUnknown, Limit: 1},
 	} {
-		if k, ok := WindowKey("wk:", "x", r, now); ok {
-			t.Errorf("WindowKey(%v) = %q, want none", r, k)
+		if k, ok := windowKeyName("wk:", "x", r, now); ok {
+			t.Errorf("windowKeyName(%v) = %q, want none", r, k)
 		}
 	}
 }
@@ -450,11 +451,11 @@ func TestResetForgetsWindowKeys(t *testing.T) {
 	if d := windowCall(t, c, key, rules, now, limit.Cost{N: 2}); !d.Allowed {
 		t.Fatal(d)
 	}
-	keys, argv, err := ResetArgs("r:", "id", []limit.Rule{minute, bucket}, Time{Fixed: true, At: now + 5})
+	keys, argv, err := resetArgs("r:", "id", []limit.Rule{minute, bucket}, scriptClock{Fixed: true, At: now + 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := c.Eval(ctx, ResetScript().Source, keys, argv...).Int64()
+	n, err := c.Eval(ctx, scripts.ResetScript().Source, keys, argv...).Int64()
 	if err != nil || n != 2 {
 		t.Fatalf("reset removed %d (%v), want 2: the minute's window key, the bucket's record", n, err)
 	}

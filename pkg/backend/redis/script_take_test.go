@@ -1,4 +1,4 @@
-package scripts
+package redis
 
 import (
 	"context"
@@ -9,22 +9,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // loopOnly is the decide script without the written-out take of the
 // general way (decision.lua's TAKES): every descriptor of the general way
 // through read_rules, load_states and decide_rules.
-func loopOnly(t *testing.T) Script {
+func loopOnly(t *testing.T) scripts.Script {
 	return variant(t, "local TAKES = true\n", "local TAKES = false\n")
 }
 
 // takeOnly fails, with an error reply "loop" and after take returned nil,
 // every descriptor of the general way that take does not decide.
-func takesOnly(t *testing.T) Script {
+func takesOnly(t *testing.T) scripts.Script {
 	return variant(t, "    if t then return t end\n",
 		"    if t then return t end\n    do return redis.error_reply('loop') end\n")
 }
@@ -38,10 +39,10 @@ func takeRule(rng *rand.Rand, zones []*time.Location) limit.Rule {
 		Algorithm:  algs[rng.IntN(len(algs))],
 		Unit:       []limit.Unit{limit.Second, limit.Second, limit.Minute, limit.Hour, limit.Day}[rng.IntN(5)],
 		Multiplier: uint32(rng.IntN(3)),
-		Limit:      []uint64{0, 1, 2, 3, 5, 8, 1000, 1 << 40, MaxExact - 1}[rng.IntN(9)],
+		Limit:      []uint64{0, 1, 2, 3, 5, 8, 1000, 1 << 40, maxExact - 1}[rng.IntN(9)],
 	}
 	if r.Algorithm.IsMeter() && rng.IntN(2) == 0 {
-		r.Burst = []uint64{1, 3, 12, 1 << 40, MaxExact - 1}[rng.IntN(5)]
+		r.Burst = []uint64{1, 3, 12, 1 << 40, maxExact - 1}[rng.IntN(5)]
 	}
 	switch rng.IntN(25) {
 	case 0:
@@ -112,8 +113,8 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 	// function libraries (FCALL), where took and the fixed windows' values
 	// are kept from one call to the next (and from one scenario's rules to
 	// the next's); odd ones as scripts, which keep nothing between calls.
-	lib, onlyLib := DecideLibrary(), libraryOf(t, only)
-	for _, l := range []Library{lib, onlyLib} {
+	lib, onlyLib := scripts.DecideLibrary(), libraryOf(t, only)
+	for _, l := range []scripts.Library{lib, onlyLib} {
 		if err := c.FunctionLoadReplace(ctx, l.Source).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -139,9 +140,9 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 			sib := slices.Clone(rules)
 			for i := range sib {
 				if sib[i].Algorithm.IsMeter() && rng.IntN(2) == 0 {
-					sib[i].Burst = min(sib[i].Capacity()+1+uint64(rng.IntN(3)), MaxExact-1)
+					sib[i].Burst = min(sib[i].Capacity()+1+uint64(rng.IntN(3)), maxExact-1)
 				} else {
-					sib[i].Limit = min(sib[i].Limit+1+uint64(rng.IntN(3)), MaxExact-1)
+					sib[i].Limit = min(sib[i].Limit+1+uint64(rng.IntN(3)), maxExact-1)
 				}
 			}
 			set = append(set, sib)
@@ -151,7 +152,7 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 		h := newHarness(t, c, name, rules)
 		gen := fside{side{c, loop, "g:{" + name + "}"}, ""}
 		tk := fside{side{c, only, "t:{" + name + "}"}, ""}
-		main := fside{side{c, DecideScript(), h.counter}, ""}
+		main := fside{side{c, scripts.DecideScript(), h.counter}, ""}
 		if sc%2 == 0 {
 			h.fcall, main.fn, tk.fn = lib.Function, lib.Function, onlyLib.Function
 		}
@@ -198,14 +199,14 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 			case 2:
 				cost.N = 0
 			case 3:
-				cost.N = MaxExact + 1
+				cost.N = maxExact + 1
 			case 4:
 				cost.N = uint64(rng.IntN(12))
 			case 5:
-				cost.N = min(rules[rng.IntN(len(rules))].Capacity(), MaxExact) + uint64(rng.IntN(2)) - uint64(rng.IntN(2))
+				cost.N = min(rules[rng.IntN(len(rules))].Capacity(), maxExact) + uint64(rng.IntN(2)) - uint64(rng.IntN(2))
 			}
 			label := fmt.Sprintf("scenario %d step %d (rules %v, cost %+v)", sc, step, rules, cost)
-			args, err := AppendDecideArgs(nil, rules, cost, Time{Fixed: true, At: now})
+			args, err := appendDecideArgs(nil, rules, cost, scriptClock{Fixed: true, At: now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +216,7 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", label, err)
 				}
-				if last, err = ParseDecideInts(got, make([]limit.Outcome, len(rules))); err != nil {
+				if last, err = parseDecideInts(got, make([]limit.Outcome, len(rules))); err != nil {
 					t.Fatalf("%s: %v", label, err)
 				}
 			} else {
@@ -225,7 +226,7 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: the loop: %v", label, err)
 			}
-			want, err := ParseDecideInts(g, make([]limit.Outcome, len(rules)))
+			want, err := parseDecideInts(g, make([]limit.Outcome, len(rules)))
 			if err != nil {
 				t.Fatalf("%s: %v", label, err)
 			}
@@ -268,7 +269,7 @@ func TestTakeMatchesLimitAndLoop(t *testing.T) {
 // byte for byte, of the same type, and expire within 2 s of each other
 // (both TTLs come from the same test clock; Redis counts them from its
 // own, which runs on between the two writes).
-func sameCounter(t *testing.T, c *redis.Client, step, a, b string) {
+func sameCounter(t *testing.T, c *goredis.Client, step, a, b string) {
 	t.Helper()
 	ctx := context.Background()
 	ta, tb := c.Type(ctx, a).Val(), c.Type(ctx, b).Val()
@@ -295,7 +296,7 @@ func sameCounter(t *testing.T, c *redis.Client, step, a, b string) {
 // INCRBY, which keeps the expiry of the call that created the key -- on
 // the test clock computed from that call's now, an earlier instant of the
 // same window (on Redis's clock, the same window's end).
-func sameWindowCounts(t *testing.T, c *redis.Client, step string, rules []limit.Rule, now limit.Micros, a, b string) {
+func sameWindowCounts(t *testing.T, c *goredis.Client, step string, rules []limit.Rule, now limit.Micros, a, b string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, r := range rules {
@@ -350,13 +351,13 @@ func TestTakeDenialReadsOnce(t *testing.T) {
 		{"mixed, the fixed window denies", []limit.Rule{fw, open(sw), open(tb)}, map[string]int{"get": 2, "incrby": 1, "decrby": 1, "fcall": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lib := DecideLibrary()
+			lib := scripts.DecideLibrary()
 			if err := c.FunctionLoadReplace(ctx, lib.Source).Err(); err != nil {
 				t.Fatal(err)
 			}
 			key := "d:{" + strings.ReplaceAll(tc.name, " ", "_") + "}"
 			call := func() limit.Decision {
-				args, err := AppendDecideArgs(nil, tc.rules, limit.Cost{N: 1}, Time{Fixed: true, At: now})
+				args, err := appendDecideArgs(nil, tc.rules, limit.Cost{N: 1}, scriptClock{Fixed: true, At: now})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -364,7 +365,7 @@ func TestTakeDenialReadsOnce(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				d, err := ParseDecideReply(reply, len(tc.rules))
+				d, err := parseDecideReply(reply, len(tc.rules))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -413,8 +414,8 @@ func (s fside) eval(ctx context.Context, args []any) ([]int64, error) {
 }
 
 // libraryOf returns the decide script variant s as a function library (as
-// DecideLibrary is the decide script's).
-func libraryOf(t *testing.T, s Script) Library {
+// scripts.DecideLibrary is the decide script's).
+func libraryOf(t *testing.T, s scripts.Script) scripts.Library {
 	t.Helper()
 	parts, ok := strings.CutSuffix(s.Source, evalTail)
 	if !ok {

@@ -1,4 +1,4 @@
-package scripts
+package redis
 
 import (
 	"context"
@@ -10,21 +10,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // variant returns the decide script with old replaced by new (which must
 // occur exactly once): a test's way to switch a path off.
-func variant(t *testing.T, old, new string) Script {
+func variant(t *testing.T, old, new string) scripts.Script {
 	t.Helper()
-	return edit(t, DecideScript(), old, new)
+	return edit(t, scripts.DecideScript(), old, new)
 }
 
 // edit returns s with old replaced by new (which must occur exactly once).
-func edit(t *testing.T, s Script, old, new string) Script {
+func edit(t *testing.T, s scripts.Script, old, new string) scripts.Script {
 	t.Helper()
 	if n := strings.Count(s.Source, old); n != 1 {
 		t.Fatalf("the decide script holds %q %d times, want once", old, n)
@@ -36,11 +37,11 @@ func edit(t *testing.T, s Script, old, new string) Script {
 // descriptor on the records of its counter key. windowsOnly fails every
 // descriptor the window path does not decide, with an error reply
 // "general".
-func generalOnly(t *testing.T) Script {
+func generalOnly(t *testing.T) scripts.Script {
 	return variant(t, "local WINDOWS = true\n", "local WINDOWS = false\n")
 }
 
-func windowsOnly(t *testing.T) Script {
+func windowsOnly(t *testing.T) scripts.Script {
 	return variant(t, "  function decide_general(KEYS, ARGV)\n",
 		"  function decide_general(KEYS, ARGV)\n    do return redis.error_reply('general') end\n")
 }
@@ -49,7 +50,7 @@ func windowsOnly(t *testing.T) Script {
 // window path that win_take (two or three fixed windows of distinct ids
 // taking a cost) does not decide, before anything is written; and every
 // descriptor of the general way, as windowsOnly does.
-func takeOnly(t *testing.T) Script {
+func takeOnly(t *testing.T) scripts.Script {
 	return edit(t, windowsOnly(t), "  local nr = (na - 2) / 5\n",
 		"  do return redis.error_reply('loop') end\n  local nr = (na - 2) / 5\n")
 }
@@ -57,8 +58,8 @@ func takeOnly(t *testing.T) Script {
 // side runs one decide call of a script variant on its own copy of a
 // descriptor's counter key.
 type side struct {
-	c      *redis.Client
-	script Script
+	c      *goredis.Client
+	script scripts.Script
 	key    string
 }
 
@@ -70,7 +71,7 @@ func (s side) eval(ctx context.Context, args []any) ([]int64, error) {
 // counter keys a and b hold the same count (or are both absent) and expire
 // within 2 s of each other (both TTLs come from the same test clock, but
 // Redis counts them from its own, which runs on between the two writes).
-func sameWindows(t *testing.T, c *redis.Client, step string, rules []limit.Rule, now limit.Micros, a, b string) {
+func sameWindows(t *testing.T, c *goredis.Client, step string, rules []limit.Rule, now limit.Micros, a, b string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, r := range rules {
@@ -117,7 +118,7 @@ func TestWindowsMatchLimitAndGeneral(t *testing.T) {
 			rules[i] = limit.Rule{
 				Unit:       []limit.Unit{limit.Second, limit.Minute, limit.Hour, limit.Day}[rng.IntN(4)],
 				Multiplier: uint32(rng.IntN(3)),
-				Limit:      []uint64{0, 1, 2, 3, 5, 8, 1000, MaxExact - 1}[rng.IntN(8)],
+				Limit:      []uint64{0, 1, 2, 3, 5, 8, 1000, maxExact - 1}[rng.IntN(8)],
 			}
 		}
 		switch rng.IntN(8) {
@@ -152,13 +153,13 @@ func TestWindowsMatchLimitAndGeneral(t *testing.T) {
 				cost.Charge = true
 				charges++
 			case 2:
-				cost.N = MaxExact + 1
+				cost.N = maxExact + 1
 			case 3:
-				cost.N = MaxExact - 1
+				cost.N = maxExact - 1
 			}
 			label := fmt.Sprintf("scenario %d step %d", sc, step)
 			got := h.run(label, now, cost)
-			args, err := AppendDecideArgs(nil, rules, cost, Time{Fixed: true, At: now})
+			args, err := appendDecideArgs(nil, rules, cost, scriptClock{Fixed: true, At: now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +167,7 @@ func TestWindowsMatchLimitAndGeneral(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: general way: %v", label, err)
 			}
-			want, err := ParseDecideInts(g, make([]limit.Outcome, len(rules)))
+			want, err := parseDecideInts(g, make([]limit.Outcome, len(rules)))
 			if err != nil {
 				t.Fatalf("%s: %v", label, err)
 			}
@@ -199,17 +200,17 @@ func TestWindowsMatchLimitAndGeneral(t *testing.T) {
 
 // windowCall runs one decide call of rules at now (the test clock) on the
 // descriptor whose counter key is key.
-func windowCall(t *testing.T, c *redis.Client, key string, rules []limit.Rule, now limit.Micros, cost limit.Cost) limit.Decision {
+func windowCall(t *testing.T, c *goredis.Client, key string, rules []limit.Rule, now limit.Micros, cost limit.Cost) limit.Decision {
 	t.Helper()
-	args, err := AppendDecideArgs(nil, rules, cost, Time{Fixed: true, At: now})
+	args, err := appendDecideArgs(nil, rules, cost, scriptClock{Fixed: true, At: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reply, err := c.Eval(context.Background(), DecideScript().Source, []string{key}, args...).Result()
+	reply, err := c.Eval(context.Background(), scripts.DecideScript().Source, []string{key}, args...).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := ParseDecideReply(reply, len(rules))
+	d, err := parseDecideReply(reply, len(rules))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,31 +314,31 @@ func TestWindowWrongTypeKeyFailsItsDescriptor(t *testing.T) {
 	if err := c.HSet(ctx, windowKey(bad, rules[0], now), "c", 1).Err(); err != nil {
 		t.Fatal(err)
 	}
-	args, err := AppendDecideArgs(nil, rules, limit.Cost{N: 1}, Time{Fixed: true, At: now})
+	args, err := appendDecideArgs(nil, rules, limit.Cost{N: 1}, scriptClock{Fixed: true, At: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Eval(ctx, DecideScript().Source, []string{bad}, args...).Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := c.Eval(ctx, scripts.DecideScript().Source, []string{bad}, args...).Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("single call on a hash window key: %v, want WRONGTYPE", err)
 	}
-	prepared, err := PrepareRule(rules[0])
+	prepared, err := prepareRule(rules[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := Time{Fixed: true, At: now}
-	bargs := AppendBatchHead(nil, clock)
+	clock := scriptClock{Fixed: true, At: now}
+	bargs := appendBatchHead(nil, clock)
 	for range 2 {
-		bargs = AppendBatchItem(bargs, 1, limit.Cost{N: 1}, []*RuleArgs{prepared}, clock)
+		bargs = appendBatchItem(bargs, 1, limit.Cost{N: 1}, []*ruleArgs{prepared}, clock)
 	}
-	ints, err := c.Eval(ctx, DecideScript().Source, []string{bad, good}, bargs...).Int64Slice()
+	ints, err := c.Eval(ctx, scripts.DecideScript().Source, []string{bad, good}, bargs...).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, err := ParseBatchInts(ints, make([]limit.Outcome, 1))
+	_, rest, err := parseBatchInts(ints, make([]limit.Outcome, 1))
 	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("the bad descriptor: %v, want its WRONGTYPE error", err)
 	}
-	d, _, err := ParseBatchInts(rest, make([]limit.Outcome, 1))
+	d, _, err := parseBatchInts(rest, make([]limit.Outcome, 1))
 	if err != nil || !d.Allowed || d.Outcomes[0].Remaining != 4 {
 		t.Fatalf("the good descriptor: %+v, %v", d, err)
 	}
@@ -371,9 +372,9 @@ func TestWindowKeysExpireAtWindowEnd(t *testing.T) {
 // expiresAtWindowEnd runs one decide call of rules on Redis's clock, EVAL
 // of the script or FCALL of the library, for the descriptor whose counter
 // key is key, and checks each rule's window key and reset.
-func expiresAtWindowEnd(t *testing.T, c *redis.Client, via, key string, rules []limit.Rule) {
+func expiresAtWindowEnd(t *testing.T, c *goredis.Client, via, key string, rules []limit.Rule) {
 	ctx := context.Background()
-	args, err := AppendDecideArgs(nil, rules, limit.Cost{N: 1}, Time{})
+	args, err := appendDecideArgs(nil, rules, limit.Cost{N: 1}, scriptClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,11 +382,11 @@ func expiresAtWindowEnd(t *testing.T, c *redis.Client, via, key string, rules []
 	if err != nil {
 		t.Fatal(err)
 	}
-	reply, err := decideCall(ctx, c, DecideLibrary(), via == "FCALL", []string{key}, args).Result()
+	reply, err := decideCall(ctx, c, scripts.DecideLibrary(), via == "FCALL", []string{key}, args).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := ParseDecideReply(reply, len(rules))
+	d, err := parseDecideReply(reply, len(rules))
 	if err != nil || !d.Allowed {
 		t.Fatalf("%+v, %v", d, err)
 	}
@@ -500,8 +501,8 @@ func TestWindowTake(t *testing.T) {
 			{0, limit.Cost{N: 3}, nil, true}, {1, limit.Cost{N: 2, Refund: true}, nil, false}, {2, limit.Cost{N: 6}, nil, false},
 			{3, limit.Cost{N: 3}, nil, true},
 		}},
-		{"a charge past 2^53, then a cost taken on it", []limit.Rule{sec(5), hour(MaxExact - 1)}, []takeStep{
-			{0, limit.Cost{N: MaxExact - 1, Charge: true}, nil, false}, {1, limit.Cost{N: MaxExact - 1, Charge: true}, nil, false},
+		{"a charge past 2^53, then a cost taken on it", []limit.Rule{sec(5), hour(maxExact - 1)}, []takeStep{
+			{0, limit.Cost{N: maxExact - 1, Charge: true}, nil, false}, {1, limit.Cost{N: maxExact - 1, Charge: true}, nil, false},
 			{2, one, nil, true}, {3, limit.Cost{N: 5}, nil, true}, {1_000_000, limit.Cost{N: 3}, nil, true},
 		}},
 		{"a peek: the general loop", []limit.Rule{sec(2), minute(2), hour(2)}, []takeStep{
@@ -545,7 +546,7 @@ func TestWindowTake(t *testing.T) {
 				if d2 := hs[1].run(label+" (FCALL)", now, st.cost); fmt.Sprint(d2) != fmt.Sprint(d) {
 					t.Fatalf("%s: FCALL decides %+v, EVALSHA %+v", label, d2, d)
 				}
-				args, err := AppendDecideArgs(nil, hs[0].rules, st.cost, Time{Fixed: true, At: now})
+				args, err := appendDecideArgs(nil, hs[0].rules, st.cost, scriptClock{Fixed: true, At: now})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -555,13 +556,13 @@ func TestWindowTake(t *testing.T) {
 						t.Fatalf("%s: cost %+v: the written-out path decided (%v, %v), want the general loop", label, st.cost, got, err)
 					}
 					// Keep this copy's keys in step with the others'.
-					_, err = side{c, DecideScript(), path.key}.eval(ctx, args)
+					_, err = side{c, scripts.DecideScript(), path.key}.eval(ctx, args)
 				}
 				if err != nil {
 					t.Fatalf("%s: cost %+v: %v", label, st.cost, err)
 				}
 				if st.take {
-					want, err := ParseDecideInts(got, make([]limit.Outcome, len(tc.rules)))
+					want, err := parseDecideInts(got, make([]limit.Outcome, len(tc.rules)))
 					if err != nil || fmt.Sprint(want) != fmt.Sprint(d) {
 						t.Fatalf("%s: the written-out path alone decides %+v (%v), the script %+v", label, want, err, d)
 					}
@@ -671,7 +672,7 @@ func TestWindowTakeKeysNameTheirIDs(t *testing.T) {
 			if via == "FCALL" {
 				err = c.FCall(ctx, lib.Function, []string{key}, args...).Err()
 			} else {
-				err = c.Eval(ctx, DecideScript().Source, []string{key}, args...).Err()
+				err = c.Eval(ctx, scripts.DecideScript().Source, []string{key}, args...).Err()
 			}
 			if err != nil {
 				t.Fatalf("%s ids %v: %v", via, ids, err)

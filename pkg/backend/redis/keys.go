@@ -1,4 +1,4 @@
-package scripts
+package redis
 
 import (
 	"errors"
@@ -15,15 +15,15 @@ import (
 //	<prefix>{<identity>}:<rule id>   a sliding log's sorted set
 //
 // The braces are a Redis Cluster hash tag, so every key of a descriptor
-// lives in one slot and one script call may touch them all. AppendKeys
-// builds a call's KEYS on the backend's production path; Key and
+// lives in one slot and one script call may touch them all. appendKeys
+// builds a call's KEYS on the backend's production path; stateKey and
 // CounterKey build one key with the same code, for tests and tools.
 
-// CheckIdentity rejects a descriptor identity that would not make a sound
+// checkIdentity rejects a descriptor identity that would not make a sound
 // hash tag: an empty one ("{}" makes Redis hash the whole key, scattering a
 // descriptor's keys over slots) or one holding a brace. Identities built by
 // pkg/identity always pass.
-func CheckIdentity(identity string) error {
+func checkIdentity(identity string) error {
 	if identity == "" {
 		return errors.New("empty descriptor identity")
 	}
@@ -33,20 +33,20 @@ func CheckIdentity(identity string) error {
 	return nil
 }
 
-// OwnsKey reports whether r keeps its state in a key of its own (a sliding
+// ownsKey reports whether r keeps its state in a key of its own (a sliding
 // log's sorted set) instead of a record of the descriptor's counter key.
 // A rule without a period keeps no state at all.
-func OwnsKey(r limit.Rule) bool {
+func ownsKey(r limit.Rule) bool {
 	return r.Algorithm == limit.SlidingLog && r.PeriodMicros() > 0
 }
 
-// AppendKeys appends the KEYS of one decide call to dst: the descriptor's
-// counter key, then the key of each rule that OwnsKey, in rule order. All
+// appendKeys appends the KEYS of one decide call to dst: the descriptor's
+// counter key, then the key of each rule that ownsKey, in rule order. All
 // of them are slices of one string, so a call costs one allocation
-// whatever its number of rules. It fails for an identity CheckIdentity
+// whatever its number of rules. It fails for an identity checkIdentity
 // refuses. prefix must hold no brace (the Redis backend's options check it).
-func AppendKeys(dst []string, prefix, identity string, rules []*RuleArgs) ([]string, error) {
-	if err := CheckIdentity(identity); err != nil {
+func appendKeys(dst []string, prefix, identity string, rules []*ruleArgs) ([]string, error) {
+	if err := checkIdentity(identity); err != nil {
 		return dst, err
 	}
 	tag := len(prefix) + len(identity) + 2 // <prefix>{<identity>}
@@ -91,12 +91,12 @@ func CounterKey(prefix, identity string) string {
 	return prefix + "{" + identity + "}"
 }
 
-// WindowKey returns the key holding r's count for the descriptor identity
+// windowKeyName returns the key holding r's count for the descriptor identity
 // in the window holding at (µs), <CounterKey>:<rule id>:<window start in
 // whole seconds>, and true, when r is an epoch-aligned fixed window, whose
 // counts the decide script keeps in window keys (CONTRACT.md, "Window
 // keys"); "" and false for any other rule.
-func WindowKey(prefix, identity string, r limit.Rule, at limit.Micros) (string, bool) {
+func windowKeyName(prefix, identity string, r limit.Rule, at limit.Micros) (string, bool) {
 	p := r.PeriodMicros()
 	if r.Algorithm != limit.FixedWindow || r.Location != nil || p <= 0 || p%1_000_000 != 0 {
 		return "", false
@@ -105,36 +105,36 @@ func WindowKey(prefix, identity string, r limit.Rule, at limit.Micros) (string, 
 	return CounterKey(prefix, identity) + ":" + r.ID() + ":" + strconv.FormatInt(start/1_000_000, 10), true
 }
 
-// Key returns the Redis key holding r's state for the descriptor identity:
+// stateKey returns the Redis key holding r's state for the descriptor identity:
 // CounterKey, or the sliding log's own key (for an epoch-aligned fixed
-// window's count, see WindowKey). It fails for a rule
-// PrepareRule refuses or an identity CheckIdentity refuses.
-func Key(prefix, identity string, r limit.Rule) (string, error) {
-	a, err := PrepareRule(r)
+// window's count, see windowKeyName). It fails for a rule
+// prepareRule refuses or an identity checkIdentity refuses.
+func stateKey(prefix, identity string, r limit.Rule) (string, error) {
+	a, err := prepareRule(r)
 	if err != nil {
 		return "", err
 	}
-	keys, err := AppendKeys(nil, prefix, identity, []*RuleArgs{a})
+	keys, err := appendKeys(nil, prefix, identity, []*ruleArgs{a})
 	if err != nil {
 		return "", err
 	}
 	return keys[len(keys)-1], nil
 }
 
-// ResetArgs returns the KEYS and ARGV of one reset call (ResetScript) that
+// resetArgs returns the KEYS and ARGV of one reset call (scripts.ResetScript) that
 // forgets the state rules keep for identity: the counter key then the
 // sliding logs' keys; now (clock, as for a decide call), then the id and
 // the period in µs of each counter rule, whose records go, and, for an
 // epoch-aligned fixed window (period > 0), the window key of the window
 // holding now (CONTRACT.md, "The reset script"). Rules with the same id are
-// named once. It fails for a rule PrepareRule refuses or an identity
-// CheckIdentity refuses.
-func ResetArgs(prefix, identity string, rules []limit.Rule, clock Time) (keys []string, argv []any, err error) {
+// named once. It fails for a rule prepareRule refuses or an identity
+// checkIdentity refuses.
+func resetArgs(prefix, identity string, rules []limit.Rule, clock scriptClock) (keys []string, argv []any, err error) {
 	argv = append(argv, nowArg(clock))
-	prepared := make([]*RuleArgs, 0, len(rules))
+	prepared := make([]*ruleArgs, 0, len(rules))
 	seen := map[string]bool{}
 	for i, r := range rules {
-		a, err := PrepareRule(r)
+		a, err := prepareRule(r)
 		if err != nil {
 			return nil, nil, fmt.Errorf("rule %d: %w", i, err)
 		}
@@ -151,7 +151,7 @@ func ResetArgs(prefix, identity string, rules []limit.Rule, clock Time) (keys []
 			argv = append(argv, a.idString, "0")
 		}
 	}
-	keys, err = AppendKeys(nil, prefix, identity, prepared)
+	keys, err = appendKeys(nil, prefix, identity, prepared)
 	if err != nil {
 		return nil, nil, err
 	}

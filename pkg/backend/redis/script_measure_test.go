@@ -1,4 +1,4 @@
-package scripts
+package redis
 
 import (
 	"context"
@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // TestMeasureRedisCost measures what Redis spends per request, with INFO
@@ -31,13 +32,13 @@ import (
 // waits for the client; the scenarios alternate over rounds and the median
 // is reported. It runs only with SLUICE_MEASURE=1:
 //
-//	SLUICE_MEASURE=1 go test -run TestMeasureRedisCost -v ./pkg/scripts/
+//	SLUICE_MEASURE=1 go test -run TestMeasureRedisCost -v ./pkg/backend/redis/
 //
 // SLUICE_MEASURE_ROUNDS (5) and SLUICE_MEASURE_REQUESTS (20000 per run)
 // change the effort. SLUICE_MEASURE_BASELINE names a file holding another
 // decide script (another version's parts, joined, with the same KEYS and
 // ARGV), measured beside the others with EVALSHA and, when it ends as
-// DecideScript's source does, as a function library with FCALL: before and
+// scripts.DecideScript's source does, as a function library with FCALL: before and
 // after from one run. SLUICE_MEASURE_ONLY keeps only the scenarios whose name holds
 // it, or one of its |-separated parts.
 func TestMeasureRedisCost(t *testing.T) {
@@ -73,59 +74,59 @@ func TestMeasureRedisCost(t *testing.T) {
 		name        string
 		descriptors int // descriptors per request (each its own key)
 		limits      int // limits per request: descriptors × rules
-		send        func(p redis.Pipeliner, key int)
+		send        func(p goredis.Pipeliner, key int)
 	}
-	lib := DecideLibrary()
+	lib := scripts.DecideLibrary()
 	// run sends one decide call, with EVALSHA or FCALL.
-	run := func(p redis.Pipeliner, fcall bool, keys []string, args ...any) {
+	run := func(p goredis.Pipeliner, fcall bool, keys []string, args ...any) {
 		if fcall {
 			p.FCall(ctx, lib.Function, keys, args...)
 			return
 		}
-		p.EvalSha(ctx, DecideScript().SHA1, keys, args...)
+		p.EvalSha(ctx, scripts.DecideScript().SHA1, keys, args...)
 	}
 	// decideSets builds one request: descriptors descriptors, the d-th of
 	// the rules sets[d % len(sets)], in one call (batch) or one call each,
 	// sent with EVALSHA or FCALL. A batch's descriptor of the same rules as
 	// the one before is a repeat item, as the Redis backend sends it,
 	// unless full is set (a baseline script may not read them).
-	decideSets := func(sets [][]limit.Rule, descriptors int, batch, fcall, full bool) func(p redis.Pipeliner, key int) {
-		prepared := make([][]*RuleArgs, len(sets))
+	decideSets := func(sets [][]limit.Rule, descriptors int, batch, fcall, full bool) func(p goredis.Pipeliner, key int) {
+		prepared := make([][]*ruleArgs, len(sets))
 		for s, rules := range sets {
 			for _, r := range rules {
-				a, err := PrepareRule(r)
+				a, err := prepareRule(r)
 				if err != nil {
 					t.Fatal(err)
 				}
 				prepared[s] = append(prepared[s], a)
 			}
 		}
-		clock := Time{}
-		return func(p redis.Pipeliner, key int) {
+		clock := scriptClock{}
+		return func(p goredis.Pipeliner, key int) {
 			var ks []string
 			var args []any
 			if batch {
-				args = AppendBatchHead(args, clock)
+				args = appendBatchHead(args, clock)
 			}
 			for d := range descriptors {
 				id := fmt.Sprintf("m%d|k=%d", d, key)
 				rules := prepared[d%len(prepared)]
 				var err error
 				k0 := len(ks)
-				if ks, err = AppendKeys(ks, "", id, rules); err != nil {
+				if ks, err = appendKeys(ks, "", id, rules); err != nil {
 					t.Fatal(err)
 				}
 				if batch {
 					if d > 0 && !full && len(prepared) == 1 {
-						args = AppendRepeatItem(args)
+						args = appendRepeatItem(args)
 						continue
 					}
-					args = AppendBatchItem(args, len(ks)-k0, limit.Cost{N: 1}, rules, clock)
+					args = appendBatchItem(args, len(ks)-k0, limit.Cost{N: 1}, rules, clock)
 					continue
 				}
-				a := AppendHead(nil, limit.Cost{N: 1}, clock)
+				a := appendHead(nil, limit.Cost{N: 1}, clock)
 				for _, r := range rules {
-					a = r.Append(a, clock)
+					a = r.appendTo(a, clock)
 				}
 				run(p, fcall, ks[k0:], a...)
 			}
@@ -135,15 +136,15 @@ func TestMeasureRedisCost(t *testing.T) {
 		}
 	}
 	// decide is decideSets of one set: every descriptor of rules.
-	decide := func(rules []limit.Rule, descriptors int, batch, fcall, full bool) func(p redis.Pipeliner, key int) {
+	decide := func(rules []limit.Rule, descriptors int, batch, fcall, full bool) func(p goredis.Pipeliner, key int) {
 		return decideSets([][]limit.Rule{rules}, descriptors, batch, fcall, full)
 	}
 	// perUnit is the incumbent's configuration of the descriptors
 	// scenarios: one fixed window per descriptor, per second, minute and
 	// hour in turn.
 	perUnit := [][]limit.Rule{{fw}, {{Unit: limit.Minute, Limit: open}}, {{Unit: limit.Hour, Limit: open}}}
-	incumbent := func(descriptors int) func(p redis.Pipeliner, key int) {
-		return func(p redis.Pipeliner, key int) {
+	incumbent := func(descriptors int) func(p goredis.Pipeliner, key int) {
+		return func(p goredis.Pipeliner, key int) {
 			win := time.Now().Unix()
 			for d := range descriptors {
 				k := fmt.Sprintf("bench_m%d_%d_%d", d, key, win)
@@ -184,8 +185,8 @@ func TestMeasureRedisCost(t *testing.T) {
 	// one integer per descriptor for a reply, and nothing else: no check,
 	// no putting back, no remaining or reset. What no script deciding these
 	// rules on Redis can go below (floorLibrary).
-	floor := func(rules, descriptors int) func(p redis.Pipeliner, key int) {
-		return func(p redis.Pipeliner, key int) {
+	floor := func(rules, descriptors int) func(p goredis.Pipeliner, key int) {
+		return func(p goredis.Pipeliner, key int) {
 			ks := make([]string, descriptors)
 			for d := range ks {
 				ks[d] = fmt.Sprintf("{floor%d|k=%d}", d, key)
@@ -216,9 +217,9 @@ func TestMeasureRedisCost(t *testing.T) {
 		if err != nil {
 			t.Fatalf("SLUICE_MEASURE_BASELINE: %v", err)
 		}
-		base := func(rules []limit.Rule, descriptors int, batch bool) func(p redis.Pipeliner, key int) {
+		base := func(rules []limit.Rule, descriptors int, batch bool) func(p goredis.Pipeliner, key int) {
 			send := decide(rules, descriptors, batch, false, true)
-			return func(p redis.Pipeliner, key int) { send(&shaPipe{p, sha}, key) }
+			return func(p goredis.Pipeliner, key int) { send(&shaPipe{p, sha}, key) }
 		}
 		scenarios = append(scenarios,
 			scenario{"baseline EVALSHA, 1 fixed window", 1, 1, base(fw1, 1, false)},
@@ -235,13 +236,13 @@ func TestMeasureRedisCost(t *testing.T) {
 			if err := c.FunctionLoadReplace(ctx, blib.Source).Err(); err != nil {
 				t.Fatalf("SLUICE_MEASURE_BASELINE as a function library: %v", err)
 			}
-			basefSets := func(sets [][]limit.Rule, descriptors int) func(p redis.Pipeliner, key int) {
+			basefSets := func(sets [][]limit.Rule, descriptors int) func(p goredis.Pipeliner, key int) {
 				send := decideSets(sets, descriptors, true, true, true)
-				return func(p redis.Pipeliner, key int) { send(&fnPipe{p, blib.Function}, key) }
+				return func(p goredis.Pipeliner, key int) { send(&fnPipe{p, blib.Function}, key) }
 			}
-			basef := func(rules []limit.Rule, descriptors int, batch bool) func(p redis.Pipeliner, key int) {
+			basef := func(rules []limit.Rule, descriptors int, batch bool) func(p goredis.Pipeliner, key int) {
 				send := decide(rules, descriptors, batch, true, true)
-				return func(p redis.Pipeliner, key int) { send(&fnPipe{p, blib.Function}, key) }
+				return func(p goredis.Pipeliner, key int) { send(&fnPipe{p, blib.Function}, key) }
 			}
 			scenarios = append(scenarios,
 				scenario{"baseline FCALL, 1 fixed window", 1, 1, basef(fw1, 1, false)},
@@ -256,14 +257,14 @@ func TestMeasureRedisCost(t *testing.T) {
 				scenario{"baseline FCALL, 10 descriptors of 1 fixed window, 1 batch", 10, 10, basef(fw1, 10, true)},
 				scenario{"baseline FCALL, 3 descriptors of 1 fixed window each (second, minute, hour), 1 batch", 3, 3, basefSets(perUnit, 3)},
 				scenario{"baseline FCALL, 10 descriptors of 1 fixed window each (second, minute, hour in turn), 1 batch", 10, 10, basefSets(perUnit, 10)},
-				scenario{"baseline FCALL, 10 descriptors of 3 fixed windows, 1 batch", 10, 30, func() func(p redis.Pipeliner, key int) {
+				scenario{"baseline FCALL, 10 descriptors of 3 fixed windows, 1 batch", 10, 30, func() func(p goredis.Pipeliner, key int) {
 					send := decide(fw3, 10, true, true, false) // with repeat items, as the sluice scenario
-					return func(p redis.Pipeliner, key int) { send(&fnPipe{p, blib.Function}, key) }
+					return func(p goredis.Pipeliner, key int) { send(&fnPipe{p, blib.Function}, key) }
 				}()},
 			)
 		}
 	}
-	if err := c.ScriptLoad(ctx, DecideScript().Source).Err(); err != nil {
+	if err := c.ScriptLoad(ctx, scripts.DecideScript().Source).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if only := os.Getenv("SLUICE_MEASURE_ONLY"); only != "" {
@@ -362,28 +363,28 @@ end)
 
 // shaPipe sends every EVALSHA of a pipeline to another script: sha.
 type shaPipe struct {
-	redis.Pipeliner
+	goredis.Pipeliner
 	sha string
 }
 
-func (p *shaPipe) EvalSha(ctx context.Context, _ string, keys []string, args ...any) *redis.Cmd {
+func (p *shaPipe) EvalSha(ctx context.Context, _ string, keys []string, args ...any) *goredis.Cmd {
 	return p.Pipeliner.EvalSha(ctx, p.sha, keys, args...)
 }
 
 // fnPipe sends every FCALL of a pipeline to another function: name.
 type fnPipe struct {
-	redis.Pipeliner
+	goredis.Pipeliner
 	name string
 }
 
-func (p *fnPipe) FCall(ctx context.Context, _ string, keys []string, args ...any) *redis.Cmd {
+func (p *fnPipe) FCall(ctx context.Context, _ string, keys []string, args ...any) *goredis.Cmd {
 	return p.Pipeliner.FCall(ctx, p.name, keys, args...)
 }
 
 // clientUsec sums commandstats' usec over the commands clients send: the
 // scripts when any ran (a script's usec holds the commands it ran, which
 // commandstats also lists), else every data command.
-func clientUsec(t *testing.T, c *redis.Client) float64 {
+func clientUsec(t *testing.T, c *goredis.Client) float64 {
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -418,7 +419,7 @@ func clientUsec(t *testing.T, c *redis.Client) float64 {
 // (user + system; INFO cpu, Redis 6.2+): unlike commandstats' usec, it does
 // not grow while Redis waits for a core on a busy machine, and it holds
 // what commandstats leaves out (reading requests, writing replies).
-func mainThreadCPU(t *testing.T, c *redis.Client) float64 {
+func mainThreadCPU(t *testing.T, c *goredis.Client) float64 {
 	info, err := c.Info(context.Background(), "cpu").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -439,7 +440,7 @@ func mainThreadCPU(t *testing.T, c *redis.Client) float64 {
 	return sum * 1e6
 }
 
-func usedMemory(t *testing.T, c *redis.Client) float64 {
+func usedMemory(t *testing.T, c *goredis.Client) float64 {
 	info, err := c.Info(context.Background(), "memory").Result()
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package scripts
+package redis
 
 import (
 	"context"
@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/pkg/limit"
+	"github.com/sluice-rl/sluice/pkg/scripts"
 )
 
 // takeItem is one descriptor of a batch in TestBatchWindowsTaken: its
@@ -20,7 +21,7 @@ import (
 // or decide_item).
 type takeItem struct {
 	id     string
-	rules  []*RuleArgs
+	rules  []*ruleArgs
 	cost   limit.Cost
 	inline bool
 }
@@ -34,22 +35,22 @@ type takeRound struct {
 
 // takeBatch returns the KEYS and ARGV of one batch of items under the key
 // prefix ns at now, an item whose slots are the item before's written as
-// a RepeatItem (as the Redis backend sends it).
+// a repeatItem (as the Redis backend sends it).
 func takeBatch(t *testing.T, ns string, now limit.Micros, items []takeItem) ([]string, []any) {
 	t.Helper()
-	clock := Time{Fixed: true, At: now}
-	args := AppendBatchHead(nil, clock)
+	clock := scriptClock{Fixed: true, At: now}
+	args := appendBatchHead(nil, clock)
 	var keys []string
 	var prev []any
 	for _, it := range items {
 		k := len(keys)
 		var err error
-		if keys, err = AppendKeys(keys, ns, it.id, it.rules); err != nil {
+		if keys, err = appendKeys(keys, ns, it.id, it.rules); err != nil {
 			t.Fatal(err)
 		}
-		item := AppendBatchItem(nil, len(keys)-k, it.cost, it.rules, clock)
+		item := appendBatchItem(nil, len(keys)-k, it.cost, it.rules, clock)
 		if slices.Equal(item, prev) {
-			args = AppendRepeatItem(args)
+			args = appendRepeatItem(args)
 			continue
 		}
 		args, prev = append(args, item...), item
@@ -57,12 +58,12 @@ func takeBatch(t *testing.T, ns string, now limit.Micros, items []takeItem) ([]s
 	return keys, args
 }
 
-// prepareRules returns the RuleArgs of rules.
-func prepareRules(t *testing.T, rules ...limit.Rule) []*RuleArgs {
+// prepareRules returns the ruleArgs of rules.
+func prepareRules(t *testing.T, rules ...limit.Rule) []*ruleArgs {
 	t.Helper()
-	var out []*RuleArgs
+	var out []*ruleArgs
 	for _, r := range rules {
-		a, err := PrepareRule(r)
+		a, err := prepareRule(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func prepareRules(t *testing.T, rules ...limit.Rule) []*RuleArgs {
 // renderKeys renders every key under ns (without ns): its type, its value
 // when a string, and its time to live (to the minute; "none" when it has
 // none, which a key the script left without its expiry shows).
-func renderKeys(t *testing.T, c *redis.Client, ns string) string {
+func renderKeys(t *testing.T, c *goredis.Client, ns string) string {
 	t.Helper()
 	ctx := context.Background()
 	found, err := c.Keys(ctx, ns+"*").Result()
@@ -103,7 +104,7 @@ func renderKeys(t *testing.T, c *redis.Client, ns string) string {
 // can hold (win_take's descriptor) to the decision decide_item makes of
 // them (a script variant that leaves them to it, as before), byte for
 // byte: batches mixing descriptors of one, two and three windows, the
-// same descriptor and others of the same limits repeated (RepeatItem),
+// same descriptor and others of the same limits repeated (repeatItem),
 // denials in the middle of a batch by each rule (keys the denial made
 // deleted), costs the loop leaves to decide_item, counts near 2^53, and
 // window keys of another type at each rule position (the descriptor's
@@ -117,12 +118,12 @@ func renderKeys(t *testing.T, c *redis.Client, ns string) string {
 func TestBatchWindowsTaken(t *testing.T) {
 	c := redistest.Standalone(t).Client()
 	ctx := context.Background()
-	cur := DecideScript()
+	cur := scripts.DecideScript()
 	ref := variant(t, "elseif WINDOWS and nks == '1' and (nas == '12' or nas == '17')",
 		"elseif false and nks == '1' and (nas == '12' or nas == '17')")
 	mark := variant(t, "    elseif mr > 0 then\n", "    elseif mr > 0 then\n      call('RPUSH', 'inline', KEYS[k + 1])\n")
 	lib := loadDecideLibrary(t, c)
-	prep := func(rules ...limit.Rule) []*RuleArgs { return prepareRules(t, rules...) }
+	prep := func(rules ...limit.Rule) []*ruleArgs { return prepareRules(t, rules...) }
 	sec := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Second, Limit: l} }
 	tens := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Second, Multiplier: 10, Limit: l} }
 	minute := func(l uint64) limit.Rule { return limit.Rule{Unit: limit.Minute, Limit: l} }
@@ -130,7 +131,7 @@ func TestBatchWindowsTaken(t *testing.T) {
 	w1 := prep(minute(4))
 	w2 := prep(minute(3), hour(5))
 	w2b := prep(sec(1), minute(1))
-	w2x := prep(sec(5), hour(MaxExact-1))
+	w2x := prep(sec(5), hour(maxExact-1))
 	w3 := prep(sec(6), minute(4), hour(5))
 	w3b := prep(hour(2), sec(9), minute(9))
 	w3c := prep(sec(9), tens(9), hour(2))
@@ -208,8 +209,8 @@ func TestBatchWindowsTaken(t *testing.T) {
 		}},
 		{"counts at 2^53", nil, []takeRound{
 			{0, []takeItem{
-				{"q", w2x, limit.Cost{N: MaxExact - 1, Charge: true}, false},
-				{"q", w2x, limit.Cost{N: MaxExact - 1, Charge: true}, false},
+				{"q", w2x, limit.Cost{N: maxExact - 1, Charge: true}, false},
+				{"q", w2x, limit.Cost{N: maxExact - 1, Charge: true}, false},
 				{"q", w2x, one, true}, {"q", w2x, limit.Cost{N: 5}, true}, {"r", w2x, one, true},
 			}},
 			{1_000_000, []takeItem{{"q", w2x, limit.Cost{N: 3}, true}, {"q", w2x, one, true}}},
@@ -241,7 +242,7 @@ func TestBatchWindowsTaken(t *testing.T) {
 			for r, round := range tc.rounds {
 				now := start + round.at
 				label := fmt.Sprintf("round %d", r)
-				run := func(ns string, call func(keys []string, args []any) *redis.Cmd) []int64 {
+				run := func(ns string, call func(keys []string, args []any) *goredis.Cmd) []int64 {
 					keys, args := takeBatch(t, ns, now, round.items)
 					ints, err := call(keys, args).Int64Slice()
 					if err != nil {
@@ -249,11 +250,11 @@ func TestBatchWindowsTaken(t *testing.T) {
 					}
 					return ints
 				}
-				eval := func(s Script) func([]string, []any) *redis.Cmd {
-					return func(keys []string, args []any) *redis.Cmd { return c.Eval(ctx, s.Source, keys, args...) }
+				eval := func(s scripts.Script) func([]string, []any) *goredis.Cmd {
+					return func(keys []string, args []any) *goredis.Cmd { return c.Eval(ctx, s.Source, keys, args...) }
 				}
 				got := run(ns.new, eval(cur))
-				fn := run(ns.fn, func(keys []string, args []any) *redis.Cmd { return c.FCall(ctx, lib.Function, keys, args...) })
+				fn := run(ns.fn, func(keys []string, args []any) *goredis.Cmd { return c.FCall(ctx, lib.Function, keys, args...) })
 				want := run(ns.ref, eval(ref))
 				if err := c.Del(ctx, "inline").Err(); err != nil {
 					t.Fatal(err)
@@ -279,7 +280,7 @@ func TestBatchWindowsTaken(t *testing.T) {
 				}
 				rest := want
 				for j, it := range round.items {
-					d, next, err := ParseBatchInts(rest, make([]limit.Outcome, len(it.rules)))
+					d, next, err := parseBatchInts(rest, make([]limit.Outcome, len(it.rules)))
 					rest = next
 					switch {
 					case !it.inline:
@@ -299,13 +300,13 @@ func TestBatchWindowsTaken(t *testing.T) {
 				}
 				var sep []int64
 				for _, it := range round.items {
-					keys, err := AppendKeys(nil, ns.one, it.id, it.rules)
+					keys, err := appendKeys(nil, ns.one, it.id, it.rules)
 					if err != nil {
 						t.Fatal(err)
 					}
-					args := AppendHead(nil, it.cost, Time{Fixed: true, At: now})
+					args := appendHead(nil, it.cost, scriptClock{Fixed: true, At: now})
 					for _, a := range it.rules {
-						args = a.Append(args, Time{Fixed: true, At: now})
+						args = a.appendTo(args, scriptClock{Fixed: true, At: now})
 					}
 					ints, err := c.Eval(ctx, cur.Source, keys, args...).Int64Slice()
 					if err != nil {
@@ -341,11 +342,11 @@ func TestBatchCommandFailsAfterCountsTaken(t *testing.T) {
 	srv := redistest.Standalone(t)
 	admin := srv.Client()
 	ctx := context.Background()
-	cur := DecideScript()
+	cur := scripts.DecideScript()
 	ref := edit(t, variant(t, "elseif WINDOWS and nks == '1' and (nas == '12' or nas == '17')",
 		"elseif false and nks == '1' and (nas == '12' or nas == '17')"),
 		"if WINDOWS and nks == '1' and nas == '7'", "if false and nks == '1' and nas == '7'")
-	prep := func(rules ...limit.Rule) []*RuleArgs { return prepareRules(t, rules...) }
+	prep := func(rules ...limit.Rule) []*ruleArgs { return prepareRules(t, rules...) }
 	w1 := prep(limit.Rule{Unit: limit.Minute, Limit: 2})
 	w2 := prep(limit.Rule{Unit: limit.Second, Limit: 1}, limit.Rule{Unit: limit.Minute, Limit: 2})
 	w3 := prep(limit.Rule{Unit: limit.Second, Limit: 1}, limit.Rule{Unit: limit.Minute, Limit: 2}, limit.Rule{Unit: limit.Hour, Limit: 9})
@@ -366,13 +367,13 @@ func TestBatchCommandFailsAfterCountsTaken(t *testing.T) {
 			if err := admin.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "+@all", "-"+cmd).Err(); err != nil {
 				t.Fatal(err)
 			}
-			limited := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: user, Password: "pw"})
+			limited := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), Username: user, Password: "pw"})
 			t.Cleanup(func() { _ = limited.Close() })
 			now := limit.Micros(1_800_000_000_300_000) - limit.Micros(i)*3_600_000_000
 			var replies [2][]int64
-			for j, s := range []Script{cur, ref} {
+			for j, s := range []scripts.Script{cur, ref} {
 				ns := fmt.Sprintf("%s %d:", cmd, j)
-				for b, c := range []*redis.Client{admin, limited} {
+				for b, c := range []*goredis.Client{admin, limited} {
 					at := now + limit.Micros(b)*1_000_000
 					items := [][]takeItem{first, second}[b]
 					keys, args := takeBatch(t, ns, at, items)
@@ -392,7 +393,7 @@ func TestBatchCommandFailsAfterCountsTaken(t *testing.T) {
 			// Some descriptors failed, naming the command; others did not.
 			rest, failed := replies[0], 0
 			for k, it := range second {
-				_, next, err := ParseBatchInts(rest, make([]limit.Outcome, len(it.rules)))
+				_, next, err := parseBatchInts(rest, make([]limit.Outcome, len(it.rules)))
 				rest = next
 				if err != nil {
 					if !strings.Contains(err.Error(), "can't run this command") {
