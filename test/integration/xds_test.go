@@ -174,7 +174,7 @@ func TestXDSLifecycle(t *testing.T) {
 // Gateway v1.9.0 gives its rate-limit container (xdstest.EnvoyGatewayEnv),
 // changing only what a test must: the certificate paths (/certs and
 // /redis-certs) point to a test PKI, the host names to 127.0.0.1 (the xDS
-// server keeps Envoy Gateway's port 18001), the trace endpoint to a closed
+// server on a free loopback port instead of Envoy Gateway's 18001), the trace endpoint to a closed
 // local port, the Prometheus listener (:19001) to a free loopback port;
 // SSL_CERT_FILE makes the test CA a system root, as a
 // publicly trusted Redis certificate would be (Envoy Gateway sets no Redis
@@ -238,14 +238,14 @@ func TestEnvoyGatewayEnvironment(t *testing.T) {
 // startAsEnvoyGateway starts the sluice binary as Envoy Gateway v1.9.0
 // starts its rate-limit container (see TestEnvoyGatewayEnvironment for
 // what is changed and why), plus extra, with its xDS server on
-// 127.0.0.1:18001 (mutual TLS) and a Redis requiring TLS client
+// a free loopback port (mutual TLS) and a Redis requiring TLS client
 // certificates. It returns the process, the xDS server and a gRPC client
 // over TLS.
 func startAsEnvoyGateway(t *testing.T, extra map[string]string) (*sluicetest.Process, *xdstest.Server, rlsv3.RateLimitServiceClient) {
 	t.Helper()
 	certs := xdstest.NewCerts(t, "envoy-gateway", "localhost", "127.0.0.1")
 	redis := redistest.StandaloneTLS(t, redistest.TLS{CertFile: certs.Cert, KeyFile: certs.Key, CAFile: certs.CACert, RequireClientCert: true})
-	srv := xdstest.Start(t, xdstest.Options{Addr: "127.0.0.1:18001", TLS: certs.ServerTLS()})
+	srv := xdstest.Start(t, xdstest.Options{TLS: certs.ServerTLS()})
 
 	env := map[string]string{"SSL_CERT_FILE": certs.CACert}
 	for _, kv := range xdstest.EnvoyGatewayEnv {
@@ -254,7 +254,7 @@ func startAsEnvoyGateway(t *testing.T, extra map[string]string) (*sluicetest.Pro
 		v = strings.Replace(v, "/redis-certs/", certs.Dir+"/", 1)
 		switch k {
 		case "CONFIG_GRPC_XDS_SERVER_URL":
-			v = strings.Replace(v, "envoy-gateway:", "127.0.0.1:", 1)
+			v = srv.Addr() // Envoy Gateway's envoy-gateway:18001, here loopback and free
 		case "REDIS_URL":
 			v = redis.Addr()
 		case "OTEL_EXPORTER_OTLP_ENDPOINT":
