@@ -2,7 +2,8 @@
 # The project's test command (README "Run the tests"): installs what the
 # tests need when it is missing, then formatting, vet, the whole suite under
 # the race detector, the release build's tags, and a short run of every fuzz
-# target.
+# target. Every step runs even when one before it failed; the failed steps
+# are listed at the end and the command then exits 1.
 #
 # Needs: Go; gcc and libc6-dev (the race detector needs cgo); redis-server
 # and redis-cli (tests start their own servers on free loopback ports);
@@ -30,28 +31,48 @@ prereq_install "${need[@]}"
 export CGO_ENABLED=1 # the race detector needs cgo
 go version
 
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))
-if [ -n "$unformatted" ]; then
-  echo "gofmt would change:"; echo "$unformatted"; exit 1
-fi
-go vet ./...
-go test -race -count=1 -timeout 30m ./...
+failed=()
+# step NAME CMD...: runs CMD, and records NAME as failed when it fails
+# instead of stopping, so that one run reports every failure.
+step() {
+  local name=$1
+  shift
+  echo "== $name"
+  if ! "$@"; then
+    echo "FAILED: $name"
+    failed+=("$name")
+  fi
+}
+
+gofmt_clean() {
+  local unformatted
+  unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))
+  if [ -n "$unformatted" ]; then
+    echo "gofmt would change:"; echo "$unformatted"; return 1
+  fi
+}
+step gofmt gofmt_clean
+step "go vet" go vet ./...
+step "go test -race" go test -race -count=1 -timeout 30m ./...
 # The Envoy Gateway examples, against Envoy Gateway's API types: a module of
 # its own, so its dependencies stay out of sluice's.
-(cd examples/envoy-gateway/validate && go vet ./... && go test -count=1 ./...)
+step "examples/envoy-gateway/validate" sh -c 'cd examples/envoy-gateway/validate && go vet ./... && go test -count=1 ./...'
 # The release build's tags (Dockerfile): the codec's vtproto marshaler.
-go vet -tags timetzdata,vtprotobuf ./...
-go test -race -count=1 -tags timetzdata,vtprotobuf ./internal/server/ ./cmd/sluice/
+step "go vet, release tags" go vet -tags timetzdata,vtprotobuf ./...
+step "go test, release tags" go test -race -count=1 -tags timetzdata,vtprotobuf ./internal/server/ ./cmd/sluice/
 
 # The Helm chart (charts/sluice), rendered with helm for every values file
 # and decoded strictly into the Kubernetes API types. Its test is a module of
 # its own (charts/test), so those types stay out of sluice's dependencies.
 # helm is built with go install when missing (decision 0042).
-if ! command -v helm >/dev/null && [ ! -x "$(go env GOPATH)/bin/helm" ]; then
-  echo "installing helm (go install helm.sh/helm/v3/cmd/helm@v3.22.0)"
-  go install helm.sh/helm/v3/cmd/helm@v3.22.0
-fi
-(cd charts/test && go vet ./... && go test -count=1 ./...)
+helm_chart() {
+  if ! command -v helm >/dev/null && [ ! -x "$(go env GOPATH)/bin/helm" ]; then
+    echo "installing helm (go install helm.sh/helm/v3/cmd/helm@v3.22.0)"
+    go install helm.sh/helm/v3/cmd/helm@v3.22.0 || return 1
+  fi
+  (cd charts/test && go vet ./... && go test -count=1 ./...)
+}
+step "helm chart" helm_chart
 
 # Fuzz targets, briefly each (seed corpora run in the normal tests above).
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can
@@ -60,10 +81,18 @@ fi
 # failing input; a count has no deadline to race. A duration (FUZZTIME=3m)
 # still works for longer runs by hand.
 fuzztime=${FUZZTIME:-50000x}
-go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do
+mapfile -t pkgs < <(go list -f '{{.ImportPath}} {{.Dir}}' ./...)
+for line in "${pkgs[@]}"; do
+  read -r pkg dir <<<"$line"
   for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
-    echo "fuzz $pkg $f ($fuzztime)"
-    go test -run '^$' -fuzz "^$f\$" -fuzztime "$fuzztime" "$pkg"
+    step "fuzz $pkg $f ($fuzztime)" go test -run '^$' -fuzz "^$f\$" -fuzztime "$fuzztime" "$pkg"
   done
 done
-echo "all tests passed in $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s"
+
+took="$(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "${#failed[@]} step(s) FAILED in $took:"
+  printf '  %s\n' "${failed[@]}"
+  exit 1
+fi
+echo "all tests passed in $took"
