@@ -57,6 +57,9 @@ step "go test -race" go test -race -count=1 -timeout 30m ./...
 # The Envoy Gateway examples, against Envoy Gateway's API types: a module of
 # its own, so its dependencies stay out of sluice's.
 step "examples/envoy-gateway/validate" sh -c 'cd examples/envoy-gateway/validate && go vet ./... && go test -count=1 ./...'
+# The Prometheus rules and the Grafana dashboard's queries, against
+# Prometheus's own parser and engine: a module of its own as well.
+step "examples/prometheus/validate" sh -c 'cd examples/prometheus/validate && go vet ./... && go test -count=1 ./...'
 # The release build's tags (Dockerfile): the codec's vtproto marshaler.
 step "go vet, release tags" go vet -tags timetzdata,vtprotobuf ./...
 step "go test, release tags" go test -race -count=1 -tags timetzdata,vtprotobuf ./internal/server/ ./cmd/sluice/

@@ -151,3 +151,24 @@ func TestDashboardQueriesExist(t *testing.T) {
 		t.Errorf("only %d queries", exprs)
 	}
 }
+
+// TestPrometheusRulesUseExportedFamilies checks that the example rule file
+// (examples/prometheus/sluice-rules.yaml, parsed and evaluated by
+// Prometheus's own packages in examples/prometheus/validate) names only
+// families sluice exports.
+func TestPrometheusRulesUseExportedFamilies(t *testing.T) {
+	data, err := os.ReadFile("../../examples/prometheus/sluice-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := allFamilies(t)
+	names := regexp.MustCompile(`\bsluice_[a-z_]+`).FindAllString(string(data), -1)
+	for _, n := range names {
+		if !knownName(fams, n) {
+			t.Errorf("sluice-rules.yaml names %s, which is not exported", n)
+		}
+	}
+	if len(names) < 5 {
+		t.Errorf("only %d family names in the rule file", len(names))
+	}
+}

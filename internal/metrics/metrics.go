@@ -103,6 +103,7 @@ type Metrics struct {
 	domainsGauge  prometheus.Gauge
 	lastReload    prometheus.Gauge
 	batchSize     prometheus.Histogram
+	limits        limitGauges
 
 	// Pre-resolved children.
 	codeCounters  [codes.Unauthenticated + 1]prometheus.Counter
@@ -195,6 +196,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		"Unix time of the last successful configuration load.")
 	m.batchSize = f.histogram("sluice_redis_pipeline_batch_size",
 		"Commands per Redis pipeline round trip.", batchBuckets)
+	m.limits.register(&f)
 	if f.err != nil {
 		return nil, fmt.Errorf("metrics: register: %w", f.err)
 	}

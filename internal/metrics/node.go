@@ -110,7 +110,9 @@ func levelName(n *descriptor.Node) string {
 	return n.Key + "_" + n.Value
 }
 
-// ConfigApplied drops the series of what c no longer holds, so that a
+// ConfigApplied sets the configured-limit gauges (sluice_rule_limit and
+// the families beside it) to c's rules, and drops the series of what c no
+// longer holds, so that a
 // process whose configuration changes for months does not keep a series
 // per domain, node or rule it ever served: every series of a domain that
 // was configured and is not in c (sluice_decisions_total and the other
@@ -130,6 +132,7 @@ func (m *Metrics) ConfigApplied(c *descriptor.Config) {
 	if m == nil || c == nil {
 		return
 	}
+	m.limits.applyLimits(c)
 	removed, kept := m.dropDomains(c)
 	for _, d := range removed {
 		if !kept[d.label] {

@@ -57,6 +57,9 @@ func (m *Metrics) Descriptor(ev service.DescriptorEvent) {
 	}
 	o := classify(&ev)
 	m.outcome(d, o).Inc()
+	if ev.Override {
+		m.observeOverride(&ev)
+	}
 	if o != outOK && o != outOverLimit && o != outShadowOverLimit {
 		return
 	}
