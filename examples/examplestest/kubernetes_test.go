@@ -18,7 +18,7 @@ const kubernetesDir = "examples/kubernetes"
 var sluiceEnv = []string{
 	"REDIS_TYPE", "REDIS_URL", "REDIS_AUTH", "CACHE_KEY_PREFIX",
 	"LOG_LEVEL", "LOG_FORMAT", "BACKEND_TYPE", "GRPC_PORT", "PORT", "SLUICE_CONFIG",
-	"SLUICE_HEALTH_FOLLOWS_BACKEND", "SLUICE_DRAIN_DELAY",
+	"SLUICE_HEALTH_FOLLOWS_BACKEND", "SLUICE_DRAIN_DELAY", "RESPONSE_DYNAMIC_METADATA",
 }
 
 // The health service names sluice's gRPC health server answers for.

@@ -9,6 +9,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
 // dynamicMetadata builds the response's dynamic_metadata as the reference
@@ -16,6 +18,10 @@ import (
 // limit?, hitsAddend?}), the request's hitsAddend when not 0, and
 // "metadata": the config metadata of every descriptor that passed with a
 // limit applied (checked or unlimited), merged with the first value winning.
+// Beside those, sluice's own: "overLimit", the descriptors whose status is
+// OVER_LIMIT and why, and "shadowOverLimit", those a node's shadow_mode
+// reported OK (see deniedStruct); each is absent when empty. respond calls
+// it after viewOf set every item's over and shadowed.
 func (s *Service) dynamicMetadata(req *rlsv3.RateLimitRequest, w *work) *structpb.Struct {
 	fields := make(map[string]*structpb.Value, 4)
 	fields["domain"] = structpb.NewStringValue(validUTF8(req.Domain))
@@ -48,7 +54,81 @@ func (s *Service) dynamicMetadata(req *rlsv3.RateLimitRequest, w *work) *structp
 	if merged != nil && len(merged.Fields) > 0 {
 		fields["metadata"] = structpb.NewStructValue(merged)
 	}
+	var over, shadow []*structpb.Value
+	for i := range w.items {
+		switch it := &w.items[i]; {
+		case it.over:
+			over = append(over, structpb.NewStructValue(deniedStruct(i, descs[i], it)))
+		case it.shadowed:
+			shadow = append(shadow, structpb.NewStructValue(deniedStruct(i, descs[i], it)))
+		}
+	}
+	if over != nil {
+		fields["overLimit"] = structpb.NewListValue(&structpb.ListValue{Values: over})
+	}
+	if shadow != nil {
+		fields["shadowOverLimit"] = structpb.NewListValue(&structpb.ListValue{Values: shadow})
+	}
 	return &structpb.Struct{Fields: fields}
+}
+
+// The reasons of deniedStruct.
+const (
+	deniedByRule        = "over_limit"
+	deniedByFailureMode = "failure_mode_deny"
+	deniedAsInvalid     = "invalid"
+)
+
+// deniedStruct says why request descriptor i (item it, described in
+// dynamic metadata as desc) is, or but for its node's shadow_mode would
+// be, OVER_LIMIT: {index: i, entries: desc's entries ["k=v", ...], descriptor: the config node's path (as the metrics' descriptor
+// label; absent for a limit override or an invalid descriptor), override:
+// true for a request limit override, rules: the name (the state id when
+// unnamed) of every rule that denied, reason: over_limit (the rules
+// denied), failure_mode_deny (the backend could not decide and the
+// domain's failure_mode is deny; rules lists every rule of the
+// descriptor) or invalid (malformed, never decided; no rules)}.
+func deniedStruct(i int, desc *structpb.Value, it *item) *structpb.Struct {
+	fields := make(map[string]*structpb.Value, 6)
+	fields["index"] = structpb.NewNumberValue(float64(i))
+	fields["entries"] = desc.GetStructValue().GetFields()["entries"]
+	if it.node != nil {
+		fields["descriptor"] = structpb.NewStringValue(validUTF8(it.node.Path()))
+	}
+	if it.override {
+		fields["override"] = structpb.NewBoolValue(true)
+	}
+	reason := deniedByRule
+	var rules []*structpb.Value
+	switch {
+	case it.kind == kindInvalid:
+		reason = deniedAsInvalid
+	case it.failed == failedShut:
+		reason = deniedByFailureMode
+		for j := range it.rules {
+			rules = append(rules, structpb.NewStringValue(ruleID(&it.rules[j])))
+		}
+	default:
+		for j := range it.rules {
+			if j < len(it.dec.Outcomes) && !it.dec.Outcomes[j].Allowed {
+				rules = append(rules, structpb.NewStringValue(ruleID(&it.rules[j])))
+			}
+		}
+	}
+	if it.kind != kindInvalid {
+		fields["rules"] = structpb.NewListValue(&structpb.ListValue{Values: rules})
+	}
+	fields["reason"] = structpb.NewStringValue(reason)
+	return &structpb.Struct{Fields: fields}
+}
+
+// ruleID names r in dynamic metadata: its name, or its state id when it
+// has none (as the metrics' rule label).
+func ruleID(r *limit.Rule) string {
+	if r.Name != "" {
+		return validUTF8(r.Name)
+	}
+	return r.ID()
 }
 
 // descriptorStruct describes one request descriptor for dynamic metadata.

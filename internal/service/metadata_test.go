@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/pkg/backend"
 )
 
 const metadataYAML = `
@@ -65,7 +66,8 @@ func TestDynamicMetadata(t *testing.T) {
 		},
 	})
 
-	// svc=one is now over: only svc=two's metadata is returned.
+	// svc=one is now over: only svc=two's metadata is returned, and
+	// overLimit names the descriptor and the rule that denied it.
 	check(h.call(t, rq("md", d("svc", "one"), d("svc", "two"))).DynamicMetadata, map[string]any{
 		"domain": "md",
 		"descriptors": []any{
@@ -73,6 +75,9 @@ func TestDynamicMetadata(t *testing.T) {
 			map[string]any{"entries": []any{"svc=two"}},
 		},
 		"metadata": map[string]any{"name": "service_2", "list": []any{1.0, "two"}, "nested": map[string]any{"a": 2.0, "c": true}},
+		"overLimit": []any{map[string]any{
+			"index": 0.0, "entries": []any{"svc=one"}, "descriptor": "svc_one", "rules": []any{"fw.1mi"}, "reason": "over_limit",
+		}},
 	})
 
 	// An override is described; nothing passed with metadata, so no
@@ -101,4 +106,80 @@ func TestDynamicMetadata(t *testing.T) {
 	if md := off.call(t, rq("md", d("svc", "one"))).DynamicMetadata; md != nil {
 		t.Fatalf("dynamic metadata %v while disabled", md)
 	}
+}
+
+const deniedYAML = `
+domain: dn
+descriptors:
+  - key: user
+    rate_limits:
+      - {name: burst, algorithm: token_bucket, unit: second, requests_per_unit: 1, burst: 1}
+      - {name: hourly, unit: hour, requests_per_unit: 100}
+      - {unit: day, requests_per_unit: 1}
+    descriptors:
+      - key: path
+        shadow_mode: true
+        rate_limit: {name: trial, unit: minute, requests_per_unit: 0}
+---
+domain: down
+failure_mode: deny
+descriptors:
+  - key: k
+    rate_limits:
+      - {name: a, unit: second, requests_per_unit: 5}
+      - {unit: hour, requests_per_unit: 50}
+`
+
+// TestDynamicMetadataNamesDenials checks overLimit and shadowOverLimit:
+// for every descriptor whose status is OVER_LIMIT (or would be but for
+// shadow_mode), its index, entries, config node, the rules that denied and
+// why; the incumbent's keys keep their shape beside them.
+func TestDynamicMetadataNamesDenials(t *testing.T) {
+	h := newHarness(t, Options{DynamicMetadata: true}, deniedYAML)
+	check := func(what string, got *structpb.Struct, want map[string]any) {
+		t.Helper()
+		if w := stacktest.Struct(t, want); !proto.Equal(got, w) {
+			gj, _ := protojson.Marshal(got)
+			wj, _ := protojson.Marshal(w)
+			t.Fatalf("%s: dynamic metadata\n got %s\nwant %s", what, gj, wj)
+		}
+	}
+	// Admitted: no new keys at all.
+	check("admitted", h.call(t, rq("dn", d("user", "alice"))).DynamicMetadata, map[string]any{
+		"domain":      "dn",
+		"descriptors": []any{map[string]any{"entries": []any{"user=alice"}}},
+	})
+	// The second request in the same second: burst and the unnamed daily
+	// rule deny (hourly has room); the shadowed child would have denied;
+	// an invalid descriptor is OVER_LIMIT without a decision; an override
+	// of 0 denies with no config node.
+	check("denied", h.call(t, rq("dn", d("user", "alice"), d("user", "bob", "path", "/x"), d("", "x"),
+		override(d("user", "carol"), 0, typev3.RateLimitUnit_MINUTE, 0))).DynamicMetadata, map[string]any{
+		"domain": "dn",
+		"descriptors": []any{
+			map[string]any{"entries": []any{"user=alice"}},
+			map[string]any{"entries": []any{"user=bob", "path=/x"}},
+			map[string]any{"entries": []any{"=x"}},
+			map[string]any{"entries": []any{"user=carol"}, "limit": "requests_per_unit:0 unit:MINUTE"},
+		},
+		"overLimit": []any{
+			map[string]any{"index": 0.0, "entries": []any{"user=alice"}, "descriptor": "user", "rules": []any{"burst", "fw.1da"}, "reason": "over_limit"},
+			map[string]any{"index": 2.0, "entries": []any{"=x"}, "reason": "invalid"},
+			map[string]any{"index": 3.0, "entries": []any{"user=carol"}, "override": true, "rules": []any{"fw.1mi"}, "reason": "over_limit"},
+		},
+		"shadowOverLimit": []any{
+			map[string]any{"index": 1.0, "entries": []any{"user=bob", "path=/x"}, "descriptor": "user.path", "rules": []any{"trial"}, "reason": "over_limit"},
+		},
+	})
+
+	// The backend down in a failure_mode: deny domain: every rule of the
+	// descriptor is named, reason failure_mode_deny.
+	down := newHarness(t, Options{DynamicMetadata: true, Backend: stacktest.FailingBackend{Err: backend.ErrUnavailable}}, deniedYAML)
+	check("failure mode", down.call(t, rq("down", d("k", "v"))).DynamicMetadata, map[string]any{
+		"domain":      "down",
+		"descriptors": []any{map[string]any{"entries": []any{"k=v"}}},
+		"overLimit": []any{
+			map[string]any{"index": 0.0, "entries": []any{"k=v"}, "descriptor": "k", "rules": []any{"a", "fw.1ho"}, "reason": "failure_mode_deny"},
+		},
+	})
 }
