@@ -181,9 +181,10 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		return exitError
 	}
 	obs.mount(srv, log)
-	if err := obs.metrics.RegisterServerLoad(func() (int64, uint64, int64, uint64) {
+	if err := obs.metrics.RegisterServerLoad(func() metrics.ServerCounts {
 		l := srv.Load()
-		return l.InFlight, l.Shed, l.Connections, l.ConnectionsRefused
+		return metrics.ServerCounts{InFlight: l.InFlight, Shed: l.Shed, ShedConnection: l.ShedConnection,
+			RequestTimeouts: l.RequestTimeouts, Conns: l.Connections, ConnsRefused: l.ConnectionsRefused}
 	}); err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitError

@@ -29,7 +29,9 @@ type listenerSettings struct {
 	GRPCMaxHeaderBytes int
 	GRPCMaxConnections int
 	GRPCMaxIdle        time.Duration
+	GRPCRequestTimeout time.Duration
 	MaxInFlight        int
+	MaxInFlightPerConn int
 }
 
 // listenerFlags defines the listener settings on fs; bind records each
@@ -58,6 +60,10 @@ func listenerFlags(fs *flag.FlagSet, bind func(name, env string) string, l *list
 		"gRPC: close a connection that has had no call this long (GOAWAY; the client reconnects when it needs to); 0 = never"+bind("grpc-max-connection-idle", "SLUICE_GRPC_MAX_CONNECTION_IDLE"))
 	fs.IntVar(&l.MaxInFlight, "max-in-flight", server.DefaultMaxInFlight,
 		"most calls open at once over all connections (gRPC and /json); more are answered ResourceExhausted (/json: 503) at once; 0 = no bound"+bind("max-in-flight", "SLUICE_MAX_IN_FLIGHT"))
+	fs.IntVar(&l.MaxInFlightPerConn, "grpc-max-in-flight-per-connection", server.DefaultMaxInFlightPerConnection,
+		"gRPC: most calls of --max-in-flight one connection may hold (health calls apart); more are answered ResourceExhausted at once; 0 = no bound of its own"+bind("grpc-max-in-flight-per-connection", "SLUICE_GRPC_MAX_IN_FLIGHT_PER_CONNECTION"))
+	fs.DurationVar(&l.GRPCRequestTimeout, "grpc-request-timeout", server.DefaultGRPCRequestTimeout,
+		"gRPC: cancel (reset) a call whose request message has not arrived this long after its headers, giving back its slot; 0 = never"+bind("grpc-request-timeout", "SLUICE_GRPC_REQUEST_TIMEOUT"))
 }
 
 // validateListener checks the listener settings against the TLS ones; bad
@@ -85,10 +91,14 @@ func (s *settings) validateListener(bad func(flag, format string, args ...any)) 
 		{"grpc-max-concurrent-streams", l.GRPCMaxStreams, math.MaxInt32},
 		{"grpc-max-connections", l.GRPCMaxConnections, math.MaxInt32},
 		{"max-in-flight", l.MaxInFlight, math.MaxInt32},
+		{"grpc-max-in-flight-per-connection", l.MaxInFlightPerConn, math.MaxInt32},
 	} {
 		if b.v < 0 || b.v > b.top {
 			bad(b.flag, "%d: must be from 0 (no bound) to %d", b.v, b.top)
 		}
+	}
+	if d := l.GRPCRequestTimeout; d < 0 {
+		bad("grpc-request-timeout", "duration %v: must be 0 (never) or positive", d)
 	}
 	if d := l.GRPCMaxIdle; d != 0 && d < time.Second {
 		bad("grpc-max-connection-idle", "duration %v: must be 0 (never) or at least 1s", d)
@@ -138,11 +148,13 @@ const (
 // grpcLimits are the server's gRPC bounds for these settings.
 func (l *listenerSettings) grpcLimits() server.GRPCLimits {
 	return server.GRPCLimits{
-		MaxConcurrentStreams: uint32(l.GRPCMaxStreams),
-		MaxHeaderListBytes:   uint32(l.GRPCMaxHeaderBytes),
-		MaxConnections:       l.GRPCMaxConnections,
-		MaxConnectionIdle:    l.GRPCMaxIdle,
-		MaxInFlight:          l.MaxInFlight,
+		MaxConcurrentStreams:     uint32(l.GRPCMaxStreams),
+		MaxHeaderListBytes:       uint32(l.GRPCMaxHeaderBytes),
+		MaxConnections:           l.GRPCMaxConnections,
+		MaxConnectionIdle:        l.GRPCMaxIdle,
+		MaxInFlight:              l.MaxInFlight,
+		MaxInFlightPerConnection: l.MaxInFlightPerConn,
+		RequestTimeout:           l.GRPCRequestTimeout,
 	}
 }
 

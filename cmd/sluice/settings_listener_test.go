@@ -84,12 +84,14 @@ func TestGRPCLimitSettings(t *testing.T) {
 		want server.GRPCLimits
 	}{
 		{"defaults", nil, nil, server.GRPCLimits{MaxConcurrentStreams: 1024, MaxHeaderListBytes: 65536, MaxConnections: 16384,
-			MaxConnectionIdle: time.Hour, MaxInFlight: 10000}},
+			MaxConnectionIdle: time.Hour, MaxInFlight: 10000, MaxInFlightPerConnection: 1000, RequestTimeout: 5 * time.Second}},
 		{"environment", nil, []string{"SLUICE_GRPC_MAX_CONCURRENT_STREAMS=100", "SLUICE_GRPC_MAX_HEADER_LIST_BYTES=8192",
-			"SLUICE_GRPC_MAX_CONNECTIONS=50", "SLUICE_GRPC_MAX_CONNECTION_IDLE=10m", "SLUICE_MAX_IN_FLIGHT=2000"},
-			server.GRPCLimits{MaxConcurrentStreams: 100, MaxHeaderListBytes: 8192, MaxConnections: 50, MaxConnectionIdle: 10 * time.Minute, MaxInFlight: 2000}},
+			"SLUICE_GRPC_MAX_CONNECTIONS=50", "SLUICE_GRPC_MAX_CONNECTION_IDLE=10m", "SLUICE_MAX_IN_FLIGHT=2000",
+			"SLUICE_GRPC_MAX_IN_FLIGHT_PER_CONNECTION=300", "SLUICE_GRPC_REQUEST_TIMEOUT=2s"},
+			server.GRPCLimits{MaxConcurrentStreams: 100, MaxHeaderListBytes: 8192, MaxConnections: 50, MaxConnectionIdle: 10 * time.Minute, MaxInFlight: 2000,
+				MaxInFlightPerConnection: 300, RequestTimeout: 2 * time.Second}},
 		{"flags: no bounds", []string{"--grpc-max-concurrent-streams=0", "--grpc-max-header-list-bytes=0", "--grpc-max-connections=0",
-			"--grpc-max-connection-idle=0", "--max-in-flight=0"}, nil,
+			"--grpc-max-connection-idle=0", "--max-in-flight=0", "--grpc-max-in-flight-per-connection=0", "--grpc-request-timeout=0"}, nil,
 			server.GRPCLimits{}},
 	}
 	for _, tt := range tests {
@@ -115,6 +117,8 @@ func TestGRPCLimitSettingErrors(t *testing.T) {
 		{"negative streams", nil, []string{"SLUICE_GRPC_MAX_CONCURRENT_STREAMS=-1"}, "SLUICE_GRPC_MAX_CONCURRENT_STREAMS: -1: must be from 0 (no bound) to 2147483647"},
 		{"negative connections", []string{"--grpc-max-connections=-5"}, nil, "--grpc-max-connections: -5: must be from 0 (no bound)"},
 		{"negative in flight", nil, []string{"SLUICE_MAX_IN_FLIGHT=-1"}, "SLUICE_MAX_IN_FLIGHT: -1: must be from 0 (no bound)"},
+		{"negative share", nil, []string{"SLUICE_GRPC_MAX_IN_FLIGHT_PER_CONNECTION=-1"}, "SLUICE_GRPC_MAX_IN_FLIGHT_PER_CONNECTION: -1: must be from 0 (no bound)"},
+		{"negative request timeout", []string{"--grpc-request-timeout=-1s"}, nil, "--grpc-request-timeout: duration -1s: must be 0 (never) or positive"},
 		{"header list too small", nil, []string{"SLUICE_GRPC_MAX_HEADER_LIST_BYTES=100"}, "SLUICE_GRPC_MAX_HEADER_LIST_BYTES: 100: must be 0 (gRPC's 16 MiB) or from 1024 to 16777216"},
 		{"idle too short", nil, []string{"SLUICE_GRPC_MAX_CONNECTION_IDLE=10ms"}, "SLUICE_GRPC_MAX_CONNECTION_IDLE: duration 10ms: must be 0 (never) or at least 1s"},
 		{"header list too large", []string{"--grpc-max-header-list-bytes=33554432"}, nil, "--grpc-max-header-list-bytes: 33554432: must be 0"},

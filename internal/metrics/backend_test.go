@@ -138,18 +138,22 @@ func TestDenyCache(t *testing.T) {
 func TestServerLoad(t *testing.T) {
 	m, reg := newRegistered(t, Options{})
 	var shed uint64 = 3
-	if err := m.RegisterServerLoad(func() (int64, uint64, int64, uint64) { return 12, shed, 5, 1 }); err != nil {
+	if err := m.RegisterServerLoad(func() ServerCounts {
+		return ServerCounts{InFlight: 12, Shed: shed, ShedConnection: 7, RequestTimeouts: 8, Conns: 5, ConnsRefused: 1}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	scrape(t, reg).check(t, []want{
 		{"sluice_calls_in_flight", "", 12},
 		{"sluice_calls_shed_total", "", 3},
+		{"sluice_calls_shed_connection_share_total", "", 7},
+		{"sluice_grpc_request_timeouts_total", "", 8},
 		{"sluice_grpc_connections", "", 5},
 		{"sluice_grpc_connections_refused_total", "", 1},
 	})
 	shed = 4 // read at every scrape
 	scrape(t, reg).check(t, []want{{"sluice_calls_shed_total", "", 4}})
-	if err := m.RegisterServerLoad(func() (int64, uint64, int64, uint64) { return 0, 0, 0, 0 }); err == nil {
+	if err := m.RegisterServerLoad(func() ServerCounts { return ServerCounts{} }); err == nil {
 		t.Fatal("a second server was registered")
 	}
 }

@@ -38,7 +38,7 @@ func allFamilies(t *testing.T) []string {
 	if err := m.RegisterAnnouncements(func() (uint64, uint64, uint64, uint64) { return 0, 0, 0, 0 }); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.RegisterServerLoad(func() (int64, uint64, int64, uint64) { return 0, 0, 0, 0 }); err != nil {
+	if err := m.RegisterServerLoad(func() ServerCounts { return ServerCounts{} }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.RegisterXDS(); err != nil {

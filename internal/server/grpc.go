@@ -53,16 +53,20 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 	return g, nil
 }
 
-// unary is the one unary interceptor gRPC runs. In order: the release of
-// the call's in-flight slot (with MaxInFlight), panic recovery, the
+// unary is the one unary interceptor gRPC runs. In order: the stop of the
+// call's request timer (its message has been read) and the release of its
+// in-flight slots, panic recovery, the
 // caller's interceptors, then the refusal of privileged calls (innermost,
 // so that the caller's metrics count refused calls). The first two are
 // written out here, and the others are called without a chain when there
 // is one of them (the binary's metrics): gRPC's chain of interceptors
 // makes a closure per level on every call.
 func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
-	if s.inflight.max > 0 {
-		defer s.releaseSlot(ctx)
+	if s.tracksCalls() {
+		if c := callOf(ctx); c != nil {
+			c.received()
+			defer c.end()
+		}
 	}
 	defer s.recoverPanic(info, &resp, &err)
 	switch len(s.inner) {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +33,14 @@ const (
 	// DefaultMaxInFlight bounds the calls being received or answered at
 	// once, over all connections, gRPC and /json.
 	DefaultMaxInFlight = 10000
+	// DefaultMaxInFlightPerConnection is the calls of MaxInFlight one
+	// connection may hold: a tenth, so that one client (or a few) cannot
+	// take them all. An Envoy worker holds a few calls on its connection
+	// at once, a few hundred when Redis is slow.
+	DefaultMaxInFlightPerConnection = 1000
+	// DefaultGRPCRequestTimeout bounds the wait for a call's request
+	// message after its headers: Envoy sends both at once.
+	DefaultGRPCRequestTimeout = 5 * time.Second
 	// DefaultGRPCMaxConnectionIdle closes a gRPC connection that has had
 	// no call for this long: Envoy's own default idle timeout for its
 	// upstream connections.
@@ -73,8 +80,21 @@ type GRPCLimits struct {
 	// gRPC calls of any method from their headers to their answer, and
 	// /json decisions. A gRPC call beyond it is answered at once, before
 	// its request is read, with ResourceExhausted; a /json request with
-	// 503. The health service has a small reserve beyond it.
+	// 503. The health service has a small reserve beyond it. While calls
+	// are shed for it, gRPC health answers NOT_SERVING, until the calls
+	// open are back to three quarters of it.
 	MaxInFlight int
+	// MaxInFlightPerConnection bounds the calls one gRPC connection may
+	// hold of MaxInFlight (health calls apart), so that no client takes
+	// every slot; a call beyond it is answered ResourceExhausted at once.
+	// It counts only with MaxInFlight; 0 means no bound of its own.
+	MaxInFlightPerConnection int
+	// RequestTimeout bounds the time from a call's headers to its request
+	// message: a call whose message has not arrived by then is cancelled
+	// (its stream reset) and its slot of MaxInFlight given back, counted
+	// in Load().RequestTimeouts. Envoy sends the message with the
+	// headers. 0 means no bound: a client may hold a call open for ever.
+	RequestTimeout time.Duration
 }
 
 // Load is what the server's bounds see now.
@@ -85,6 +105,15 @@ type Load struct {
 	// Shed counts the calls answered ResourceExhausted (or 503 on /json)
 	// because MaxInFlight calls were open.
 	Shed uint64
+	// ShedConnection counts the gRPC calls answered ResourceExhausted
+	// because their connection held MaxInFlightPerConnection calls.
+	ShedConnection uint64
+	// RequestTimeouts counts the gRPC calls cancelled for not sending
+	// their request message within RequestTimeout.
+	RequestTimeouts uint64
+	// Saturated is true while calls are being shed for MaxInFlight (gRPC
+	// health answers NOT_SERVING meanwhile).
+	Saturated bool
 	// Connections is the open gRPC connections.
 	Connections int64
 	// ConnectionsRefused counts the gRPC connections closed at once for
@@ -100,6 +129,9 @@ func (s *Server) Load() Load {
 	return Load{
 		InFlight:           s.inflight.n.Load(),
 		Shed:               s.inflight.shed.Load(),
+		ShedConnection:     s.calls.shedConn.Load(),
+		RequestTimeouts:    s.calls.timeouts.Load(),
+		Saturated:          s.inflight.saturated.Load(),
 		Connections:        s.grpcLimit.open.Load(),
 		ConnectionsRefused: s.grpcLimit.refused.Load(),
 		TooLarge:           s.tooLarge.n.Load(),
@@ -118,8 +150,11 @@ func (s *Server) grpcLimitOptions(l GRPCLimits) []grpc.ServerOption {
 	switch {
 	case l.MaxHeaderListBytes > 0:
 		opts = append(opts, grpc.InTapHandle(s.tapHeadersThenInFlight(l.MaxHeaderListBytes)))
-	case l.MaxInFlight > 0:
+	case s.tracksCalls():
 		opts = append(opts, grpc.InTapHandle(s.tapInFlight))
+	}
+	if l.RequestTimeout > 0 {
+		opts = append(opts, grpc.StreamInterceptor(s.streamReceived))
 	}
 	return opts
 }
@@ -132,7 +167,7 @@ func (s *Server) tapHeadersThenInFlight(bound uint32) tap.ServerInHandle {
 		if err := tapHeaderList(info, bound); err != nil {
 			return ctx, err
 		}
-		if s.inflight.max > 0 {
+		if s.tracksCalls() {
 			return s.tapInFlight(ctx, info)
 		}
 		return ctx, nil
@@ -165,39 +200,6 @@ func tapHeaderList(info *tap.Info, bound uint32) error {
 		"the call's headers take %d bytes, over the bound of %d (SLUICE_GRPC_MAX_HEADER_LIST_BYTES)", n, bound)
 }
 
-// slotKey is the context key of a call's in-flight slot: the function
-// that stops its release at the end of the call's context.
-type slotKey struct{}
-
-// tapInFlight admits a gRPC call within MaxInFlight and refuses it with
-// ResourceExhausted beyond. gRPC runs it once a call's headers are read,
-// before the call has a goroutine or its request is read. The call's slot
-// is given back when its context ends, which gRPC does for every stream
-// it admits, however it ends (answered, reset, past its deadline, its
-// connection closed); releaseSlot gives a unary call's back sooner.
-func (s *Server) tapInFlight(ctx context.Context, info *tap.Info) (context.Context, error) {
-	var extra int64
-	if strings.HasPrefix(info.FullMethodName, healthPrefix) {
-		extra = healthReserve
-	}
-	if !s.inflight.acquire(extra) {
-		return ctx, errOverloaded
-	}
-	stop := context.AfterFunc(ctx, s.inflight.release)
-	return context.WithValue(ctx, slotKey{}, stop), nil
-}
-
-// releaseSlot, deferred by unary, gives a unary call's slot back as soon
-// as its handler returns, instead of at the end of its context, where the
-// release runs in a goroutine of its own (context.AfterFunc): one
-// goroutine less per call. It runs after the panic recovery, so a handler
-// that panics gives its slot back too.
-func (s *Server) releaseSlot(ctx context.Context) {
-	if stop, ok := ctx.Value(slotKey{}).(func() bool); ok && stop() {
-		s.inflight.release()
-	}
-}
-
 // errOverloaded answers a call beyond MaxInFlight.
 var errOverloaded = status.Error(codes.ResourceExhausted,
 	"sluice is answering as many calls as it is configured to (SLUICE_MAX_IN_FLIGHT); try again or another instance")
@@ -210,6 +212,12 @@ type inflight struct {
 	shed     atomic.Uint64
 	log      logrus.FieldLogger
 	throttle logthrottle.Log
+	// saturated is set when a call is shed, and cleared when the calls
+	// open fall back to three quarters of max; onSaturation, if not nil,
+	// is told of each change (it reads saturated itself: two changes may
+	// reach it out of order).
+	saturated    atomic.Bool
+	onSaturation func()
 }
 
 // acquire takes a slot if fewer than max+extra calls are open, and
@@ -227,6 +235,9 @@ func (g *inflight) acquire(extra int64) bool {
 	}
 	g.n.Add(-1)
 	g.shed.Add(1)
+	if g.saturated.CompareAndSwap(false, true) && g.onSaturation != nil {
+		g.onSaturation()
+	}
 	g.throttle.Warn(g.log.WithFields(logrus.Fields{"max_in_flight": g.max}),
 		"calls in flight at their bound (SLUICE_MAX_IN_FLIGHT): answering new calls ResourceExhausted until some finish", nil)
 	return false
@@ -235,6 +246,9 @@ func (g *inflight) acquire(extra int64) bool {
 // release gives back a slot taken by acquire.
 func (g *inflight) release() {
 	if g.max > 0 {
-		g.n.Add(-1)
+		if n := g.n.Add(-1); n <= g.max-g.max/4 && g.saturated.Load() &&
+			g.saturated.CompareAndSwap(true, false) && g.onSaturation != nil {
+			g.onSaturation()
+		}
 	}
 }

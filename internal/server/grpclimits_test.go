@@ -354,11 +354,12 @@ func TestGRPCMaxInFlight(t *testing.T) {
 	if code, body := st.do(t, http.MethodPost, "/json", `{"domain":"api","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`); code != http.StatusServiceUnavailable {
 		t.Fatalf("/json beyond the bound: %d %s, want 503", code, body)
 	}
+	// Health is answered from its reserve, and says calls are being shed.
 	h, err := healthpb.NewHealthClient(st.conn(t)).Check(context.Background(), &healthpb.HealthCheckRequest{})
-	if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("health at the bound: %v %v, want SERVING from the reserve", h, err)
+	if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health at the bound: %v %v, want NOT_SERVING from the reserve", h, err)
 	}
-	if got := st.srv.Load(); got.Shed != 2 || got.InFlight != bound {
+	if got := st.srv.Load(); got.Shed != 2 || got.InFlight != bound || !got.Saturated {
 		t.Fatalf("load %+v, want 2 shed and %d in flight", got, bound)
 	}
 	if out := logs.String(); strings.Count(out, "calls in flight at their bound") != 1 || !strings.Contains(out, fmt.Sprintf("max_in_flight=%d", bound)) {
@@ -373,8 +374,12 @@ func TestGRPCMaxInFlight(t *testing.T) {
 	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("call after the held ones ended: %v %v", resp.GetOverallCode(), err)
 	}
-	if n := st.srv.Load().InFlight; n != 0 {
-		t.Fatalf("in flight after every call ended: %d", n)
+	if l := st.srv.Load(); l.InFlight != 0 || l.Saturated {
+		t.Fatalf("after every call ended: %+v, want none in flight, not saturated", l)
+	}
+	h, err = healthpb.NewHealthClient(st.conn(t)).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health after the held calls ended: %v %v, want SERVING", h, err)
 	}
 }
 
@@ -442,21 +447,30 @@ func TestGRPCConnectionLimit(t *testing.T) {
 
 // BenchmarkInFlightSlot is what counting a unary call against MaxInFlight
 // adds to it: the tap's admission and release registration, and the
-// interceptor's release, around a stream context as gRPC makes one.
+// interceptor's release, around a stream context as gRPC makes one; with
+// a request timeout, its timer too.
 func BenchmarkInFlightSlot(b *testing.B) {
-	s := &Server{}
-	s.inflight.max = 1 << 30
 	info := &tap.Info{FullMethodName: shouldRateLimit}
 	handler := func(context.Context, any) (any, error) { return nil, nil }
-	for _, counted := range []bool{false, true} {
-		b.Run(fmt.Sprintf("counted=%v", counted), func(b *testing.B) {
+	for _, tc := range []struct {
+		name           string
+		counted, timed bool
+	}{{"counted=false", false, false}, {"counted=true", true, false}, {"counted=true,timed", true, true}} {
+		s := &Server{}
+		s.inflight.max = 1 << 30
+		if tc.timed {
+			s.calls.timeout = time.Minute
+		}
+		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				ctx, cancel := context.WithCancel(context.Background())
-				if counted {
+				if tc.counted {
 					ctx, _ = s.tapInFlight(ctx, info)
 					handler(ctx, nil)
-					s.releaseSlot(ctx)
+					c := callOf(ctx)
+					c.received()
+					c.end()
 				} else {
 					handler(ctx, nil)
 				}

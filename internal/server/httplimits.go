@@ -107,7 +107,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if n := l.open.Add(1); l.max <= 0 || n <= l.max {
-			return &limitConn{Conn: c, release: l.release}, nil
+			lc := &limitConn{Conn: c, release: l.release}
+			lc.addr.addr = c.RemoteAddr()
+			return lc, nil
 		}
 		l.open.Add(-1)
 		// Counted before the close, so that whoever sees the connection
@@ -126,12 +128,17 @@ func (l *limitListener) release() {
 	l.full.Store(false)
 }
 
-// limitConn gives its slot back once, when closed.
+// limitConn gives its slot back once, when closed. Its remote address
+// carries the count of the calls it holds (connAddr).
 type limitConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	addr    connAddr
 }
+
+// RemoteAddr is the connection's remote address, with its call count.
+func (c *limitConn) RemoteAddr() net.Addr { return &c.addr }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()

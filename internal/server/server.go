@@ -110,11 +110,13 @@ type Server struct {
 	grpcLn, httpLn net.Listener
 	grpcLimit      *limitListener                // counts, and bounds, the gRPC connections
 	inflight       inflight                      // counts, and bounds, the calls open at once
+	calls          callSlots                     // a call's share of its connection, its request timeout
 	tooLarge       tooLarge                      // counts the calls refused for their size
 	inner          []grpc.UnaryServerInterceptor // run by unary inside its own work
 
 	mu       sync.Mutex // orders health updates against shutdown
 	serving  bool       // the caller's view: the backend is usable
+	shedding bool       // every new call is being shed (MaxInFlight reached)
 	draining bool       // shutdown has started
 	started  atomic.Bool
 }
@@ -136,6 +138,8 @@ func New(o Options) (*Server, error) {
 		s.log = logrus.StandardLogger()
 	}
 	s.inflight.max, s.inflight.log = int64(max(o.GRPCLimits.MaxInFlight, 0)), s.log
+	s.inflight.onSaturation = s.saturationChanged
+	s.calls.perConn, s.calls.timeout, s.calls.log = int64(max(o.GRPCLimits.MaxInFlightPerConnection, 0)), max(o.GRPCLimits.RequestTimeout, 0), s.log
 	s.tooLarge.max, s.tooLarge.log, s.tooLarge.notify = o.MaxRequestBytes, s.log, o.OnRequestTooLarge
 
 	var err error
@@ -223,12 +227,32 @@ func (s *Server) setHealth() {
 		return // health.Server.Shutdown has pinned NOT_SERVING
 	}
 	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if s.serving {
+	if s.serving && !s.shedding {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
 	for _, name := range HealthServiceNames {
 		s.health.SetServingStatus(name, st)
 	}
+}
+
+// saturationChanged follows the in-flight bound's saturation into gRPC
+// health: NOT_SERVING while new calls are being shed, so that a client or
+// load balancer checking it sends its calls elsewhere. /healthcheck is
+// not changed: it is the process's liveness, and a busy process is alive.
+func (s *Server) saturationChanged() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sat := s.inflight.saturated.Load()
+	if s.shedding == sat {
+		return
+	}
+	s.shedding = sat
+	if sat {
+		s.log.WithField("max_in_flight", s.inflight.max).Warn("gRPC health NOT_SERVING while new calls are shed for SLUICE_MAX_IN_FLIGHT")
+	} else {
+		s.log.WithField("max_in_flight", s.inflight.max).Info("calls in flight back to three quarters of their bound: gRPC health follows the backend again")
+	}
+	s.setHealth()
 }
 
 // Serve runs both servers until ctx is done, then shuts them down

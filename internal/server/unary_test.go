@@ -97,7 +97,8 @@ func TestUnaryRecoversPanics(t *testing.T) {
 				t.Fatal("no slot")
 			}
 			stopped := false
-			ctx := context.WithValue(context.Background(), slotKey{}, func() bool { stopped = true; return true })
+			c := &call{s: s, counted: true, stopEnd: func() bool { stopped = true; return true }}
+			ctx := context.WithValue(context.Background(), callKey{}, c)
 			resp, err := s.unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/svc/Method"}, tc.handler)
 			if resp != nil || status.Code(err) != codes.Internal {
 				t.Fatalf("unary = %v, %v; want Internal", resp, err)
