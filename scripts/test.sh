@@ -6,7 +6,8 @@
 # are listed at the end and the command then exits 1.
 #
 # Needs: Go; gcc and libc6-dev (the race detector needs cgo); redis-server
-# and redis-cli (tests start their own servers on free loopback ports);
+# and redis-cli, valkey-server and valkey-cli (tests start their own servers
+# on free loopback ports; the Redis suites run on each);
 # docker-compose (validates docker-compose.yml, no engine needed); chromium
 # (the live page's headless test). As root, missing Debian packages are
 # installed with apt-get; as another user the exact command is printed and
@@ -28,6 +29,28 @@ if [ "${SLUICE_TEST_REDIS:-}" != off ]; then
   need+=(redis-server:redis-server redis-tools:redis-cli)
 fi
 prereq_install "${need[@]}"
+# Valkey, for the Redis suites' second run (step "go test -race, Valkey").
+# Debian bookworm has it in bookworm-backports only: that source is added
+# when no other offers valkey-server.
+if [ "${SLUICE_TEST_REDIS:-}" != off ] && ! { command -v valkey-server && command -v valkey-cli; } >/dev/null; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing: valkey-server valkey-tools; install them (Debian bookworm: from bookworm-backports), then run this again" >&2
+    exit 1
+  fi
+  echo "installing: valkey-server valkey-tools"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  if ! apt-cache policy valkey-server | grep -q 'Candidate: [0-9]'; then
+    codename=$(. /etc/os-release && [ "${ID:-}" = debian ] && echo "${VERSION_CODENAME:-}" || true)
+    if [ -z "$codename" ]; then
+      echo "no apt source offers valkey-server here: install valkey-server and valkey-tools, then run this again" >&2
+      exit 1
+    fi
+    echo "deb http://deb.debian.org/debian ${codename}-backports main" >"/etc/apt/sources.list.d/${codename}-backports.list"
+    apt-get update -qq
+  fi
+  apt-get install -y -qq --no-install-recommends valkey-server valkey-tools >/dev/null
+fi
 export CGO_ENABLED=1 # the race detector needs cgo
 go version
 
@@ -54,6 +77,15 @@ gofmt_clean() {
 step gofmt gofmt_clean
 step "go vet" go vet ./...
 step "go test -race" go test -race -count=1 -timeout 30m ./...
+# The Redis suites once more on Valkey (docs/operations.md, "Tested Redis
+# and Valkey versions"): the backend's contract and cluster tests, the
+# denial cache's, the harness's own and the black-box integration tests,
+# with valkey-server and valkey-cli in place of redis-server and redis-cli
+# (SLUICE_TEST_REDIS_SERVER, internal/redistest).
+if [ "${SLUICE_TEST_REDIS:-}" != off ]; then
+  step "go test -race, Valkey" env SLUICE_TEST_REDIS_SERVER=valkey-server go test -race -count=1 -timeout 30m \
+    ./internal/redistest/ ./pkg/backend/redis/ ./internal/denycache/ ./test/integration/
+fi
 # The Envoy Gateway examples, against Envoy Gateway's API types: a module of
 # its own, so its dependencies stay out of sluice's.
 step "examples/envoy-gateway/validate" sh -c 'cd examples/envoy-gateway/validate && go vet ./... && go test -count=1 ./...'

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -160,7 +161,13 @@ func startCluster(opts ClusterOptions) (*ClusterSet, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+		err = fmt.Errorf("%s --cluster create: %w\n%s", CLIName(), err, out)
+		if ctx.Err() != nil {
+			// Still "Waiting for the cluster to join" at the deadline:
+			// gossip starved of CPU, as WaitHealthy's timeout below.
+			return nil, &unhealthyError{err}
+		}
+		return nil, err
 	}
 	if err := c.WaitHealthy(clusterTimeout); err != nil {
 		return nil, &unhealthyError{err}
@@ -409,7 +416,57 @@ func (c *ClusterSet) RestartNode(addr string) error {
 	if p == nil {
 		return fmt.Errorf("%s is not one of this set's nodes", addr)
 	}
+	if err := alignShardIDs(filepath.Join(p.dir, "nodes.conf")); err != nil {
+		return err
+	}
 	return p.restart()
+}
+
+// alignShardIDs gives every replica line of a nodes.conf its primary's
+// shard-id. Valkey 8.0 can save a replica with another shard-id than its
+// primary's after a failover, then refuses to start from that file
+// ("Unrecoverable error: corrupted cluster config file";
+// valkey-io/valkey#2171, fixed in later versions by doing the same on
+// load). A file without shard-ids (Redis 7.0) is left as it is.
+func alignShardIDs(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	lines := strings.Split(string(b), "\n")
+	shard := map[string]string{} // node id -> shard-id
+	for _, line := range lines {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		if _, id, ok := strings.Cut(f[1], "shard-id="); ok {
+			shard[f[0]], _, _ = strings.Cut(id, ",")
+		}
+	}
+	changed := false
+	for i, line := range lines {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.Contains(f[2], "slave") {
+			continue
+		}
+		own, want := shard[f[0]], shard[f[3]]
+		if own == "" || want == "" || own == want {
+			continue
+		}
+		lines[i] = strings.Replace(line, "shard-id="+own, "shard-id="+want, 1)
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
 
 // WaitHealthy waits until every live node reports cluster_state:ok with all

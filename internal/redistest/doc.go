@@ -2,6 +2,11 @@
 // standalone server, a Redis Cluster (3 masters, one replica each) and a
 // Sentinel set (one master, one replica, one sentinel).
 //
+// The server program is redis-server, or the one SLUICE_TEST_REDIS_SERVER
+// names (valkey-server: the test command runs the Redis suites on both);
+// the cli follows it (valkey-cli beside valkey-server) unless
+// SLUICE_TEST_REDIS_CLI names another.
+//
 // Every process listens on 127.0.0.1 only, on a port chosen free at start
 // (a start that loses the port to another process is retried on new ports),
 // keeps its files in a temporary directory, persists nothing (save "",

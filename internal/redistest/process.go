@@ -17,11 +17,11 @@ import (
 	"time"
 )
 
-// ErrNotInstalled is returned by the Start* functions when redis-server
-// (or, for a cluster, redis-cli) cannot be found; the testing.TB
-// constructors fail the test instead, unless Redis tests are switched off
-// (see Require).
-var ErrNotInstalled = errors.New("redis-server is not installed")
+// ErrNotInstalled is returned by the Start* functions when the server
+// binary (redis-server, or the one ServerEnv names) or, for a cluster, the
+// cli cannot be found; the testing.TB constructors fail the test instead,
+// unless Redis tests are switched off (see Require).
+var ErrNotInstalled = errors.New("not installed")
 
 // OptOutEnv names the environment variable that allows a run without
 // Redis: with SLUICE_TEST_REDIS=off a test that needs a missing
@@ -30,22 +30,54 @@ var ErrNotInstalled = errors.New("redis-server is not installed")
 // Redis test.
 const OptOutEnv = "SLUICE_TEST_REDIS"
 
+// ServerEnv names the environment variable that picks the server program
+// every process of this package runs: a name on PATH or a path, such as
+// SLUICE_TEST_REDIS_SERVER=valkey-server. Empty means redis-server. The
+// test command runs the Redis suites once with each.
+const ServerEnv = "SLUICE_TEST_REDIS_SERVER"
+
+// CLIEnv names the environment variable that picks the cli the package
+// runs (redis-cli --cluster create, reshard). Empty means valkey-cli when
+// ServerEnv names a valkey program, else redis-cli.
+const CLIEnv = "SLUICE_TEST_REDIS_CLI"
+
 // InstallHint says how to get what the Redis tests need on Debian.
-const InstallHint = "install it (Debian: apt-get install redis-server redis-tools; scripts/test.sh does it when run as root), or set " + OptOutEnv + "=off to run without the Redis tests"
+const InstallHint = "install it (Debian: apt-get install redis-server redis-tools, or valkey-server valkey-tools for " + ServerEnv + "=valkey-server; scripts/test.sh does it when run as root), or set " + OptOutEnv + "=off to run without the Redis tests"
+
+// ServerName is the server program the processes run: ServerEnv's value,
+// or redis-server.
+func ServerName() string {
+	if s := strings.TrimSpace(os.Getenv(ServerEnv)); s != "" {
+		return s
+	}
+	return "redis-server"
+}
+
+// CLIName is the cli program the package runs: CLIEnv's value, else
+// valkey-cli beside a valkey server, else redis-cli.
+func CLIName() string {
+	if s := strings.TrimSpace(os.Getenv(CLIEnv)); s != "" {
+		return s
+	}
+	if strings.HasPrefix(filepath.Base(ServerName()), "valkey") {
+		return "valkey-cli"
+	}
+	return "redis-cli"
+}
 
 // OptedOut reports whether the caller asked for a run without Redis.
 func OptedOut() bool { return os.Getenv(OptOutEnv) == "off" }
 
-// Require fails t when redis-server or redis-cli is not installed (or skips
-// it, with SLUICE_TEST_REDIS=off). Tests that run redis-server by other
-// means than this package call it first.
+// Require fails t when the server or the cli (ServerName, CLIName) is not
+// installed (or skips it, with SLUICE_TEST_REDIS=off). Tests that run
+// redis-server by other means than this package call it first.
 func Require(t testing.TB) {
 	t.Helper()
 	_, err := serverBinary()
 	if err == nil {
 		_, err = cliBinary()
 	}
-	requireStarted(t, "redis-server", err)
+	requireStarted(t, ServerName(), err)
 }
 
 // Deadlines for a process to come up and to go down.
@@ -107,26 +139,28 @@ func (l *clientList) closeAll() {
 	}
 }
 
-// serverBinary returns the path of redis-server, or ErrNotInstalled.
-func serverBinary() (string, error) { return binary("redis-server", ErrNotInstalled) }
+// serverBinary returns the path of the server program (ServerName), or
+// an error wrapping ErrNotInstalled that names it.
+func serverBinary() (string, error) { return binary(ServerName()) }
 
-// cliBinary returns the path of redis-cli, or an error wrapping
+// cliBinary returns the path of the cli (CLIName), or an error wrapping
 // ErrNotInstalled that names it.
-func cliBinary() (string, error) {
-	return binary("redis-cli", fmt.Errorf("redis-cli: %w", ErrNotInstalled))
-}
+func cliBinary() (string, error) { return binary(CLIName()) }
 
-// binary finds the program name on PATH or in /usr/bin (where the Debian
-// packages put it, for a PATH without it), or returns missing.
-func binary(name string, missing error) (string, error) {
+// binary finds the program name (or path) on PATH or in /usr/bin (where
+// the Debian packages put it, for a PATH without it), or returns an error
+// wrapping ErrNotInstalled.
+func binary(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	fallback := "/usr/bin/" + name
-	if _, err := os.Stat(fallback); err == nil {
-		return fallback, nil
+	if !strings.Contains(name, "/") {
+		fallback := "/usr/bin/" + name
+		if _, err := os.Stat(fallback); err == nil {
+			return fallback, nil
+		}
 	}
-	return "", missing
+	return "", fmt.Errorf("%s: %w", name, ErrNotInstalled)
 }
 
 // freePort asks the kernel for a free loopback port. Another process may
@@ -242,7 +276,7 @@ func (p *process) start() error {
 			if strings.Contains(log, "Address already in use") || strings.Contains(log, "Could not create server TCP listening socket") {
 				return fmt.Errorf("%s: %w", p.addr(), errPortTaken)
 			}
-			return fmt.Errorf("redis-server on %s exited at start: %s%s", p.addr(), stderr.String(), log)
+			return fmt.Errorf("%s on %s exited at start: %s%s", ServerName(), p.addr(), stderr.String(), log)
 		default:
 		}
 		if p.isReady() == nil {
@@ -250,7 +284,7 @@ func (p *process) start() error {
 		}
 		if time.Now().After(deadline) {
 			p.kill()
-			return fmt.Errorf("redis-server on %s not ready after %s: %s", p.addr(), startTimeout, p.logTail())
+			return fmt.Errorf("%s on %s not ready after %s: %s", ServerName(), p.addr(), startTimeout, p.logTail())
 		}
 		time.Sleep(pollEvery)
 	}
@@ -357,7 +391,7 @@ func (p *process) wait(d time.Duration) bool {
 // or stopped. It fails if another process took the port meanwhile.
 func (p *process) restart() error {
 	if p.running() {
-		return fmt.Errorf("redis-server on %s is still running", p.addr())
+		return fmt.Errorf("%s on %s is still running", ServerName(), p.addr())
 	}
 	return p.start()
 }

@@ -284,3 +284,56 @@ func TestCommandStats(t *testing.T) {
 		t.Errorf("CommandCalls set: %d, want 2", got)
 	}
 }
+
+// TestAlignShardIDs: a replica saved with another shard-id than its
+// primary's gets the primary's; other lines, and files without shard-ids,
+// stay as they are.
+func TestAlignShardIDs(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{
+			"replica diverged",
+			"a 127.0.0.1:1@2,,tls-port=0,shard-id=S1 myself,master - 0 0 1 connected 0-5460\n" +
+				"b 127.0.0.1:3@4,,tls-port=0,shard-id=S2 slave a 0 0 1 connected\nvars currentEpoch 1 lastVoteEpoch 0\n",
+			"a 127.0.0.1:1@2,,tls-port=0,shard-id=S1 myself,master - 0 0 1 connected 0-5460\n" +
+				"b 127.0.0.1:3@4,,tls-port=0,shard-id=S1 slave a 0 0 1 connected\nvars currentEpoch 1 lastVoteEpoch 0\n",
+		},
+		{
+			"replica listed first",
+			"b 127.0.0.1:3@4,,tls-port=0,shard-id=S2 myself,slave a 0 0 1 connected\n" +
+				"a 127.0.0.1:1@2,,tls-port=0,shard-id=S1 master - 0 0 1 connected 0-5460\n",
+			"b 127.0.0.1:3@4,,tls-port=0,shard-id=S1 myself,slave a 0 0 1 connected\n" +
+				"a 127.0.0.1:1@2,,tls-port=0,shard-id=S1 master - 0 0 1 connected 0-5460\n",
+		},
+		{
+			"consistent",
+			"a 127.0.0.1:1@2,,shard-id=S1 master - 0 0 1 connected 0-5460\nb 127.0.0.1:3@4,,shard-id=S1 slave a 0 0 1 connected\n",
+			"a 127.0.0.1:1@2,,shard-id=S1 master - 0 0 1 connected 0-5460\nb 127.0.0.1:3@4,,shard-id=S1 slave a 0 0 1 connected\n",
+		},
+		{
+			"no shard-ids (Redis 7.0)",
+			"a 127.0.0.1:1@2 master - 0 0 1 connected 0-5460\nb 127.0.0.1:3@4 slave a 0 0 1 connected\n",
+			"a 127.0.0.1:1@2 master - 0 0 1 connected 0-5460\nb 127.0.0.1:3@4 slave a 0 0 1 connected\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "nodes.conf")
+			if err := os.WriteFile(path, []byte(tt.in), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := alignShardIDs(path); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+	if err := alignShardIDs(filepath.Join(t.TempDir(), "missing")); err != nil {
+		t.Errorf("a missing file: %v", err)
+	}
+}

@@ -24,7 +24,7 @@ func TestRequireStarted(t *testing.T) {
 		{"started", nil, "", "", ""},
 		{"started, opted out", nil, "off", "", ""},
 		{"not installed", ErrNotInstalled, "", "apt-get install redis-server redis-tools", ""},
-		{"cli not installed", fmt.Errorf("redis-cli: %w", ErrNotInstalled), "", "SLUICE_TEST_REDIS=off", ""},
+		{"cli not installed", fmt.Errorf("valkey-cli: %w", ErrNotInstalled), "", "SLUICE_TEST_REDIS=off", ""},
 		{"not installed, opted out", ErrNotInstalled, "off", "", "SLUICE_TEST_REDIS=off"},
 		{"not installed, other value", ErrNotInstalled, "on", "apt-get install", ""},
 		{"other error", other, "", "port in use", ""},
@@ -42,4 +42,39 @@ func TestRequireStarted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProgramNames: SLUICE_TEST_REDIS_SERVER picks the server program, the
+// cli follows a valkey server unless SLUICE_TEST_REDIS_CLI names one, and
+// a program that is not installed is ErrNotInstalled naming it.
+func TestProgramNames(t *testing.T) {
+	tests := []struct {
+		server, cli         string
+		wantServer, wantCLI string
+	}{
+		{"", "", "redis-server", "redis-cli"},
+		{"valkey-server", "", "valkey-server", "valkey-cli"},
+		{"/opt/valkey/bin/valkey-server", "", "/opt/valkey/bin/valkey-server", "valkey-cli"},
+		{"valkey-server", "/opt/redis-cli", "valkey-server", "/opt/redis-cli"},
+		{" redis-server ", "", "redis-server", "redis-cli"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.wantServer+"+"+tt.wantCLI, func(t *testing.T) {
+			t.Setenv(ServerEnv, tt.server)
+			t.Setenv(CLIEnv, tt.cli)
+			if got := ServerName(); got != tt.wantServer {
+				t.Errorf("ServerName() = %q, want %q", got, tt.wantServer)
+			}
+			if got := CLIName(); got != tt.wantCLI {
+				t.Errorf("CLIName() = %q, want %q", got, tt.wantCLI)
+			}
+		})
+	}
+	t.Run("missing", func(t *testing.T) {
+		t.Setenv(ServerEnv, "sluice-no-such-server")
+		_, err := StartStandalone()
+		if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "sluice-no-such-server") {
+			t.Fatalf("StartStandalone with a missing server: %v, want ErrNotInstalled naming it", err)
+		}
+	})
 }

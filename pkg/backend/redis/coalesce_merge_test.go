@@ -222,7 +222,7 @@ func TestCoalesceMergedRefusal(t *testing.T) {
 			return err != nil && strings.HasPrefix(err.Error(), "BUSY")
 		})
 		every(t, queueAll(t, b, reqs), decideOne(alone, "corefuse|lone"), "BUSY", func(err error) bool {
-			return strings.Contains(err.Error(), "BUSY Redis is busy running a script")
+			return strings.Contains(err.Error(), "BUSY ") && strings.Contains(err.Error(), " is busy running a script") // Redis or Valkey
 		})
 	})
 
