@@ -22,6 +22,14 @@
 // The Start* functions return an error instead, for a TestMain that shares
 // one cluster across a package; Shared wraps that pattern.
 //
+// On a cluster it also moves slots: MoveSlot takes the steps of
+// `redis-cli --cluster reshard` one at a time for one slot (SETSLOT
+// IMPORTING and MIGRATING, GETKEYSINSLOT and MIGRATE key by key with a
+// callback between keys, SETSLOT NODE), reporting a refused step such as
+// MIGRATE's BUSYKEY as a *MoveError; Reshard runs the real cli. And it
+// reads MONITOR (StartMonitor): UndeclaredKeys finds the keys commands run
+// by a script touched that the script call did not declare.
+//
 // The package knows nothing of sluice's key schema or scripts; it only runs
 // Redis.
 package redistest
