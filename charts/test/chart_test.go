@@ -8,6 +8,7 @@ package charttest
 import (
 	"bytes"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sluice-rl/sluice/internal/testtool"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
@@ -43,7 +43,7 @@ func helm(t *testing.T) string {
 	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
 		paths = append(paths, filepath.Join(strings.TrimSpace(string(out)), "bin", "helm"))
 	}
-	return testtool.Find(t, "helm", "go install helm.sh/helm/v3/cmd/helm@v3.22.0", paths...)
+	return testenv.FindTool(t, "helm", "go install helm.sh/helm/v3/cmd/helm@v3.22.0", paths...)
 }
 
 // render runs helm template and returns its output, or the error output.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/loadgen"
-	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
 )
 
 func TestRunAgainstNoop(t *testing.T) {

@@ -293,7 +293,7 @@ redis-server --version >"$out/redis.version"
 cluster_pids=()
 if $cluster; then
 	# Three masters, no replicas (so that the comparison with one Redis is
-	# of masters alone), configured as internal/redistest's clusters.
+	# of masters alone), configured as internal/testkit/redistest's clusters.
 	seeds=()
 	for p in "${cluster_ports[@]}"; do
 		rm -f "$out/redis-$p/nodes.conf"

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluice-rl/sluice/internal/sluiceproc"
+	"github.com/sluice-rl/sluice/internal/testkit/sluiceproc"
 )
 
 // buildSluice builds ./cmd/sluice of the module the command runs in.

@@ -3,12 +3,11 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/sluice-rl/sluice/internal/testhttp"
 )
 
 // adminAddr finds the admin listener's address in serve's JSON log.
@@ -171,9 +170,9 @@ func TestAdminListenerSurface(t *testing.T) {
 	admin := s.admin(t)
 	get := func(path, token string) (int, string) {
 		if token == "" {
-			return testhttp.Get(t, "http://"+admin+path)
+			return testenv.HTTPGet(t, "http://"+admin+path)
 		}
-		return testhttp.Get(t, "http://"+admin+path, "Authorization", "Bearer "+token)
+		return testenv.HTTPGet(t, "http://"+admin+path, "Authorization", "Bearer "+token)
 	}
 	for _, tc := range []struct {
 		path, token string

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"io"
 	"os"
 	"os/exec"
@@ -10,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/sluice-rl/sluice/internal/syncbuf"
 )
 
 // TestBinary builds the real binary and drives it from outside: serve on
@@ -68,7 +67,7 @@ func buildBinary(t *testing.T) string {
 // binaryProcess is a `sluice serve` started by startBinary.
 type binaryProcess struct {
 	cmd      *exec.Cmd
-	stderr   *syncbuf.Buffer
+	stderr   *testenv.SyncBuffer
 	exited   chan error
 	grpcAddr string
 }
@@ -82,7 +81,7 @@ func startBinary(t *testing.T, bin string, args ...string) *binaryProcess {
 	writeConfig(t, dir, "api.yaml", yearly(1))
 	serve := exec.Command(bin, append([]string{"serve", "--config", dir}, args...)...)
 	serve.Env = slices.Concat(os.Environ(), loopback, []string{"BACKEND_TYPE=memory"})
-	p := &binaryProcess{cmd: serve, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1)}
+	p := &binaryProcess{cmd: serve, stderr: &testenv.SyncBuffer{}, exited: make(chan error, 1)}
 	pipe, err := serve.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/xdstest"
+	"github.com/sluice-rl/sluice/internal/testkit/xdstest"
 )
 
 // TestEnvoyGatewayEnvironmentSettings parses Envoy Gateway's environment

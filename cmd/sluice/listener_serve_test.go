@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/testpki"
+	"github.com/sluice-rl/sluice/internal/testkit/testpki"
 )
 
 // writePKI writes a CA, a server certificate for 127.0.0.1 and a client

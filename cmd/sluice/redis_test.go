@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/metrics/metricstest"
-	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
 )
 
 // redisServer is a redis-server process this test started on a loopback

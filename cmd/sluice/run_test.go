@@ -3,13 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/sluice-rl/sluice/internal/testfile"
 )
 
 // runCmd runs the program in-process and returns its exit code and output.
@@ -23,7 +22,7 @@ func runCmd(t *testing.T, env []string, args ...string) (int, string, string) {
 func writeConfig(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	testfile.Replace(t, p, content)
+	testenv.ReplaceFile(t, p, content)
 	return p
 }
 

@@ -5,7 +5,7 @@ import (
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/sluice-rl/sluice/internal/h2test"
+	"github.com/sluice-rl/sluice/internal/testkit/h2test"
 )
 
 // By default the gRPC listener's flow-control windows are fixed: a

@@ -3,10 +3,9 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strings"
 	"testing"
-
-	"github.com/sluice-rl/sluice/internal/testhttp"
 )
 
 // auxAddr finds the address a "<name> listener serving" JSON log line
@@ -44,7 +43,7 @@ func TestServeReferenceListeners(t *testing.T) {
 	if prom == "" {
 		t.Fatalf("no metrics listener:\n%s", log)
 	}
-	if code, body := testhttp.Get(t, "http://"+prom+"/stats"); code != 200 || !strings.Contains(body, "sluice_decisions_total") {
+	if code, body := testenv.HTTPGet(t, "http://"+prom+"/stats"); code != 200 || !strings.Contains(body, "sluice_decisions_total") {
 		t.Errorf("metrics at PROMETHEUS_ADDR/PROMETHEUS_PATH: %d\n%.300s", code, body)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,10 +15,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/syncbuf"
-	"github.com/sluice-rl/sluice/internal/testhttp"
 )
 
 // loopback makes serve listen on free 127.0.0.1 ports and log JSON, so the
@@ -28,14 +25,14 @@ var loopback = []string{"GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "HOST=127.0.0.1", 
 type served struct {
 	cancel     context.CancelFunc
 	exit       chan int
-	stderr     *syncbuf.Buffer
+	stderr     *testenv.SyncBuffer
 	grpc, http string
 }
 
 func startServe(t *testing.T, env []string, args ...string) *served {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &served{cancel: cancel, exit: make(chan int, 1), stderr: &syncbuf.Buffer{}}
+	s := &served{cancel: cancel, exit: make(chan int, 1), stderr: &testenv.SyncBuffer{}}
 	go func() {
 		s.exit <- run(ctx, append([]string{"serve"}, args...), slices.Concat(loopback, env), io.Discard, s.stderr)
 	}()
@@ -100,13 +97,13 @@ func (s *served) check(t *testing.T, args ...string) string {
 
 func (s *served) get(t *testing.T, path string) (int, string) {
 	t.Helper()
-	return testhttp.Get(t, "http://"+s.http+path)
+	return testenv.HTTPGet(t, "http://"+s.http+path)
 }
 
 // waitFor polls cond until it holds, failing the test after 20 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	poll.Until(t, 20*time.Second, what, cond)
+	testenv.Until(t, 20*time.Second, what, cond)
 }
 
 // yearly limits k=<any> to n per (epoch-aligned, 365-day) year: no window

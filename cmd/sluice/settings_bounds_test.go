@@ -6,7 +6,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/server"
 	"github.com/sluice-rl/sluice/internal/service"
-	"github.com/sluice-rl/sluice/internal/xdstest"
+	"github.com/sluice-rl/sluice/internal/testkit/xdstest"
 )
 
 // TestRequestBoundSettings: SLUICE_MAX_REQUEST_BYTES defaults to the

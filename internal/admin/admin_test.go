@@ -4,16 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/hitters"
 	"github.com/sluice-rl/sluice/internal/service"
-	"github.com/sluice-rl/sluice/internal/stacktest"
-	"github.com/sluice-rl/sluice/internal/testhttp"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 )
@@ -32,7 +31,7 @@ descriptors:
 // fixture is an in-process service on the memory backend, with its admin
 // listener, all on one fake clock.
 type fixture struct {
-	clock *fakeclock.Clock
+	clock *testenv.Clock
 	svc   *service.Service
 	admin *Server
 	base  string
@@ -40,14 +39,14 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
-	clock := fakeclock.New(time.Date(2030, 5, 1, 12, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2030, 5, 1, 12, 0, 0, 0, time.UTC))
 	mem := stacktest.Memory(t, memory.Options{Now: clock.Now, SweepInterval: -1})
 	return newFixtureOn(t, clock, mem, opts)
 }
 
 // newFixtureOn builds the fixture on backend b, which must be a
 // backend.Resetter, with clock for the admin listener and its observer.
-func newFixtureOn(t *testing.T, clock *fakeclock.Clock, b backend.Backend, opts Options) *fixture {
+func newFixtureOn(t *testing.T, clock *testenv.Clock, b backend.Backend, opts Options) *fixture {
 	t.Helper()
 	top := hitters.New(hitters.Options{Now: clock.Now})
 	obs := NewObserver(top, clock.Now)
@@ -116,7 +115,7 @@ func TestTopQueryChoices(t *testing.T) {
 		{"window=1d", 400, "", "", "window must be 1m or 1h"},
 	}
 	for _, tt := range tests {
-		code, body := testhttp.Get(t, f.base+"/api/v1/top?"+tt.query)
+		code, body := testenv.HTTPGet(t, f.base+"/api/v1/top?"+tt.query)
 		if code != tt.code {
 			t.Errorf("%q: %d %s, want %d", tt.query, code, body, tt.code)
 			continue
@@ -139,7 +138,7 @@ func TestTopQueryChoices(t *testing.T) {
 func TestTopAndStatusJSON(t *testing.T) {
 	f := newFixture(t, Options{})
 	f.traffic(t)
-	code, body := testhttp.Get(t, f.base+"/api/v1/top?by=denials&window=1m&domain=api")
+	code, body := testenv.HTTPGet(t, f.base+"/api/v1/top?by=denials&window=1m&domain=api")
 	var top struct {
 		Top []hitters.Entry
 	}
@@ -149,7 +148,7 @@ func TestTopAndStatusJSON(t *testing.T) {
 	if e := top.Top[0]; e.Descriptor != "user=mallory" || e.Rule != "per_user" || e.Count == 0 || !e.ResetAt.After(f.clock.Now().Add(-time.Minute)) {
 		t.Errorf("top denial: %+v, want user=mallory under per_user with a reset", e)
 	}
-	code, body = testhttp.Get(t, f.base+"/api/v1/status")
+	code, body = testenv.HTTPGet(t, f.base+"/api/v1/status")
 	var st Status
 	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
 		t.Fatalf("status: %d %v %s", code, err, body)
@@ -188,13 +187,13 @@ func TestCountersAPI(t *testing.T) {
 		{"domain=api", 400, "at least one entry"},
 	}
 	for _, tc := range tests {
-		code, body := testhttp.Get(t, f.base+"/api/v1/counters?"+tc.query)
+		code, body := testenv.HTTPGet(t, f.base+"/api/v1/counters?"+tc.query)
 		if code != tc.code || !strings.Contains(body, tc.want) {
 			t.Errorf("GET counters?%s: %d %s\nwant %d containing %s", tc.query, code, body, tc.code, tc.want)
 		}
 	}
 	post := func(body string) (int, string) {
-		return testhttp.Post(t, f.base+"/api/v1/counters/reset", body)
+		return testenv.HTTPPost(t, f.base+"/api/v1/counters/reset", body)
 	}
 	for _, tc := range []struct {
 		body string
@@ -219,13 +218,13 @@ func TestPageShowsReloadError(t *testing.T) {
 		return ReloadState{Successes: 3, Failures: 1, LastSuccess: time.Unix(100, 0), LastFailure: time.Unix(200, 0),
 			LastError: errors.New(`api.yaml:7: unknown unit "fortnight"`)}
 	}})
-	code, body := testhttp.Get(t, f.base+"/")
+	code, body := testenv.HTTPGet(t, f.base+"/")
 	for _, want := range []string{"3 loads, 1 failed", "last reload failed", "api.yaml:7: unknown unit &#34;fortnight&#34;", "the previous config stays in use"} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("page (%d) lacks %q", code, want)
 		}
 	}
-	_, status := testhttp.Get(t, f.base+"/api/v1/status")
+	_, status := testenv.HTTPGet(t, f.base+"/api/v1/status")
 	if !strings.Contains(status, `"last_error": "api.yaml:7: unknown unit \"fortnight\""`) {
 		t.Errorf("status lacks the reload error:\n%s", status)
 	}
@@ -240,14 +239,14 @@ func TestPageShowsEstimatesAsRanges(t *testing.T) {
 	for range 40 {
 		f.call(t, "mallory") // 5 admitted, 35 denied
 	}
-	_, body := testhttp.Get(t, f.base+"/")
+	_, body := testenv.HTTPGet(t, f.base+"/")
 	if strings.Contains(body, "–") || strings.Contains(body, "A range is an estimate") {
 		t.Fatalf("the page shows an estimate before any:\n%s", body)
 	}
 	for i := range 3_000 {
 		f.call(t, "user-"+strconv.Itoa(i))
 	}
-	_, body = testhttp.Get(t, f.base+"/")
+	_, body = testenv.HTTPGet(t, f.base+"/")
 	hits := body[strings.Index(body, `id="hits"`):]
 	for _, want := range []string{
 		`<code>user=mallory</code></td><td class="n">40</td>`, // first by hits, exact

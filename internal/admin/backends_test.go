@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"io"
 	"net/http"
 	"strings"
@@ -9,10 +10,8 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/denycache"
-	"github.com/sluice-rl/sluice/internal/fakeclock"
-	"github.com/sluice-rl/sluice/internal/redistest"
-	"github.com/sluice-rl/sluice/internal/stacktest"
-	"github.com/sluice-rl/sluice/internal/testhttp"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
@@ -55,7 +54,7 @@ func TestCountersOnEveryBackend(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixtureOn(t, fakeclock.New(time.Now()), tc.new(t), Options{})
+			f := newFixtureOn(t, testenv.NewClock(time.Now()), tc.new(t), Options{})
 			// ip: 100 per hour; 100 hits at once, then one more denied.
 			req := stacktest.Request("api", stacktest.WithAddend(stacktest.Descriptor("ip", "10.1.2.3"), 100))
 			for i, want := range []string{"OK", "OVER_LIMIT", "OVER_LIMIT"} {
@@ -66,7 +65,7 @@ func TestCountersOnEveryBackend(t *testing.T) {
 				req = stacktest.Request("api", stacktest.Descriptor("ip", "10.1.2.3"))
 			}
 			for range 2 { // a lookup consumes nothing: twice the same answer
-				code, body := testhttp.Get(t, f.base+"/api/v1/counters?domain=api&entry=ip=10.1.2.3")
+				code, body := testenv.HTTPGet(t, f.base+"/api/v1/counters?domain=api&entry=ip=10.1.2.3")
 				if code != 200 || !strings.Contains(body, `"used": 100`) || !strings.Contains(body, `"remaining": 0`) || !strings.Contains(body, `"path": "api.ip"`) {
 					t.Fatalf("lookup: %d %s", code, body)
 				}

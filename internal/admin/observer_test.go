@@ -2,11 +2,11 @@ package admin
 
 import (
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/hitters"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
@@ -77,7 +77,7 @@ func rateTotals(rates []Rate) map[string][2]float64 {
 // domains at once, across bucket changes, lose nothing: every domain's
 // decisions and denials add up exactly, each domain once, under -race.
 func TestObserverRatesConcurrent(t *testing.T) {
-	clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	o := NewObserver(hitters.New(hitters.Options{Now: clock.Now}), clock.Now)
 	const workers, each = 4, 6_000
 	var wg sync.WaitGroup
@@ -117,7 +117,7 @@ func TestObserverRatesConcurrent(t *testing.T) {
 // within its bound; decisions neither decided nor denied
 // (an invalid descriptor) are not counted.
 func TestObserverDomainsBound(t *testing.T) {
-	clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	o := NewObserver(hitters.New(hitters.Options{Now: clock.Now}), clock.Now)
 	const domains = maxRateNames + 40
 	for d := range domains {

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"image"
 	"image/color"
 	"image/png"
@@ -11,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluice-rl/sluice/internal/testtool"
 )
 
 // chromium returns the headless browser's path. When it is missing the
@@ -20,7 +19,7 @@ import (
 // page must be checked.
 func chromium(t *testing.T) string {
 	t.Helper()
-	return testtool.Find(t, "chromium", "set SLUICE_CHROMIUM or install the chromium package",
+	return testenv.FindTool(t, "chromium", "set SLUICE_CHROMIUM or install the chromium package",
 		os.Getenv("SLUICE_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser")
 }
 

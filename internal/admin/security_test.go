@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"crypto/tls"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,9 +19,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/logthrottle"
 	"github.com/sluice-rl/sluice/internal/server"
-	"github.com/sluice-rl/sluice/internal/syncbuf"
-	"github.com/sluice-rl/sluice/internal/testhttp"
-	"github.com/sluice-rl/sluice/internal/testpki"
+	"github.com/sluice-rl/sluice/internal/testkit/testpki"
 )
 
 // TestAdminMTLS: with a client CA, a client without a certificate cannot
@@ -29,7 +28,7 @@ import (
 func TestAdminMTLS(t *testing.T) {
 	ca := testpki.NewCA(t, "admin")
 	srv, cli := ca.Server(t, "admin.test"), ca.Client(t, "oncall.example", "")
-	logs := &syncbuf.Buffer{}
+	logs := &testenv.SyncBuffer{}
 	log := logrus.New()
 	log.SetOutput(logs)
 	f := newFixture(t, Options{TLS: &server.TLSFiles{CertFile: srv.CertFile, KeyFile: srv.KeyFile, ClientCAFile: ca.CertFile}, Logger: log})
@@ -85,7 +84,7 @@ func TestAdminToken(t *testing.T) {
 		if tc.header != "" {
 			h = []string{"Authorization", tc.header}
 		}
-		if code, _ := testhttp.Get(t, f.base+tc.path, h...); code != tc.code {
+		if code, _ := testenv.HTTPGet(t, f.base+tc.path, h...); code != tc.code {
 			t.Errorf("GET %s %q: %d, want %d", tc.path, tc.header, code, tc.code)
 		}
 	}
@@ -96,10 +95,10 @@ func TestAdminToken(t *testing.T) {
 		t.Errorf("basic auth with the token: %d", code)
 	}
 	os.WriteFile(file, []byte("three-rotated"), 0o600)
-	if code, _ := testhttp.Get(t, f.base+"/", "Authorization", "Bearer three-rotated"); code != 200 {
+	if code, _ := testenv.HTTPGet(t, f.base+"/", "Authorization", "Bearer three-rotated"); code != 200 {
 		t.Errorf("rotated token: %d, want 200", code)
 	}
-	if code, _ := testhttp.Get(t, f.base+"/", "Authorization", "Bearer one"); code != 401 {
+	if code, _ := testenv.HTTPGet(t, f.base+"/", "Authorization", "Bearer one"); code != 401 {
 		t.Errorf("old token after rotation: %d, want 401", code)
 	}
 
@@ -175,7 +174,7 @@ func TestAdminRefusesOpenAddress(t *testing.T) {
 func TestAdminRefusalsLogThrottled(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(file, []byte("one\n"), 0o600)
-	logs := &syncbuf.Buffer{}
+	logs := &testenv.SyncBuffer{}
 	log := logrus.New()
 	log.SetOutput(logs)
 	f := newFixture(t, Options{TokenFile: file, Logger: log})
@@ -183,7 +182,7 @@ func TestAdminRefusalsLogThrottled(t *testing.T) {
 	refuse := func(n int) {
 		t.Helper()
 		for range n {
-			if code, _ := testhttp.Get(t, f.base+"/rlconfig", "Authorization", "Bearer two"); code != 401 {
+			if code, _ := testenv.HTTPGet(t, f.base+"/rlconfig", "Authorization", "Bearer two"); code != 401 {
 				t.Fatalf("GET with a wrong token: %d, want 401", code)
 			}
 		}

@@ -1,10 +1,10 @@
 package denycache
 
 import (
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 )
 
@@ -16,9 +16,9 @@ import (
 func TestWallClockStepBack(t *testing.T) {
 	for _, step := range []time.Duration{time.Second, time.Hour, 24 * time.Hour} {
 		t.Run(step.String(), func(t *testing.T) {
-			store := fakeclock.New(start) // the store's clock: Redis TIME, unaffected
-			mono := fakeclock.New(start)  // the host's monotonic clock
-			wall := fakeclock.New(start)  // the host's wall clock: steps back
+			store := testenv.NewClock(start) // the store's clock: Redis TIME, unaffected
+			mono := testenv.NewClock(start)  // the host's monotonic clock
+			wall := testenv.NewClock(start)  // the host's wall clock: steps back
 			inner := &counting{Backend: memory.New(memory.Options{Now: store.Now, SweepInterval: -1})}
 			b := New(inner, Options{Clock: elapsed(mono.Now)})
 			f := &fixture{t: t, clock: store, inner: inner, b: b}

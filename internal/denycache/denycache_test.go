@@ -4,13 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/backendtest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
@@ -56,14 +56,14 @@ var start = time.Date(2030, 5, 1, 12, 0, 20, 0, time.UTC)
 
 type fixture struct {
 	t     *testing.T
-	clock *fakeclock.Clock
+	clock *testenv.Clock
 	inner *counting
 	b     *Backend
 }
 
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
-	c := fakeclock.New(start)
+	c := testenv.NewClock(start)
 	inner := &counting{Backend: memory.New(memory.Options{Now: c.Now, SweepInterval: -1})}
 	opts.Clock = elapsed(c.Now)
 	if opts.MaxAge == 0 {
@@ -296,7 +296,7 @@ func TestDifferential(t *testing.T) {
 	for seed := uint64(1); seed <= *seeds; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0xdec1de))
-			c := fakeclock.New(start.Add(time.Duration(rng.Int64N(int64(time.Hour)))))
+			c := testenv.NewClock(start.Add(time.Duration(rng.Int64N(int64(time.Hour)))))
 			model := memory.New(memory.Options{Now: c.Now, SweepInterval: -1})
 			defer model.Close()
 			b := New(memory.New(memory.Options{Now: c.Now, SweepInterval: -1}), Options{Clock: elapsed(c.Now), Size: 4, Shards: 1})

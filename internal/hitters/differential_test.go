@@ -2,6 +2,7 @@ package hitters
 
 import (
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -10,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
@@ -183,7 +183,7 @@ func TestTrackerMatchesReference(t *testing.T) {
 		for _, st := range streams() {
 			for _, wt := range weights {
 				t.Run(fmt.Sprintf("cap%d/cut%d/%s/%s", capacity, opts.maxValueLen, st.name, wt.name), func(t *testing.T) {
-					clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+					clock := testenv.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 					got := New(Options{Capacity: capacity, MaxValueLen: opts.maxValueLen, Now: clock.Now})
 					ref := newRefTracker(got.opts, got.seed)
 					r := rand.New(rand.NewPCG(uint64(capacity), 11))

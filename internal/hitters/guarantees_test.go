@@ -2,12 +2,11 @@ package hitters
 
 import (
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 )
 
 // guaranteeStreams are the traffic shapes the guarantees are checked on:
@@ -142,7 +141,7 @@ func TestTrackerGuarantees(t *testing.T) {
 		for _, st := range guaranteeStreams() {
 			for _, wt := range guaranteeWeights {
 				t.Run(fmt.Sprintf("cap%d/%s/%s", capacity, st.name, wt.name), func(t *testing.T) {
-					clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+					clock := testenv.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 					tr := New(Options{Capacity: capacity, Now: clock.Now})
 					r := rand.New(rand.NewPCG(uint64(capacity), 13))
 					var log []event

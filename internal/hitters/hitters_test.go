@@ -2,11 +2,11 @@ package hitters
 
 import (
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
@@ -17,7 +17,7 @@ func user(v string) []descriptor.Entry { return []descriptor.Entry{{Key: "user",
 // its count within the stated error, and the memory used is the fixed
 // number of counters.
 func TestHeavyItemFoundAmongManyDistinct(t *testing.T) {
-	clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	tr := New(Options{Capacity: 16, Now: clock.Now})
 	for i := range 100_000 {
 		tr.Record("api", user(fmt.Sprint("noise-", i)), "per_user", 1, true, "per_user", time.Second)
@@ -57,7 +57,7 @@ func TestHeavyItemFoundAmongManyDistinct(t *testing.T) {
 // window after an hour; hits are weighted by cost; filters by domain and
 // rule apply.
 func TestWindows(t *testing.T) {
-	clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	tr := New(Options{Now: clock.Now})
 	tr.Record("api", user("bob"), "per_user+daily", 5, false, "", 0)
 	tr.Record("api", user("bob"), "per_user+daily", 1, true, "per_user", time.Second)

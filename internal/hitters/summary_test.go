@@ -2,13 +2,13 @@ package hitters
 
 import (
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
@@ -99,7 +99,7 @@ func TestConcurrentRecords(t *testing.T) {
 // long, a tracker counts new descriptors (takeovers in every summary, hits
 // and two-rule denials) without allocating.
 func TestRecordAllocatesNothing(t *testing.T) {
-	clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	tr := New(Options{Capacity: 4, Now: clock.Now})
 	values := make([][]descriptor.Entry, 1_000)
 	for i := range values {

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/sluice-rl/sluice/internal/h2test"
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/h2test"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 )
 
 // The load generator calls as Envoy does: fixed 256 MiB flow-control

@@ -3,13 +3,12 @@ package logthrottle
 import (
 	"bytes"
 	"errors"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
-
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 )
 
 // One warning per interval, with the error's words, and the count of
@@ -53,8 +52,8 @@ func TestThrottledLogError(t *testing.T) {
 
 // newTestLog returns a fake clock, a logger writing text lines without
 // timestamps into the returned buffer, and a Log on that clock.
-func newTestLog() (*fakeclock.Clock, *bytes.Buffer, *logrus.Logger, *Log) {
-	clock := fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+func newTestLog() (*testenv.Clock, *bytes.Buffer, *logrus.Logger, *Log) {
+	clock := testenv.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	buf := &bytes.Buffer{}
 	log := logrus.New()
 	log.SetOutput(buf)

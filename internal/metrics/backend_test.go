@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 )
 
@@ -24,7 +24,7 @@ func (netTimeout) Temporary() bool { return true }
 // for a decision) and advances a clock by took on every Decide.
 type scripted struct {
 	errs   []error
-	clock  *fakeclock.Clock
+	clock  *testenv.Clock
 	took   time.Duration
 	pinged bool
 	closed bool
@@ -62,7 +62,7 @@ func TestInstrumentBackend(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := fakeclock.New(t0)
+			clock := testenv.NewClock(t0)
 			m, reg := newRegistered(t, Options{Now: clock.Now})
 			inner := &scripted{errs: []error{tt.err, nil, nil}, clock: clock, took: 3 * time.Millisecond}
 			b := m.InstrumentBackend(inner)
@@ -101,7 +101,7 @@ func TestInstrumentBackend(t *testing.T) {
 }
 
 func TestConfigMetrics(t *testing.T) {
-	clock := fakeclock.New(t0)
+	clock := testenv.NewClock(t0)
 	m, reg := newRegistered(t, Options{Now: clock.Now})
 	m.ConfigLoaded(3)
 	clock.Advance(90 * time.Second)
@@ -180,7 +180,7 @@ func TestObserveBatch(t *testing.T) {
 // through the instrumentation, and its together calls are recorded like
 // Decide calls; a backend without it does not gain it.
 func TestInstrumentBackendTogether(t *testing.T) {
-	clock := fakeclock.New(t0)
+	clock := testenv.NewClock(t0)
 	m, reg := newRegistered(t, Options{Now: clock.Now})
 	inner := &stacktest.Together{Backend: &scripted{errs: []error{nil, stacktest.ErrRedisDown}, clock: clock, took: time.Millisecond}}
 	td, ok := m.InstrumentBackend(inner).(backend.TogetherDecider)

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-rl/sluice/internal/service"
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 )
 
 // TestUnaryServerInterceptor serves the Service over real gRPC on

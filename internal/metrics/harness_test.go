@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,10 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/metrics/metricstest"
 	"github.com/sluice-rl/sluice/internal/service"
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
@@ -34,7 +34,7 @@ type harness struct {
 	reg   *prometheus.Registry
 	m     *Metrics
 	svc   *service.Service
-	clock *fakeclock.Clock
+	clock *testenv.Clock
 }
 
 // newRegistered returns Metrics made with opts on a fresh registry, and
@@ -53,7 +53,7 @@ func newRegistered(tb testing.TB, opts Options) (*Metrics, *prometheus.Registry)
 // opts.Backend defaults to the memory backend, instrumented.
 func newHarness(t *testing.T, mo Options, so service.Options, yaml string) *harness {
 	t.Helper()
-	h := &harness{reg: prometheus.NewRegistry(), clock: fakeclock.New(t0)}
+	h := &harness{reg: prometheus.NewRegistry(), clock: testenv.NewClock(t0)}
 	if mo.Now == nil {
 		mo.Now = h.clock.Now
 	}

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -12,10 +13,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/metrics/metricstest"
 	"github.com/sluice-rl/sluice/internal/service"
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -143,7 +143,7 @@ descriptors:
     rate_limit: {name: r, unit: minute, requests_per_unit: 1}
 `)
 	}
-	clock := fakeclock.New(t0)
+	clock := testenv.NewClock(t0)
 	local := memory.New(memory.Options{Now: clock.Now, SweepInterval: -1})
 	t.Cleanup(func() { local.Close() })
 	h := newHarness(t, Options{}, service.Options{Backend: stacktest.FailingBackend{Err: stacktest.ErrRedisDown}, Local: local}, yaml.String())

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 )
 
 // TestDiffSeesChargeOverLimit: turning charge_over_limit on or off changes

@@ -2,6 +2,7 @@ package reload
 
 import (
 	"crypto/sha256"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/testfile"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
@@ -273,7 +273,7 @@ func TestFingerprintHashesEveryFile(t *testing.T) {
 // another directory.
 func TestFingerprintWalksSharedDirectoryOnce(t *testing.T) {
 	dir := t.TempDir()
-	top, shared := testfile.SharedLinks(t, dir, 30)
+	top, shared := testenv.SharedLinks(t, dir, 30)
 	fingerprint := func() string {
 		t.Helper()
 		type result struct {

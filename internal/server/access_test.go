@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -18,8 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/sluice-rl/sluice/internal/testfile"
-	"github.com/sluice-rl/sluice/internal/testpki"
+	"github.com/sluice-rl/sluice/internal/testkit/testpki"
 )
 
 // pki is a server certificate and a client CA on disk, with client
@@ -41,9 +41,9 @@ func newPKI(t *testing.T, clientSAN string) *pki {
 		ClientSAN:    clientSAN,
 	}}
 	cert, key := issue(t, serverCA, false)
-	testfile.Replace(t, p.files.CertFile, string(cert))
-	testfile.Replace(t, p.files.KeyFile, string(key))
-	testfile.Replace(t, p.files.ClientCAFile, string(clientCA.PEM()))
+	testenv.ReplaceFile(t, p.files.CertFile, string(cert))
+	testenv.ReplaceFile(t, p.files.KeyFile, string(key))
+	testenv.ReplaceFile(t, p.files.ClientCAFile, string(clientCA.PEM()))
 	p.envoy = clientCert(t, clientCA, "envoy.example")
 	p.app = clientCert(t, clientCA, "envoy.example", "app.example")
 	p.rogue = clientCert(t, otherCA, "envoy.example", "app.example")

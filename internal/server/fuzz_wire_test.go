@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"testing"
 	"time"
 
@@ -12,7 +13,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluice-rl/sluice/internal/fuzzdesc"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
@@ -33,7 +33,7 @@ func FuzzServeWire(f *testing.F) {
 	} {
 		f.Add(wire)
 	}
-	cfg, err := descriptor.Parse("fuzz.yaml", []byte(fuzzdesc.EveryNodeYAML))
+	cfg, err := descriptor.Parse("fuzz.yaml", []byte(testenv.EveryNodeYAML))
 	if err != nil {
 		f.Fatal(err)
 	}

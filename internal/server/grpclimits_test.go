@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"io"
 	"net"
 	"net/http"
@@ -22,8 +23,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
-
-	"github.com/sluice-rl/sluice/internal/syncbuf"
 )
 
 // rawDeadline bounds every raw HTTP/2 connection of these tests.
@@ -321,8 +320,8 @@ func TestGRPCHeaderListBound(t *testing.T) {
 
 // bufferLogger is a logger writing text lines into a buffer safe to read
 // while the server writes.
-func bufferLogger() (*logrus.Logger, *syncbuf.Buffer) {
-	buf := &syncbuf.Buffer{}
+func bufferLogger() (*logrus.Logger, *testenv.SyncBuffer) {
+	buf := &testenv.SyncBuffer{}
 	l := logrus.New()
 	l.SetOutput(buf)
 	return l, buf

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"io"
 	"net/http"
 	"os"
@@ -17,7 +18,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluice-rl/sluice/internal/service"
-	"github.com/sluice-rl/sluice/internal/testhttp"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
@@ -120,7 +120,7 @@ func (s *stack) conn(t *testing.T) *grpc.ClientConn {
 // do sends a method request for path with body and returns status and body.
 func (s *stack) do(t *testing.T, method, path, body string) (int, string) {
 	t.Helper()
-	return testhttp.Do(t, method, "http://"+s.srv.HTTPAddr()+path, body)
+	return testenv.HTTPDo(t, method, "http://"+s.srv.HTTPAddr()+path, body)
 }
 
 func quietLogger() *logrus.Logger {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"net"
 	"slices"
 	"strconv"
@@ -15,8 +16,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
-
-	"github.com/sluice-rl/sluice/internal/poll"
 )
 
 func TestGRPCShouldRateLimit(t *testing.T) {
@@ -273,7 +272,7 @@ func TestGracefulShutdown(t *testing.T) {
 // waitFor polls cond until it holds, failing the test after 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	poll.Until(t, 10*time.Second, what, cond)
+	testenv.Until(t, 10*time.Second, what, cond)
 }
 
 // A server stopped right after it starts (a context cancelled before the

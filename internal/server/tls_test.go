@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"net"
 	"path/filepath"
 	"strings"
@@ -15,9 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/sluice-rl/sluice/internal/syncbuf"
-	"github.com/sluice-rl/sluice/internal/testfile"
-	"github.com/sluice-rl/sluice/internal/testpki"
+	"github.com/sluice-rl/sluice/internal/testkit/testpki"
 )
 
 // issue signs a leaf certificate for 127.0.0.1 with the given DNS names
@@ -59,8 +58,8 @@ func TestTLSCertificateReload(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	ca1, ca2 := testpki.NewCA(t, "ca1"), testpki.NewCA(t, "ca2")
 	cert, key := issue(t, ca1, false)
-	testfile.Replace(t, certFile, string(cert))
-	testfile.Replace(t, keyFile, string(key))
+	testenv.ReplaceFile(t, certFile, string(cert))
+	testenv.ReplaceFile(t, keyFile, string(key))
 	st := newStack(t, testConfig, Options{TLS: &TLSFiles{CertFile: certFile, KeyFile: keyFile}}, nil)
 	addr := st.srv.GRPCAddr()
 
@@ -75,8 +74,8 @@ func TestTLSCertificateReload(t *testing.T) {
 
 	// Renew with a certificate from ca2: new connections get it.
 	cert, key = issue(t, ca2, false)
-	testfile.Replace(t, keyFile, string(key))
-	testfile.Replace(t, certFile, string(cert))
+	testenv.ReplaceFile(t, keyFile, string(key))
+	testenv.ReplaceFile(t, certFile, string(cert))
 	if err := callTLS(t, addr, trusts2); err != nil {
 		t.Errorf("call trusting ca2 after the renewal: %v", err)
 	}
@@ -85,7 +84,7 @@ func TestTLSCertificateReload(t *testing.T) {
 	}
 
 	// A broken renewal keeps the last good certificate.
-	testfile.Replace(t, certFile, "not a certificate")
+	testenv.ReplaceFile(t, certFile, "not a certificate")
 	if err := callTLS(t, addr, trusts2); err != nil {
 		t.Errorf("call after a broken renewal: %v (want the previous certificate kept)", err)
 	}
@@ -209,7 +208,7 @@ func TestTLSFailuresLogged(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			files, client := tt.files(t)
-			logs := &syncbuf.Buffer{}
+			logs := &testenv.SyncBuffer{}
 			log := logrus.New()
 			log.SetOutput(logs)
 			st := newStack(t, testConfig, Options{TLS: files, Logger: log}, nil)

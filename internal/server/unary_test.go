@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"io"
 	"slices"
 	"strings"
@@ -13,8 +14,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/sluice-rl/sluice/internal/syncbuf"
 )
 
 // unaryServer is a Server with only what unary needs: the caller's
@@ -89,7 +88,7 @@ func TestUnaryRecoversPanics(t *testing.T) {
 		{"interceptor", []grpc.UnaryServerInterceptor{panicking}, func(context.Context, any) (any, error) { return "ok", nil }, "in the interceptor"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs syncbuf.Buffer
+			var logs testenv.SyncBuffer
 			log := logrus.New()
 			log.SetOutput(&logs)
 			s := unaryServer(tc.in, true, log)

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strings"
 	"testing"
 
@@ -10,8 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -100,7 +100,7 @@ func TestFailureModes(t *testing.T) {
 				opts.Backend = stacktest.FailingBackend{Err: stacktest.ErrRedisDown}
 			}
 			if _, ok := opts.Local.(useMemory); ok {
-				opts.Local = stacktest.Memory(t, memory.Options{Now: fakeclock.New(t0).Now})
+				opts.Local = stacktest.Memory(t, memory.Options{Now: testenv.NewClock(t0).Now})
 			}
 			h := newHarness(t, opts, failureYAML(tt.mode))
 			for i, c := range tt.calls {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"testing"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -10,8 +11,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-
-	"github.com/sluice-rl/sluice/internal/fuzzdesc"
 )
 
 // fuzzReader hands out fuzz bytes; exhausted, it returns zeros.
@@ -99,7 +98,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 			Headers:         HeaderOptions{Enabled: true, IETF: true, RetryAfter: true},
 			DynamicMetadata: true,
 			Bounds:          RequestBounds{MaxDescriptors: 4, MaxEntries: 2, MaxEntryLen: 6},
-		}, fuzzdesc.EveryNodeYAML)
+		}, testenv.EveryNodeYAML)
 		r := &fuzzReader{b: data}
 		for range 3 {
 			req := r.request()

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,8 +14,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
@@ -41,7 +41,7 @@ func (b *countingBackend) Decide(ctx context.Context, checks []backend.Check) []
 // config parsed from YAML.
 type harness struct {
 	svc   *Service
-	clock *fakeclock.Clock
+	clock *testenv.Clock
 	mem   *countingBackend
 }
 
@@ -49,7 +49,7 @@ type harness struct {
 // builds a Service. opts.Backend defaults to the memory backend.
 func newHarness(t testing.TB, opts Options, yamls ...string) *harness {
 	t.Helper()
-	h := &harness{clock: fakeclock.New(t0)}
+	h := &harness{clock: testenv.NewClock(t0)}
 	h.mem = &countingBackend{Backend: stacktest.Memory(t, memory.Options{Now: h.clock.Now})}
 	if opts.Backend == nil {
 		opts.Backend = h.mem

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )

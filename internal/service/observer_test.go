@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )

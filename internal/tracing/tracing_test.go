@@ -3,6 +3,7 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluice-rl/sluice/internal/service"
-	"github.com/sluice-rl/sluice/internal/stacktest"
-	"github.com/sluice-rl/sluice/internal/wanterr"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 )
@@ -240,7 +240,7 @@ func TestExporterFromEnv(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
 			tt.opts.Enabled, tt.opts.Getenv = true, tt.env.get
 			tr, err := Setup(context.Background(), tt.opts)
-			if !wanterr.Check(t, err, tt.wantErr) {
+			if !testenv.WantErr(t, err, tt.wantErr) {
 				return
 			}
 			if !tr.Enabled() || len(tr.ServerOptions()) != 1 {

@@ -3,6 +3,7 @@ package xds_test
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"io"
 	"strings"
 	"sync"
@@ -13,9 +14,8 @@ import (
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"github.com/sirupsen/logrus"
 
-	"github.com/sluice-rl/sluice/internal/syncbuf"
+	"github.com/sluice-rl/sluice/internal/testkit/xdstest"
 	"github.com/sluice-rl/sluice/internal/xds"
-	"github.com/sluice-rl/sluice/internal/xdstest"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
 
@@ -143,7 +143,7 @@ func TestTypeURL(t *testing.T) {
 // last good version, and leaves the config in use alone.
 func TestClientACKAndNACK(t *testing.T) {
 	srv := xdstest.Start(t, xdstest.Options{})
-	rec, logs, w := &recorder{}, &syncbuf.Buffer{}, newWaits()
+	rec, logs, w := &recorder{}, &testenv.SyncBuffer{}, newWaits()
 	s := settingsFor(srv.Addr())
 	s.NodeMetadata = "zone=a,team=rl=x"
 	s.Headers = map[string]string{"authorization": "Bearer t"}
@@ -282,7 +282,7 @@ func TestClientTLS(t *testing.T) {
 		srv.WaitFor(t, "the TLS client's config", func(*xdstest.Server) bool { return rec.limitOf("api", "user") == 10 })
 	})
 	t.Run("wrong SAN", func(t *testing.T) {
-		logs := &syncbuf.Buffer{}
+		logs := &testenv.SyncBuffer{}
 		s := settingsFor(srv.Addr())
 		s.UseTLS, s.ClientCert, s.ClientKey, s.ServerCACert, s.ServerSAN = true, certs.Cert, certs.Key, certs.CACert, "someone-else"
 		s.ConnectRetryInterval = 50 * time.Millisecond
@@ -355,7 +355,7 @@ func TestClientMaxMsgSize(t *testing.T) {
 	}{{"too small", 1024, false}, {"large enough", 64 << 10, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := xdstest.Start(t, xdstest.Options{})
-			rec, logs, w := &recorder{}, &syncbuf.Buffer{}, newWaits()
+			rec, logs, w := &recorder{}, &testenv.SyncBuffer{}, newWaits()
 			s := settingsFor(srv.Addr())
 			s.MaxMsgSize = tc.size
 			startClient(t, s, rec, w, logs)
@@ -390,11 +390,11 @@ func TestClientRetryWarning(t *testing.T) {
 	big := largeConfig()
 	for _, tc := range []struct {
 		name string
-		run  func(t *testing.T, rec *recorder, w *waits, logs *syncbuf.Buffer)
+		run  func(t *testing.T, rec *recorder, w *waits, logs *testenv.SyncBuffer)
 		want []string // in the first warning
 		not  string   // not in it
 	}{
-		{"no server", func(t *testing.T, rec *recorder, w *waits, logs *syncbuf.Buffer) {
+		{"no server", func(t *testing.T, rec *recorder, w *waits, logs *testenv.SyncBuffer) {
 			srv := xdstest.Start(t, xdstest.Options{})
 			addr := srv.Addr()
 			srv.Stop()
@@ -403,7 +403,7 @@ func TestClientRetryWarning(t *testing.T) {
 			startClient(t, s, rec, w, logs)
 			w.waitFor(t, 1)
 		}, []string{"no stream to the management server", "open the ADS stream"}, "ended"},
-		{"failed before the first response", func(t *testing.T, rec *recorder, w *waits, logs *syncbuf.Buffer) {
+		{"failed before the first response", func(t *testing.T, rec *recorder, w *waits, logs *testenv.SyncBuffer) {
 			srv := xdstest.Start(t, xdstest.Options{})
 			s := settingsFor(srv.Addr())
 			s.MaxMsgSize = 1024
@@ -411,7 +411,7 @@ func TestClientRetryWarning(t *testing.T) {
 			srv.Set(t, node, "1", big)
 			w.waitFor(t, 1)
 		}, []string{"the stream to the management server failed before its first response", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"}, "no stream"},
-		{"ended after answers", func(t *testing.T, rec *recorder, w *waits, logs *syncbuf.Buffer) {
+		{"ended after answers", func(t *testing.T, rec *recorder, w *waits, logs *testenv.SyncBuffer) {
 			srv := xdstest.Start(t, xdstest.Options{})
 			startClient(t, settingsFor(srv.Addr()), rec, w, logs)
 			srv.Set(t, node, "1", xdstest.PerMinute("api", "user", 10))
@@ -421,7 +421,7 @@ func TestClientRetryWarning(t *testing.T) {
 		}, []string{"the stream to the management server ended", "receive"}, "no stream"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec, logs, w := &recorder{}, &syncbuf.Buffer{}, newWaits()
+			rec, logs, w := &recorder{}, &testenv.SyncBuffer{}, newWaits()
 			tc.run(t, rec, w, logs)
 			var first string
 			for _, line := range strings.Split(logs.String(), "\n") {

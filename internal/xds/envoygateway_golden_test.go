@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"io"
 	"os"
 	"strconv"
@@ -19,11 +20,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"gopkg.in/yaml.v3"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/service"
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/xdstest"
 	"github.com/sluice-rl/sluice/internal/xds"
-	"github.com/sluice-rl/sluice/internal/xdstest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 )
 
@@ -95,7 +95,7 @@ func TestEnvoyGatewayGoldenConfigs(t *testing.T) {
 	newService := func() *service.Service {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		clock := fakeclock.New(time.Date(2027, 1, 4, 10, 0, 0, 0, time.UTC))
+		clock := testenv.NewClock(time.Date(2027, 1, 4, 10, 0, 0, 0, time.UTC))
 		svc := service.New(service.Options{Backend: stacktest.Memory(t, memory.Options{Now: clock.Now}), Logger: stacktest.QuietLogger()})
 		svc.SetConfig(rec.cfg)
 		return svc
@@ -214,7 +214,7 @@ func TestEnvoyGatewayGoldenCosts(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.route, func(t *testing.T) {
-			clock := fakeclock.New(time.Date(2027, 1, 4, 10, 0, 0, 0, time.UTC))
+			clock := testenv.NewClock(time.Date(2027, 1, 4, 10, 0, 0, 0, time.UTC))
 			svc := service.New(service.Options{Backend: stacktest.Memory(t, memory.Options{Now: clock.Now}), Logger: stacktest.QuietLogger()})
 			svc.SetConfig(cfg)
 			for i, st := range tc.steps {

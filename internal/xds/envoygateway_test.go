@@ -3,6 +3,7 @@ package xds_test
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"io"
 	"testing"
 	"time"
@@ -12,10 +13,9 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/internal/service"
-	"github.com/sluice-rl/sluice/internal/stacktest"
-	"github.com/sluice-rl/sluice/internal/xdstest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/xdstest"
 	"github.com/sluice-rl/sluice/pkg/backend/memory"
 )
 
@@ -105,7 +105,7 @@ func TestEnvoyGatewayGeneratedConfigs(t *testing.T) {
 	srv.Set(t, node, "1", &rlc{Name: listener, Domain: listener, Descriptors: []*rld{routeLevel(route, rules...)}}, shared)
 	srv.WaitACK(t, "1")
 
-	clock := fakeclock.New(time.Date(2027, 1, 4, 10, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2027, 1, 4, 10, 0, 0, 0, time.UTC))
 	svc := service.New(service.Options{Backend: stacktest.Memory(t, memory.Options{Now: clock.Now}), Logger: stacktest.QuietLogger()})
 	rec.mu.Lock()
 	svc.SetConfig(rec.cfg)

@@ -2,6 +2,7 @@ package descriptor
 
 import (
 	"errors"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/sluice-rl/sluice/internal/testfile"
 )
 
 // tree writes files (path → content) under a new temp dir and makes the
@@ -527,8 +526,8 @@ func TestDomainDepth(t *testing.T) {
 // double the paths at each of 30 levels loads at once, its file read once.
 // Walking it along every path never ended.
 func TestLoadWalksSharedDirectoryOnce(t *testing.T) {
-	top, shared := testfile.SharedLinks(t, t.TempDir(), 30)
-	testfile.Replace(t, filepath.Join(shared, "a.yaml"), domainYAML("a", "k"))
+	top, shared := testenv.SharedLinks(t, t.TempDir(), 30)
+	testenv.ReplaceFile(t, filepath.Join(shared, "a.yaml"), domainYAML("a", "k"))
 	type result struct {
 		c   *Config
 		err error

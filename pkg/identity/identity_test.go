@@ -2,11 +2,10 @@ package identity
 
 import (
 	"errors"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/sluice-rl/sluice/internal/fuzzdesc"
 )
 
 func TestEncode(t *testing.T) {
@@ -92,10 +91,10 @@ func TestEncodeDistinguishesReferenceCollisions(t *testing.T) {
 	}
 }
 
-// decodeFuzz turns fuzz bytes into a descriptor, as fuzzdesc.Decode reads
+// decodeFuzz turns fuzz bytes into a descriptor, as testenv.FuzzDescriptor reads
 // them.
 func decodeFuzz(data []byte) (domain string, entries []Entry) {
-	domain, kvs := fuzzdesc.Decode(data)
+	domain, kvs := testenv.FuzzDescriptor(data)
 	for _, kv := range kvs {
 		entries = append(entries, Entry{kv[0], kv[1]})
 	}

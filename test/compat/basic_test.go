@@ -3,6 +3,7 @@ package compat
 import (
 	"bufio"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // runtimeConfig are the incumbent's integration-test config files.
@@ -159,7 +159,7 @@ func TestReload(t *testing.T) {
 
 				before := reloads(t, s)
 				copyFile(t, filepath.Join("testdata", "reload.yaml"), filepath.Join(s.dir, "reload.yaml"))
-				poll.Until(t, 10*time.Second, "the added file to load", func() bool { return reloads(t, s) > before })
+				testenv.Until(t, 10*time.Second, "the added file to load", func() bool { return reloads(t, s) > before })
 
 				resp = s.ask(t, rq("reload", d("key1", sluicetest.Unique("foo"))))
 				expect(t, "key1 of the added file", answerOf(resp), ans(ok, limited(ok, 50, "SECOND", 49)))
@@ -168,7 +168,7 @@ func TestReload(t *testing.T) {
 				if err := os.Remove(filepath.Join(s.dir, "reload.yaml")); err != nil {
 					t.Fatal(err)
 				}
-				poll.Until(t, 10*time.Second, "the removal to reload", func() bool { return reloads(t, s) > before })
+				testenv.Until(t, 10*time.Second, "the removal to reload", func() bool { return reloads(t, s) > before })
 				resp = s.ask(t, rq("reload", d("block", block)))
 				expect(t, "reload domain after its file is removed", answerOf(resp), ans(ok, noLimit))
 			})

@@ -3,6 +3,7 @@ package compat
 import (
 	"bytes"
 	"context"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // validate runs `sluice validate args...` with env and returns whether it
@@ -212,7 +212,7 @@ func TestConfigPathMissingAtStartForceStart(t *testing.T) {
 	if err := os.Symlink("v1", root); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "the directory to load", func() bool {
+	testenv.Until(t, 10*time.Second, "the directory to load", func() bool {
 		return answerOf(s.ask(t, req)) != ans(ok, noLimit)
 	})
 	expect(t, "after RUNTIME_ROOT appears", answerOf(s.ask(t, rq("basic", d("key1", sluicetest.Unique("foo"))))),

@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluice-rl/sluice/internal/sluicetest"
-	"github.com/sluice-rl/sluice/internal/testfile"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 const (
@@ -73,7 +73,7 @@ func copyFile(t *testing.T, src, dst string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testfile.Replace(t, dst, string(b))
+	testenv.ReplaceFile(t, dst, string(b))
 }
 
 // desc is a request descriptor under construction.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"net/http"
 	"os"
 	"strings"
@@ -15,9 +16,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/redistest"
-	"github.com/sluice-rl/sluice/internal/testpki"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/testpki"
 )
 
 // TestHealth: /healthcheck and the gRPC health service "ratelimit" as the
@@ -69,13 +69,13 @@ func TestHealth(t *testing.T) {
 
 			r.Kill()
 			if c.follow {
-				poll.Until(t, 10*time.Second, "/healthcheck to fail with Redis down", func() bool { return httpCode() == http.StatusInternalServerError })
+				testenv.Until(t, 10*time.Second, "/healthcheck to fail with Redis down", func() bool { return httpCode() == http.StatusInternalServerError })
 				expect(t, `gRPC health "ratelimit" with Redis down`, check("ratelimit"), "NOT_SERVING")
 			} else {
 				// The probe logs the failed ping and then reports health; a
 				// call that fails (so Redis is down for the service too) is
 				// answered after that report.
-				poll.Until(t, 10*time.Second, "the failed ping to be logged", func() bool { return strings.Contains(s.Logs(), "backend ping failed") })
+				testenv.Until(t, 10*time.Second, "the failed ping to be logged", func() bool { return strings.Contains(s.Logs(), "backend ping failed") })
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				_, err := s.Client().ShouldRateLimit(ctx, rq("basic", d("key1", "value1")))
 				cancel()
@@ -87,7 +87,7 @@ func TestHealth(t *testing.T) {
 			if err := r.Restart(); err != nil {
 				t.Fatal(err)
 			}
-			poll.Until(t, 10*time.Second, "/healthcheck to be OK", func() bool { return httpCode() == http.StatusOK })
+			testenv.Until(t, 10*time.Second, "/healthcheck to be OK", func() bool { return httpCode() == http.StatusOK })
 			expect(t, `gRPC health "ratelimit" with Redis back`, check("ratelimit"), "SERVING")
 		})
 	}
@@ -164,7 +164,7 @@ func TestGRPCServerCertReload(t *testing.T) {
 	if err := os.Rename(next.KeyFile, cur.KeyFile); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "the new certificate to be served", func() bool { return trusts(newCA.CertFile) })
+	testenv.Until(t, 10*time.Second, "the new certificate to be served", func() bool { return trusts(newCA.CertFile) })
 	expect(t, "the old CA after the swap", trusts(oldCA.CertFile), false)
 }
 

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,8 +14,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // The incumbent's service tests (test/service) feed its service a config
@@ -130,7 +130,7 @@ func TestServiceKeepsConfigOnLoadError(t *testing.T) {
 	if err := os.WriteFile(broken, []byte("domain: broken\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "the reload to fail", func() bool {
+	testenv.Until(t, 10*time.Second, "the reload to fail", func() bool {
 		n, _ := metric(t, s, `sluice_config_reloads_total{result="failure"}`)
 		return n > before
 	})

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // devStopIncrement: with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, a denied

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/redistest"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
-	"github.com/sluice-rl/sluice/internal/testpki"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/testpki"
 )
 
 // variant is a backend and the settings the incumbent's tests run its

@@ -6,8 +6,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluice-rl/sluice/internal/sluicetest"
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 )
 
 const (

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"io"
 	"net/http"
 	"strings"
@@ -9,9 +10,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/redistest"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // hourlyConfig limits each user to 2 per year-aligned hour.
@@ -44,7 +44,7 @@ func TestRefundOnOneInstanceEndsTheOthersCachedDenial(t *testing.T) {
 			}
 			call(t, b, withCost(sluicetest.Request("sync", 0, d), 1, true))
 			start := time.Now()
-			poll.Until(t, 10*time.Second, "A to admit after B's refund", func() bool {
+			testenv.Until(t, 10*time.Second, "A to admit after B's refund", func() bool {
 				return call(t, a, sluicetest.Request("sync", 0, d)).OverallCode == ok
 			})
 			t.Logf("A admitted %v after B's refund", time.Since(start).Round(time.Millisecond))
@@ -57,7 +57,7 @@ func TestRefundOnOneInstanceEndsTheOthersCachedDenial(t *testing.T) {
 			} {
 				// B counts its publication once PUBLISH has returned, which
 				// may be just after A heard it.
-				poll.Until(t, 5*time.Second, m.line, func() bool { return strings.Contains(scrapeText(t, m.p), m.line) })
+				testenv.Until(t, 5*time.Second, m.line, func() bool { return strings.Contains(scrapeText(t, m.p), m.line) })
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,9 +15,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/redistest"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // faultTimeout is the REDIS_TIMEOUT of the fault tests, and faultMargin
@@ -77,7 +77,7 @@ func openUnderLoad(t *testing.T, env map[string]string, tag string) (*sluicetest
 		Env:       faultEnv(env),
 	})
 	l := startLoad(t, p, 4, spread(sluicetest.Unique(tag)))
-	poll.Until(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
+	testenv.Until(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
 	return p, l
 }
 
@@ -86,7 +86,7 @@ func openUnderLoad(t *testing.T, env map[string]string, tag string) (*sluicetest
 func waitResumed(t *testing.T, timeout time.Duration, firstOK func() (time.Time, bool)) time.Time {
 	t.Helper()
 	var resumed time.Time
-	poll.Until(t, timeout, "decisions to resume", func() bool {
+	testenv.Until(t, timeout, "decisions to resume", func() bool {
 		var ok bool
 		resumed, ok = firstOK()
 		return ok
@@ -114,7 +114,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 
 	killed := time.Now()
 	rs.Kill()
-	poll.Until(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(killed), failed) >= 20 })
+	testenv.Until(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(killed), failed) >= 20 })
 	unhealthy := waitHealth(t, p, healthpb.HealthCheckResponse_NOT_SERVING, 10*time.Second)
 
 	restarted := time.Now()
@@ -143,7 +143,7 @@ func TestRedisHung(t *testing.T) {
 
 	paused := time.Now()
 	rs.Pause()
-	poll.Until(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(paused), failed) >= 20 })
+	testenv.Until(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(paused), failed) >= 20 })
 	resumedAt := time.Now()
 	rs.Resume()
 	resumed := waitResumed(t, 20*time.Second, func() (time.Time, bool) { return l.firstOKAfter(resumedAt) })
@@ -198,13 +198,13 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 			const flushes = 5
 			for range flushes {
 				before := l.ok.Load()
-				poll.Until(t, 10*time.Second, "calls between flushes", func() bool { return l.ok.Load() >= before+20 })
+				testenv.Until(t, 10*time.Second, "calls between flushes", func() bool { return l.ok.Load() >= before+20 })
 				if err := f.flush(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
 			before := l.ok.Load()
-			poll.Until(t, 10*time.Second, "calls after the last flush", func() bool { return l.ok.Load() >= before+20 })
+			testenv.Until(t, 10*time.Second, "calls after the last flush", func() bool { return l.ok.Load() >= before+20 })
 			l.stop()
 			all := l.all()
 			if n := count(all, failed); n > 0 {
@@ -294,7 +294,7 @@ func clusterFailover(t *testing.T, c *redistest.ClusterSet, fullCoverage bool) {
 	l := startLoad(t, p, 3, func(w, i int) *rlsv3.RateLimitRequest {
 		return sluicetest.Request("api", 0, entries("k", others[(w*7+i)%len(others)]))
 	})
-	poll.Until(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
+	testenv.Until(t, 10*time.Second, "the load to run", func() bool { return l.ok.Load() >= 50 })
 
 	if _, err := c.KillMaster(slot); err != nil {
 		t.Fatal(err)
@@ -466,7 +466,7 @@ func TestFailureModes(t *testing.T) {
 	}
 	waitHealth(t, p, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
 	// Back on Redis (which restarted empty): the whole limit of 10 again.
-	poll.Until(t, 10*time.Second, "the error domain to decide again", func() bool {
+	testenv.Until(t, 10*time.Second, "the error domain to decide again", func() bool {
 		_, err := decide(p, "error")
 		return err == nil
 	})
@@ -494,7 +494,7 @@ func TestSentinelFailover(t *testing.T) {
 
 	killed := time.Now()
 	s.KillMaster()
-	poll.Until(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(killed), failed) >= 1 })
+	testenv.Until(t, 10*time.Second, "calls to fail", func() bool { return count(l.since(killed), failed) >= 1 })
 	// Decisions resume with the first admitted call that started after
 	// the first failure.
 	firstFail := time.Now()

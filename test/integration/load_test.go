@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,8 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // callTimeout bounds each call of a load: far above any REDIS_TIMEOUT a
@@ -175,6 +175,6 @@ func health(t *testing.T, p *sluicetest.Process) healthpb.HealthCheckResponse_Se
 func waitHealth(t *testing.T, p *sluicetest.Process, want healthpb.HealthCheckResponse_ServingStatus, timeout time.Duration) time.Duration {
 	t.Helper()
 	t0 := time.Now()
-	poll.Until(t, timeout, "gRPC health "+want.String(), func() bool { return health(t, p) == want })
+	testenv.Until(t, timeout, "gRPC health "+want.String(), func() bool { return health(t, p) == want })
 	return time.Since(t0)
 }

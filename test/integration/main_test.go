@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,9 +13,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluice-rl/sluice/internal/redistest"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
-	"github.com/sluice-rl/sluice/internal/testfile"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // cluster is the Redis Cluster shared by the tests that do not kill nodes;
@@ -69,7 +69,7 @@ func configDir(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, text := range files {
-		testfile.Replace(t, filepath.Join(dir, name), text)
+		testenv.ReplaceFile(t, filepath.Join(dir, name), text)
 	}
 	return dir
 }

@@ -14,8 +14,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluice-rl/sluice/internal/redistest"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // measureCase is one configuration whose Redis memory is measured.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/redistest"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
-	"github.com/sluice-rl/sluice/internal/testfile"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // yearLimit is a one-domain config limiting k to n a year.
@@ -43,14 +42,14 @@ func TestReload(t *testing.T) {
 	}
 	waitLimit := func(domain string, limit uint32) {
 		t.Helper()
-		poll.Until(t, 10*time.Second, fmt.Sprintf("domain %s limit %d", domain, limit), func() bool {
+		testenv.Until(t, 10*time.Second, fmt.Sprintf("domain %s limit %d", domain, limit), func() bool {
 			st := peek(t, p, domain, k)
 			return st.CurrentLimit != nil && st.CurrentLimit.RequestsPerUnit == limit
 		})
 	}
 	waitRejected := func(n int) {
 		t.Helper()
-		poll.Until(t, 10*time.Second, "the reload to be rejected", func() bool {
+		testenv.Until(t, 10*time.Second, "the reload to be rejected", func() bool {
 			return strings.Count(p.Logs(), "config reload rejected") >= n
 		})
 	}
@@ -58,7 +57,7 @@ func TestReload(t *testing.T) {
 	consume(verdict{ok, "", 2, 1})
 
 	// Raise the limit: the count of 1 is kept.
-	testfile.Replace(t, filepath.Join(dir, "r.yaml"), yearLimit("r", "5"))
+	testenv.ReplaceFile(t, filepath.Join(dir, "r.yaml"), yearLimit("r", "5"))
 	waitLimit("r", 5)
 	if got := statusOf(peek(t, p, "r", k)); got != (verdict{ok, "", 5, 4}) {
 		t.Errorf("after raising the limit to 5: %v, want remaining 4 (the count survives)", got)
@@ -70,7 +69,7 @@ func TestReload(t *testing.T) {
 		"domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 7\n",
 		yearLimit("r", "-7"),
 	} {
-		testfile.Replace(t, filepath.Join(dir, "r.yaml"), broken)
+		testenv.ReplaceFile(t, filepath.Join(dir, "r.yaml"), broken)
 		waitRejected(i + 1)
 		if got := statusOf(peek(t, p, "r", k)); got != (verdict{ok, "", 5, 4 - uint32(i)}) {
 			t.Fatalf("after broken file %d: %v, want the old limit 5 serving", i+1, got)
@@ -82,7 +81,7 @@ func TestReload(t *testing.T) {
 	}
 
 	// Fixed: a limit of 7 with 3 counted.
-	testfile.Replace(t, filepath.Join(dir, "r.yaml"), yearLimit("r", "7"))
+	testenv.ReplaceFile(t, filepath.Join(dir, "r.yaml"), yearLimit("r", "7"))
 	waitLimit("r", 7)
 	if got := statusOf(peek(t, p, "r", k)); got != (verdict{ok, "", 7, 4}) {
 		t.Errorf("after the fix: %v, want limit 7 remaining 4", got)
@@ -92,12 +91,12 @@ func TestReload(t *testing.T) {
 	if got := statusOf(peek(t, p, "s", k)); got != (verdict{code: ok}) {
 		t.Fatalf("unknown domain s: %v", got)
 	}
-	testfile.Replace(t, filepath.Join(dir, "s.yaml"), yearLimit("s", "3"))
+	testenv.ReplaceFile(t, filepath.Join(dir, "s.yaml"), yearLimit("s", "3"))
 	waitLimit("s", 3)
 	if err := os.Remove(filepath.Join(dir, "s.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "domain s to go", func() bool { return peek(t, p, "s", k).CurrentLimit == nil })
+	testenv.Until(t, 10*time.Second, "domain s to go", func() bool { return peek(t, p, "s", k).CurrentLimit == nil })
 }
 
 // TestBadConfigAtStart: an invalid config at start is a non-zero exit that

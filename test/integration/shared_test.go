@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // sharedConfig limits one descriptor per algorithm to 100. The windows are

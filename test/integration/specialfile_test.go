@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
-	"github.com/sluice-rl/sluice/internal/testfile"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // mkfifo makes a named pipe at path, or skips the test.
@@ -68,7 +67,7 @@ func TestSpecialFileConfigAtStart(t *testing.T) {
 // blocked on the pipe, and every later change went unseen.
 func TestReloadToSpecialFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.yaml")
-	testfile.Replace(t, path, yearLimit("r", "2"))
+	testenv.ReplaceFile(t, path, yearLimit("r", "2"))
 	p := sluicetest.Start(t, sluicetest.Options{
 		ConfigDir: path,
 		Env:       map[string]string{"BACKEND_TYPE": "memory", "SLUICE_RELOAD_INTERVAL": "50ms"},
@@ -78,7 +77,7 @@ func TestReloadToSpecialFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	mkfifo(t, path)
-	poll.Until(t, 10*time.Second, "the reload to be rejected", func() bool {
+	testenv.Until(t, 10*time.Second, "the reload to be rejected", func() bool {
 		return strings.Contains(p.Logs(), path+": not a regular file or a directory")
 	})
 	if got := statusOf(peek(t, p, "r", k)); got != (verdict{ok, "", 2, 2}) {
@@ -87,8 +86,8 @@ func TestReloadToSpecialFile(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	testfile.Replace(t, path, yearLimit("r", "5"))
-	poll.Until(t, 10*time.Second, "the limit of 5", func() bool {
+	testenv.ReplaceFile(t, path, yearLimit("r", "5"))
+	testenv.Until(t, 10*time.Second, "the limit of 5", func() bool {
 		st := peek(t, p, "r", k)
 		return st.CurrentLimit != nil && st.CurrentLimit.RequestsPerUnit == 5
 	})

@@ -2,13 +2,13 @@ package integration
 
 import (
 	"context"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/redistest"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
 )
 
 // ttlConfig has one descriptor per algorithm, each 5 per 2 seconds.
@@ -80,7 +80,7 @@ func TestKeysExpireWhenIdle(t *testing.T) {
 		report = append(report, k+" "+ttl.String())
 	}
 	t.Logf("keys after one call, with their PTTL:\n%s", strings.Join(report, "\n"))
-	poll.Until(t, 10*time.Second, "every key to expire", func() bool {
+	testenv.Until(t, 10*time.Second, "every key to expire", func() bool {
 		n, err := rc.DBSize(context.Background()).Result()
 		return err == nil && n == 0
 	})

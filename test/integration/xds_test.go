@@ -20,9 +20,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluice-rl/sluice/internal/redistest"
-	"github.com/sluice-rl/sluice/internal/sluicetest"
-	"github.com/sluice-rl/sluice/internal/xdstest"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/sluicetest"
+	"github.com/sluice-rl/sluice/internal/testkit/xdstest"
 )
 
 const xdsNode = "envoy-ratelimit"

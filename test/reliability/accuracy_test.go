@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,9 +11,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -179,7 +179,7 @@ func TestAccuracyUnderLoad(t *testing.T) {
 				return request{key: u, req: rq("acc", desc(a.name, u))}
 			})
 			// About three periods of admissions for every user.
-			poll.Until(t, 60*time.Second, "three periods of admissions", func() bool {
+			testenv.Until(t, 60*time.Second, "three periods of admissions", func() bool {
 				return l.admitted.Load() >= int64(len(users))*(3*accLimit+accLimit)
 			})
 			samples := l.finish()

@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,11 +17,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/reload"
 	"github.com/sluice-rl/sluice/internal/service"
-	"github.com/sluice-rl/sluice/internal/stacktest"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/stacktest"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/identity"
@@ -153,20 +153,20 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 		}
 		return userRequest("faults", "u"+strconv.Itoa(i%4))
 	})
-	poll.Until(t, 20*time.Second, "load running", func() bool { return l.ok.Load() > 4*faultLimit+200 })
+	testenv.Until(t, 20*time.Second, "load running", func() bool { return l.ok.Load() > 4*faultLimit+200 })
 
 	killed := time.Now()
 	srv.Kill()
 	// Keep Redis down until the circuit breaker has opened and one of its
 	// probes has found Redis still dead.
-	poll.Until(t, 10*time.Second, "a breaker probe fails", func() bool { return l.failedAfterCircuit.Load() > 0 })
+	testenv.Until(t, 10*time.Second, "a breaker probe fails", func() bool { return l.failedAfterCircuit.Load() > 0 })
 	restarted := time.Now()
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	// Every user over its limit again, on the restarted (empty) Redis.
 	over := l.over.Load()
-	poll.Until(t, 30*time.Second, "decisions resume", func() bool { return l.over.Load() > over+400 })
+	testenv.Until(t, 30*time.Second, "decisions resume", func() bool { return l.over.Load() > over+400 })
 	samples := l.finish()
 
 	var main, local []sample
@@ -234,7 +234,7 @@ func waitReplicated(t *testing.T, c *goredis.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "replica caught up", func() bool {
+	testenv.Until(t, 10*time.Second, "replica caught up", func() bool {
 		_, replicas, err := replOffsets(context.Background(), c)
 		if err != nil || len(replicas) == 0 {
 			return false
@@ -282,7 +282,7 @@ func TestClusterMasterKilled(t *testing.T) {
 	l := startLoad([]rlsv3.RateLimitServiceClient{st.Client}, 9, time.Millisecond, func(w, i int) request {
 		return userRequest("faults", users[(w+i)%len(users)])
 	})
-	poll.Until(t, 30*time.Second, "every user over its limit", func() bool { return l.ok.Load() > int64(len(users))*faultLimit+300 })
+	testenv.Until(t, 30*time.Second, "every user over its limit", func() bool { return l.ok.Load() > int64(len(users))*faultLimit+300 })
 	// Every write made so far (each user at its limit) has reached the
 	// replica.
 	waitReplicated(t, c.NodeClient(victimMaster))
@@ -297,13 +297,13 @@ func TestClusterMasterKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	errs := l.errs.Load()
-	poll.Until(t, 10*time.Second, "clients see errors", func() bool { return l.errs.Load() > errs+20 })
+	testenv.Until(t, 10*time.Second, "clients see errors", func() bool { return l.errs.Load() > errs+20 })
 	if err := c.WaitHealthy(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	promoted := time.Now()
 	ok := l.ok.Load()
-	poll.Until(t, 30*time.Second, "decisions resume", func() bool { return l.ok.Load() > ok+600 })
+	testenv.Until(t, 30*time.Second, "decisions resume", func() bool { return l.ok.Load() > ok+600 })
 	samples := l.finish()
 
 	perUser := map[string][]sample{}
@@ -354,7 +354,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 		if err := rc.ScriptFlush(context.Background()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		poll.Until(t, 10*time.Second, fmt.Sprintf("decisions after flush %d", i+1), func() bool { return l.ok.Load() > ok+50 })
+		testenv.Until(t, 10*time.Second, fmt.Sprintf("decisions after flush %d", i+1), func() bool { return l.ok.Load() > ok+50 })
 	}
 	samples := l.finish()
 	s := summarize(samples)
@@ -390,16 +390,16 @@ func TestRedisPaused(t *testing.T) {
 	l := startLoad([]rlsv3.RateLimitServiceClient{st.Client}, 8, time.Millisecond, func(w, i int) request {
 		return userRequest("faults", "u"+strconv.Itoa(i%4))
 	})
-	poll.Until(t, 10*time.Second, "load running", func() bool { return l.ok.Load() > 200 })
+	testenv.Until(t, 10*time.Second, "load running", func() bool { return l.ok.Load() > 200 })
 	const pause = 2 * time.Second
 	paused := time.Now()
 	if err := rc.Do(context.Background(), "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
 	errs := l.errs.Load()
-	poll.Until(t, 10*time.Second, "clients see errors", func() bool { return l.errs.Load() > errs+20 })
+	testenv.Until(t, 10*time.Second, "clients see errors", func() bool { return l.errs.Load() > errs+20 })
 	// The pause ends by itself; wait for answers after it.
-	poll.Until(t, 30*time.Second, "decisions resume", func() bool {
+	testenv.Until(t, 30*time.Second, "decisions resume", func() bool {
 		return time.Since(paused) > pause && recentOK(l)
 	})
 	samples := l.finish()
@@ -512,7 +512,7 @@ func TestConfigReplacedBrokenThenFixed(t *testing.T) {
 	l := startLoad([]rlsv3.RateLimitServiceClient{st.Client}, 8, time.Millisecond, func(w, i int) request {
 		return userRequest("faults", "u"+strconv.Itoa(i%4))
 	})
-	poll.Until(t, 10*time.Second, "load running", func() bool { return l.ok.Load() > 4*faultLimit+200 })
+	testenv.Until(t, 10*time.Second, "load running", func() bool { return l.ok.Load() > 4*faultLimit+200 })
 
 	broken := strings.Replace(faultsYAML, "unit: hour", "unit: fortnight", 1)
 	writeConfigVersion(t, dir, 2, broken)
@@ -522,7 +522,7 @@ func TestConfigReplacedBrokenThenFixed(t *testing.T) {
 	}
 	t.Logf("broken config refused: %v", err)
 	ok := l.ok.Load()
-	poll.Until(t, 10*time.Second, "decisions on the last good config", func() bool { return l.ok.Load() > ok+500 })
+	testenv.Until(t, 10*time.Second, "decisions on the last good config", func() bool { return l.ok.Load() > ok+500 })
 	brokenUntil := time.Now()
 
 	const raised = 2 * faultLimit
@@ -533,7 +533,7 @@ func TestConfigReplacedBrokenThenFixed(t *testing.T) {
 	}
 	fixedAt := time.Now()
 	ok = l.ok.Load()
-	poll.Until(t, 10*time.Second, "decisions on the fixed config", func() bool { return l.ok.Load() > ok+4*faultLimit+500 })
+	testenv.Until(t, 10*time.Second, "decisions on the fixed config", func() bool { return l.ok.Load() > ok+4*faultLimit+500 })
 	samples := l.finish()
 
 	s := summarize(samples)

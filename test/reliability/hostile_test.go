@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"math"
 	"net/http"
 	"strings"
@@ -16,9 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluice-rl/sluice/internal/redistest"
 	"github.com/sluice-rl/sluice/internal/service"
-	"github.com/sluice-rl/sluice/internal/testhttp"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 )
@@ -493,7 +493,7 @@ func TestHostileRedis(t *testing.T) {
 func TestHostileJSON(t *testing.T) {
 	st := startStack(t, hostileOptions(newMemory()), hostileYAML)
 	post := func(body string) (int, string) {
-		return testhttp.Post(t, "http://"+st.Server.HTTPAddr()+"/json", body)
+		return testenv.HTTPPost(t, "http://"+st.Server.HTTPAddr()+"/json", body)
 	}
 	many := `{"domain":"hostile","descriptors":[` + strings.TrimSuffix(strings.Repeat(`{"entries":[{"key":"user","value":"x"}]},`, 10000), ",") + `]}`
 	tests := []struct {

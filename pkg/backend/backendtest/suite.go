@@ -30,13 +30,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -85,7 +85,7 @@ type suite struct {
 // env is one subtest's backend, clock, namespace and model.
 type env struct {
 	t     *testing.T
-	clock *fakeclock.Clock // only moves forward
+	clock *testenv.Clock // only moves forward
 	b     backend.Backend
 	ns    string
 	model model
@@ -97,7 +97,7 @@ var base = time.Date(2030, 5, 1, 12, 0, 20, 0, time.UTC)
 
 func (s *suite) env(t *testing.T, start time.Time) *env {
 	t.Helper()
-	c := fakeclock.New(start)
+	c := testenv.NewClock(start)
 	b := s.factory(t, c.Now)
 	if b == nil {
 		t.Fatal("factory returned a nil backend")

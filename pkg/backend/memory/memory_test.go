@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"runtime"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/backendtest"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -20,13 +20,13 @@ func TestContract(t *testing.T) {
 	})
 }
 
-func newClock() *fakeclock.Clock {
-	return fakeclock.New(time.Date(2030, 5, 1, 12, 0, 0, 250_000_000, time.UTC))
+func newClock() *testenv.Clock {
+	return testenv.NewClock(time.Date(2030, 5, 1, 12, 0, 0, 250_000_000, time.UTC))
 }
 
 // newUnswept returns a backend of opts on newClock's clock that never
 // sweeps, closed when the test ends.
-func newUnswept(t *testing.T, opts Options) (*Backend, *fakeclock.Clock) {
+func newUnswept(t *testing.T, opts Options) (*Backend, *testenv.Clock) {
 	t.Helper()
 	clock := newClock()
 	opts.Now, opts.SweepInterval = clock.Now, -1

@@ -3,12 +3,12 @@ package redis
 import (
 	"context"
 	"errors"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
-	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
@@ -57,12 +57,12 @@ func TestBreakerPerNode(t *testing.T) {
 			type run struct {
 				name  string
 				b     *Backend
-				clock *fakeclock.Clock
+				clock *testenv.Clock
 				load  *load
 			}
 			var runs []*run
 			for _, coalesce := range []bool{true, false} {
-				clock := fakeclock.New(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+				clock := testenv.NewClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 				opts := clusterOptions(c)
 				opts.KeyPrefix = "pn:"
 				opts.Timeout = 2 * time.Second // generous: a healthy node must answer within it under -race on a loaded machine
@@ -233,7 +233,7 @@ func TestBreakerNoSlotMap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clock := fakeclock.New(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := newBackend(t, Options{Type: TypeCluster, URL: strings.Join(masters, ","), KeyPrefix: "nomap:",
 		Timeout: 300 * time.Millisecond, Clock: clock.Now, Breaker: BreakerOptions{Failures: 3, OpenFor: time.Minute}})
 	for i := range 3 {

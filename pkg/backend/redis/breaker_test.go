@@ -3,18 +3,18 @@ package redis
 import (
 	"errors"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
 	"github.com/sluice-rl/sluice/pkg/backend"
 )
 
 // testBreakers returns the breakers of a cluster (or not) on clock.
-func testBreakers(cluster bool, failures int, openFor time.Duration, clock *fakeclock.Clock) *breakers {
+func testBreakers(cluster bool, failures int, openFor time.Duration, clock *testenv.Clock) *breakers {
 	o := Options{Breaker: BreakerOptions{Failures: failures, OpenFor: openFor}, Clock: clock.Now}
 	return newBreakers(o, logrus.NewEntry(quietLogger()), cluster)
 }
@@ -120,7 +120,7 @@ func TestBreakers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := fakeclock.New(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+			clock := testenv.NewClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 			s := testBreakers(true, tt.failures, 250*time.Millisecond, clock)
 			for i, st := range tt.steps {
 				clock.Advance(st.advance)
@@ -152,7 +152,7 @@ func TestBreakers(t *testing.T) {
 // TestBreakerProbeIsSingle: while a probe is in flight, the other calls
 // to that node still fail fast, and the other nodes are not affected.
 func TestBreakerProbeIsSingle(t *testing.T) {
-	clock := fakeclock.New(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := testBreakers(true, 1, time.Second, clock)
 	a, other := s.get("a:1"), s.get("b:1")
 	a.allow()
@@ -181,7 +181,7 @@ func TestBreakerProbeIsSingle(t *testing.T) {
 // every address; the error of a fast failure is ErrCircuitOpen and
 // ErrUnavailable, and names the node.
 func TestBreakersByAddress(t *testing.T) {
-	clock := fakeclock.New(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 	tests := []struct {
 		name     string
 		cluster  bool
@@ -230,7 +230,7 @@ func TestBreakersByAddress(t *testing.T) {
 // idle nodes are dropped once there are many, those of failing nodes kept,
 // so the map stays bounded and nothing a breaker knows is lost.
 func TestBreakersPruned(t *testing.T) {
-	clock := fakeclock.New(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := testBreakers(true, 2, time.Second, clock)
 	failing := s.get("failing:1")
 	failing.allow()

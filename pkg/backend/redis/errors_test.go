@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
 )
 
 // TestRedisErrorsReachTheCaller: when Redis refuses a decision, the

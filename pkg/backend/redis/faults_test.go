@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"runtime"
 	"strings"
 	"sync"
@@ -12,9 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fakeclock"
-	"github.com/sluice-rl/sluice/internal/poll"
-	"github.com/sluice-rl/sluice/internal/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
@@ -28,7 +27,7 @@ func decideOne(b *Backend, id string) backend.Result {
 // waitUntil polls cond until it holds, failing t after timeout.
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	poll.Until(t, timeout, what, cond)
+	testenv.Until(t, timeout, what, cond)
 }
 
 // load runs goroutines deciding in a loop until stop is closed, and
@@ -224,7 +223,7 @@ func TestScriptFlushCluster(t *testing.T) {
 // The open period runs on a fake clock.
 func TestBreaker(t *testing.T) {
 	srv := redistest.Standalone(t)
-	clock := fakeclock.New(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := newBackend(t, Options{URL: srv.Addr(), Timeout: 300 * time.Millisecond, Clock: clock.Now,
 		Breaker: BreakerOptions{Failures: 3, OpenFor: 10 * time.Second}})
 	if r := decideOne(b, "brk|a"); r.Err != nil {
@@ -283,7 +282,7 @@ func TestBreaker(t *testing.T) {
 // connections.
 func TestPausedRedis(t *testing.T) {
 	srv := redistest.Standalone(t)
-	clock := fakeclock.New(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testenv.NewClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
 	const timeout = 200 * time.Millisecond
 	b := newBackend(t, Options{URL: srv.Addr(), Timeout: timeout, PoolSize: 4, Clock: clock.Now,
 		Breaker: BreakerOptions{Failures: 5, OpenFor: time.Minute}})

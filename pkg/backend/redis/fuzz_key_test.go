@@ -1,11 +1,11 @@
 package redis
 
 import (
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/fuzzdesc"
 	"github.com/sluice-rl/sluice/pkg/identity"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
@@ -14,10 +14,10 @@ import (
 // time.LoadLocation accepts); "" is none.
 var fuzzZones = []string{"", "UTC", "Asia/Shanghai", "America/Argentina/ComodRivadavia", "Etc/GMT+12"}
 
-// fuzzDescriptor turns fuzz bytes into a descriptor, as fuzzdesc.Decode
+// fuzzDescriptor turns fuzz bytes into a descriptor, as testenv.FuzzDescriptor
 // reads them.
 func fuzzDescriptor(data []byte) (domain string, entries []identity.Entry) {
-	domain, kvs := fuzzdesc.Decode(data)
+	domain, kvs := testenv.FuzzDescriptor(data)
 	for _, kv := range kvs {
 		entries = append(entries, identity.Entry{Key: kv[0], Value: kv[1]})
 	}

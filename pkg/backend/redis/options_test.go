@@ -2,13 +2,12 @@ package redis
 
 import (
 	"context"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/sluice-rl/sluice/internal/wanterr"
 )
 
 func TestOptionsClient(t *testing.T) {
@@ -137,7 +136,7 @@ func TestOptionsClient(t *testing.T) {
 			if err == nil {
 				c, err = newClient(o)
 			}
-			if !wanterr.Check(t, err, tt.wantErr) {
+			if !testenv.WantErr(t, err, tt.wantErr) {
 				return
 			}
 			defer c.Close()

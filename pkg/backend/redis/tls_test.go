@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/internal/redistest"
-	"github.com/sluice-rl/sluice/internal/testpki"
+	"github.com/sluice-rl/sluice/internal/testkit/redistest"
+	"github.com/sluice-rl/sluice/internal/testkit/testpki"
 	"github.com/sluice-rl/sluice/pkg/backend"
 )
 
