@@ -8,7 +8,6 @@ import (
 	"github.com/sluice-rl/sluice/internal/denycache"
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
-	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
 // newDenyCache wraps a Redis backend in the local denial cache, wired to
@@ -52,33 +51,5 @@ func newAnnouncing(ctx context.Context, main backend.Backend) (backend.Backend, 
 		defer close(done)
 		ann.Run(ctx, func(string) {}, func() {}) // nothing cached here to forget
 	}()
-	return &announcing{Backend: r, announce: ann.Announce}, ann, func() { cancel(); <-done }
-}
-
-// announcing is a Redis backend that announces the refunds it accepted and
-// every reset.
-type announcing struct {
-	*redis.Backend
-	announce func(identity string)
-}
-
-var _ backend.Resetter = (*announcing)(nil)
-
-// Decide decides through Redis and announces each accepted refund.
-func (a *announcing) Decide(ctx context.Context, checks []backend.Check) []backend.Result {
-	res := a.Backend.Decide(ctx, checks)
-	for i := range checks {
-		if checks[i].Cost.Refund && i < len(res) && res[i].Err == nil {
-			a.announce(checks[i].Identity)
-		}
-	}
-	return res
-}
-
-// Reset resets through Redis and announces it, even after an error: part
-// of it may have happened.
-func (a *announcing) Reset(ctx context.Context, identity string, rules []limit.Rule) error {
-	err := a.Backend.Reset(ctx, identity, rules)
-	a.announce(identity)
-	return err
+	return ann.Announcing(), ann, func() { cancel(); <-done }
 }

@@ -9,6 +9,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
+
+	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/limit"
 )
 
 // AnnounceChannel is the pub/sub channel, after the key prefix, on which
@@ -153,4 +156,40 @@ func (a *Announcer) publish(ctx context.Context) {
 		a.published.Add(1)
 		a.failing.Store(false)
 	}
+}
+
+// Announcing is the Redis backend of an instance without a local denial
+// cache that still announces, on its Announcer, the refunds it accepted and
+// every reset: the other instances' caches must hear of them whatever this
+// one caches. Get one with Announcer.Announcing.
+type Announcing struct {
+	*Backend
+	announce func(identity string)
+}
+
+var _ backend.Resetter = (*Announcing)(nil)
+
+// Announcing returns a's backend wrapped so that it announces on a each
+// refund it accepts and each reset.
+func (a *Announcer) Announcing() *Announcing {
+	return &Announcing{Backend: a.backend, announce: a.Announce}
+}
+
+// Decide decides through Redis and announces each accepted refund.
+func (a *Announcing) Decide(ctx context.Context, checks []backend.Check) []backend.Result {
+	res := a.Backend.Decide(ctx, checks)
+	for i := range checks {
+		if checks[i].Cost.Refund && i < len(res) && res[i].Err == nil {
+			a.announce(checks[i].Identity)
+		}
+	}
+	return res
+}
+
+// Reset resets through Redis and announces it, even after an error: part
+// of it may have happened.
+func (a *Announcing) Reset(ctx context.Context, identity string, rules []limit.Rule) error {
+	err := a.Backend.Reset(ctx, identity, rules)
+	a.announce(identity)
+	return err
 }
