@@ -23,15 +23,17 @@ type listenerSettings struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
 	MaxConnections    int
+	MaxConnsPerAddr   int
 
 	// The gRPC listener's bounds (server.GRPCLimits; 0: no bound).
-	GRPCMaxStreams     int
-	GRPCMaxHeaderBytes int
-	GRPCMaxConnections int
-	GRPCMaxIdle        time.Duration
-	GRPCRequestTimeout time.Duration
-	MaxInFlight        int
-	MaxInFlightPerConn int
+	GRPCMaxStreams      int
+	GRPCMaxHeaderBytes  int
+	GRPCMaxConnections  int
+	GRPCMaxConnsPerAddr int
+	GRPCMaxIdle         time.Duration
+	GRPCRequestTimeout  time.Duration
+	MaxInFlight         int
+	MaxInFlightPerConn  int
 }
 
 // listenerFlags defines the listener settings on fs; bind records each
@@ -50,12 +52,16 @@ func listenerFlags(fs *flag.FlagSet, bind func(name, env string) string, l *list
 	fs.DurationVar(&l.WriteTimeout, "http-write-timeout", server.DefaultHTTPWriteTimeout, "HTTP: bound from the end of a request's headers to the end of its response"+bind("http-write-timeout", "SLUICE_HTTP_WRITE_TIMEOUT"))
 	fs.DurationVar(&l.IdleTimeout, "http-idle-timeout", server.DefaultHTTPIdleTimeout, "HTTP: close a kept-alive connection idle this long"+bind("http-idle-timeout", "SLUICE_HTTP_IDLE_TIMEOUT"))
 	fs.IntVar(&l.MaxConnections, "http-max-connections", server.DefaultHTTPMaxConnections, "HTTP: most open connections; more are closed at once"+bind("http-max-connections", "SLUICE_HTTP_MAX_CONNECTIONS"))
+	fs.IntVar(&l.MaxConnsPerAddr, "http-max-connections-per-address", server.DefaultHTTPMaxConnectionsPerAddress,
+		"HTTP: most open connections from one remote IP address; the last sixteenth of --http-max-connections is kept for addresses holding fewer than 4 (probes); 0 = no bound"+bind("http-max-connections-per-address", "SLUICE_HTTP_MAX_CONNECTIONS_PER_ADDRESS"))
 	fs.IntVar(&l.GRPCMaxStreams, "grpc-max-concurrent-streams", server.DefaultGRPCMaxConcurrentStreams,
 		"gRPC: most calls open on one connection, advertised to clients (Envoy opens another connection, gRPC clients queue); 0 = no bound"+bind("grpc-max-concurrent-streams", "SLUICE_GRPC_MAX_CONCURRENT_STREAMS"))
 	fs.IntVar(&l.GRPCMaxHeaderBytes, "grpc-max-header-list-bytes", server.DefaultGRPCMaxHeaderListBytes,
 		"gRPC: largest header list of a call, advertised to clients; a larger one is reset; 0 = gRPC's 16 MiB"+bind("grpc-max-header-list-bytes", "SLUICE_GRPC_MAX_HEADER_LIST_BYTES"))
 	fs.IntVar(&l.GRPCMaxConnections, "grpc-max-connections", server.DefaultGRPCMaxConnections,
 		"gRPC: most open connections; more are closed at once; 0 = no bound"+bind("grpc-max-connections", "SLUICE_GRPC_MAX_CONNECTIONS"))
+	fs.IntVar(&l.GRPCMaxConnsPerAddr, "grpc-max-connections-per-address", server.DefaultGRPCMaxConnectionsPerAddress,
+		"gRPC: most open connections from one remote IP address; the last sixteenth of --grpc-max-connections is kept for addresses holding fewer than 4 (probes); 0 = no bound"+bind("grpc-max-connections-per-address", "SLUICE_GRPC_MAX_CONNECTIONS_PER_ADDRESS"))
 	fs.DurationVar(&l.GRPCMaxIdle, "grpc-max-connection-idle", server.DefaultGRPCMaxConnectionIdle,
 		"gRPC: close a connection that has had no call this long (GOAWAY; the client reconnects when it needs to); 0 = never"+bind("grpc-max-connection-idle", "SLUICE_GRPC_MAX_CONNECTION_IDLE"))
 	fs.IntVar(&l.MaxInFlight, "max-in-flight", server.DefaultMaxInFlight,
@@ -90,6 +96,8 @@ func (s *settings) validateListener(bad func(flag, format string, args ...any)) 
 	}{
 		{"grpc-max-concurrent-streams", l.GRPCMaxStreams, math.MaxInt32},
 		{"grpc-max-connections", l.GRPCMaxConnections, math.MaxInt32},
+		{"grpc-max-connections-per-address", l.GRPCMaxConnsPerAddr, math.MaxInt32},
+		{"http-max-connections-per-address", l.MaxConnsPerAddr, math.MaxInt32},
 		{"max-in-flight", l.MaxInFlight, math.MaxInt32},
 		{"grpc-max-in-flight-per-connection", l.MaxInFlightPerConn, math.MaxInt32},
 	} {
@@ -151,6 +159,7 @@ func (l *listenerSettings) grpcLimits() server.GRPCLimits {
 		MaxConcurrentStreams:     uint32(l.GRPCMaxStreams),
 		MaxHeaderListBytes:       uint32(l.GRPCMaxHeaderBytes),
 		MaxConnections:           l.GRPCMaxConnections,
+		MaxConnectionsPerAddress: l.GRPCMaxConnsPerAddr,
 		MaxConnectionIdle:        l.GRPCMaxIdle,
 		MaxInFlight:              l.MaxInFlight,
 		MaxInFlightPerConnection: l.MaxInFlightPerConn,
@@ -161,11 +170,12 @@ func (l *listenerSettings) grpcLimits() server.GRPCLimits {
 // httpLimits are the server's HTTP limits for these settings.
 func (l *listenerSettings) httpLimits() server.HTTPLimits {
 	return server.HTTPLimits{
-		ReadHeaderTimeout: l.ReadHeaderTimeout,
-		ReadTimeout:       l.ReadTimeout,
-		WriteTimeout:      l.WriteTimeout,
-		IdleTimeout:       l.IdleTimeout,
-		MaxConnections:    l.MaxConnections,
+		ReadHeaderTimeout:        l.ReadHeaderTimeout,
+		ReadTimeout:              l.ReadTimeout,
+		WriteTimeout:             l.WriteTimeout,
+		IdleTimeout:              l.IdleTimeout,
+		MaxConnections:           l.MaxConnections,
+		MaxConnectionsPerAddress: l.MaxConnsPerAddr,
 	}
 }
 

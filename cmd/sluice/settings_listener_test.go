@@ -21,16 +21,16 @@ func TestListenerSettings(t *testing.T) {
 	}{
 		{"defaults", nil, nil, server.Access{}, server.HTTPLimits{
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second,
-			IdleTimeout: 60 * time.Second, MaxConnections: 1024,
+			IdleTimeout: 60 * time.Second, MaxConnections: 1024, MaxConnectionsPerAddress: 256,
 		}},
 		{"environment", nil, slices.Concat(mtls, []string{"SLUICE_HTTP_TLS=true", "SLUICE_JSON=on", "SLUICE_PRIVILEGED_REQUESTS=trusted",
 			"SLUICE_TRUSTED_CLIENT_SANS=a.example, spiffe://x/y", "SLUICE_HTTP_READ_TIMEOUT=2s", "SLUICE_HTTP_READ_HEADER_TIMEOUT=1s",
-			"SLUICE_HTTP_WRITE_TIMEOUT=3s", "SLUICE_HTTP_IDLE_TIMEOUT=4s", "SLUICE_HTTP_MAX_CONNECTIONS=5"}),
+			"SLUICE_HTTP_WRITE_TIMEOUT=3s", "SLUICE_HTTP_IDLE_TIMEOUT=4s", "SLUICE_HTTP_MAX_CONNECTIONS=5", "SLUICE_HTTP_MAX_CONNECTIONS_PER_ADDRESS=2"}),
 			server.Access{HTTPTLS: true, JSON: server.JSONOn, Privileged: server.PrivilegedTrusted, TrustedSANs: []string{"a.example", "spiffe://x/y"}},
-			server.HTTPLimits{ReadHeaderTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 3 * time.Second, IdleTimeout: 4 * time.Second, MaxConnections: 5}},
+			server.HTTPLimits{ReadHeaderTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 3 * time.Second, IdleTimeout: 4 * time.Second, MaxConnections: 5, MaxConnectionsPerAddress: 2}},
 		{"flags", []string{"--json=off", "--privileged-requests=none"}, nil, server.Access{JSON: server.JSONOff, Privileged: server.PrivilegedNone}, server.HTTPLimits{
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second,
-			IdleTimeout: 60 * time.Second, MaxConnections: 1024,
+			IdleTimeout: 60 * time.Second, MaxConnections: 1024, MaxConnectionsPerAddress: 256,
 		}},
 	}
 	for _, tt := range tests {
@@ -83,15 +83,15 @@ func TestGRPCLimitSettings(t *testing.T) {
 		env  []string
 		want server.GRPCLimits
 	}{
-		{"defaults", nil, nil, server.GRPCLimits{MaxConcurrentStreams: 1024, MaxHeaderListBytes: 65536, MaxConnections: 16384,
+		{"defaults", nil, nil, server.GRPCLimits{MaxConcurrentStreams: 1024, MaxHeaderListBytes: 65536, MaxConnections: 16384, MaxConnectionsPerAddress: 4096,
 			MaxConnectionIdle: time.Hour, MaxInFlight: 10000, MaxInFlightPerConnection: 1000, RequestTimeout: 5 * time.Second}},
 		{"environment", nil, []string{"SLUICE_GRPC_MAX_CONCURRENT_STREAMS=100", "SLUICE_GRPC_MAX_HEADER_LIST_BYTES=8192",
 			"SLUICE_GRPC_MAX_CONNECTIONS=50", "SLUICE_GRPC_MAX_CONNECTION_IDLE=10m", "SLUICE_MAX_IN_FLIGHT=2000",
-			"SLUICE_GRPC_MAX_IN_FLIGHT_PER_CONNECTION=300", "SLUICE_GRPC_REQUEST_TIMEOUT=2s"},
+			"SLUICE_GRPC_MAX_IN_FLIGHT_PER_CONNECTION=300", "SLUICE_GRPC_REQUEST_TIMEOUT=2s", "SLUICE_GRPC_MAX_CONNECTIONS_PER_ADDRESS=7"},
 			server.GRPCLimits{MaxConcurrentStreams: 100, MaxHeaderListBytes: 8192, MaxConnections: 50, MaxConnectionIdle: 10 * time.Minute, MaxInFlight: 2000,
-				MaxInFlightPerConnection: 300, RequestTimeout: 2 * time.Second}},
+				MaxInFlightPerConnection: 300, RequestTimeout: 2 * time.Second, MaxConnectionsPerAddress: 7}},
 		{"flags: no bounds", []string{"--grpc-max-concurrent-streams=0", "--grpc-max-header-list-bytes=0", "--grpc-max-connections=0",
-			"--grpc-max-connection-idle=0", "--max-in-flight=0", "--grpc-max-in-flight-per-connection=0", "--grpc-request-timeout=0"}, nil,
+			"--grpc-max-connection-idle=0", "--max-in-flight=0", "--grpc-max-in-flight-per-connection=0", "--grpc-request-timeout=0", "--grpc-max-connections-per-address=0"}, nil,
 			server.GRPCLimits{}},
 	}
 	for _, tt := range tests {

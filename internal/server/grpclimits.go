@@ -30,6 +30,10 @@ const (
 	// DefaultGRPCMaxConnections bounds the gRPC listener's open
 	// connections: each Envoy worker thread holds one or a few.
 	DefaultGRPCMaxConnections = 16384
+	// DefaultGRPCMaxConnectionsPerAddress bounds one remote address's
+	// gRPC connections: a quarter of DefaultGRPCMaxConnections. An Envoy
+	// holds one per worker thread.
+	DefaultGRPCMaxConnectionsPerAddress = DefaultGRPCMaxConnections / 4
 	// DefaultMaxInFlight bounds the calls being received or answered at
 	// once, over all connections, gRPC and /json.
 	DefaultMaxInFlight = 10000
@@ -72,6 +76,11 @@ type GRPCLimits struct {
 	// accepted beyond it is closed at once, and a warning is logged when
 	// the listener reaches the bound.
 	MaxConnections int
+	// MaxConnectionsPerAddress bounds the open connections of one remote
+	// IP address; with it, the last sixteenth of MaxConnections is kept
+	// for addresses that hold fewer than four, so that a gRPC health prober is
+	// answered whatever other clients hold. 0 means no such bound.
+	MaxConnectionsPerAddress int
 	// MaxConnectionIdle closes, with a GOAWAY, a connection that has had
 	// no call open for this long, so that idle connections do not hold
 	// MaxConnections' places (nor memory) for ever.

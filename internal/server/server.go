@@ -168,13 +168,13 @@ func New(o Options) (*Server, error) {
 	if s.grpcLn, err = listenGRPC(o); err != nil {
 		return nil, err
 	}
-	s.grpcLimit = newLimitListener(s.grpcLn, o.GRPCLimits.MaxConnections, "gRPC", s.log)
+	s.grpcLimit = newLimitListener(s.grpcLn, o.GRPCLimits.MaxConnections, o.GRPCLimits.MaxConnectionsPerAddress, "gRPC", s.log)
 	s.grpcLn = s.grpcLimit
 	if s.httpLn, err = net.Listen("tcp", o.HTTPAddr); err != nil {
 		s.grpcLn.Close()
 		return nil, fmt.Errorf("server: listen for HTTP on %s: %w", o.HTTPAddr, err)
 	}
-	s.httpLn = newLimitListener(s.httpLn, o.HTTPLimits.MaxConnections, "HTTP", s.log)
+	s.httpLn = newLimitListener(s.httpLn, o.HTTPLimits.MaxConnections, o.HTTPLimits.MaxConnectionsPerAddress, "HTTP", s.log)
 	if o.Access.HTTPTLS {
 		cfg, err := newHTTPTLS(*o.TLS, s.log)
 		if err != nil {
