@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/server"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/pkg/backend"
+	"github.com/sluice-rl/sluice/pkg/backend/redis"
 )
 
 // adminSettings are the SLUICE_ADMIN_* settings.
@@ -23,6 +26,9 @@ type adminSettings struct {
 	Addr                   string // "off" disables the listener
 	TLSCert, TLSKey, TLSCA string
 	TokenFile              string
+	// Peers and Advertise feed the live page's fleet view.
+	Peers     string // comma-separated admin addresses of other instances
+	Advertise string // this instance's admin address, announced in Redis
 }
 
 // adminFlags defines the admin listener's flags with serveFlags' str.
@@ -33,6 +39,19 @@ func adminFlags(str func(p *string, name, env, def, usage string), a *adminSetti
 	str(&a.TLSKey, "admin-tls-key", "SLUICE_ADMIN_TLS_KEY", "", "admin listener's TLS key file")
 	str(&a.TLSCA, "admin-tls-client-cacert", "SLUICE_ADMIN_TLS_CLIENT_CACERT", "", "CA file; when set, admin clients must present a certificate it signed")
 	str(&a.TokenFile, "admin-token-file", "SLUICE_ADMIN_TOKEN_FILE", "", "file holding the bearer token every admin request must present (re-read when it changes)")
+	str(&a.Peers, "admin-peers", "SLUICE_ADMIN_PEERS", "", "comma-separated admin addresses (host:port or URLs) of the other instances, shown with this one in the live page's fleet view")
+	str(&a.Advertise, "admin-advertise", "SLUICE_ADMIN_ADVERTISE", "", "this instance's admin address as the other instances reach it (host:port or URL); with Redis it is announced there, so every instance's live page finds every other")
+}
+
+// adminPeers splits SLUICE_ADMIN_PEERS.
+func adminPeers(list string) []string {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // adminWiring is what serve hands the admin listener.
@@ -96,6 +115,15 @@ func startAdmin(s *settings, log *logrus.Logger, w *adminWiring, svc *service.Se
 		}
 	}
 	host, _ := os.Hostname()
+	// With Redis every instance lists the others announced there, and
+	// announces itself when it knows how the others reach it.
+	var roster *redis.Roster
+	if b.redis != nil {
+		roster = b.redis.NewRoster(s.Admin.Advertise)
+		if s.Admin.Advertise == "" {
+			log.Info("admin: SLUICE_ADMIN_ADVERTISE unset: this instance is not announced to the other instances' fleet view")
+		}
+	}
 	kind := s.backend()
 	if kind == "redis" {
 		kind = "redis " + cmp.Or(s.Redis.Type, "single")
@@ -118,6 +146,9 @@ func startAdmin(s *settings, log *logrus.Logger, w *adminWiring, svc *service.Se
 		Reloads:    reloads,
 		Reflection: srv,
 		Logger:     log,
+		Peers:      adminPeers(s.Admin.Peers),
+		Directory:  directory(roster),
+		Advertise:  s.Admin.Advertise,
 	})
 	if err != nil && addr == admin.DefaultAddr && errors.Is(err, syscall.EADDRINUSE) {
 		// Only the default: an address the operator chose must work.
@@ -128,8 +159,22 @@ func startAdmin(s *settings, log *logrus.Logger, w *adminWiring, svc *service.Se
 		return nil, err
 	}
 	return func(ctx context.Context) {
+		var wg sync.WaitGroup
+		if roster != nil {
+			wg.Go(func() { roster.Run(ctx) })
+		}
 		if err := a.Serve(ctx); err != nil {
 			log.WithError(err).Error("admin listener failed")
 		}
+		wg.Wait()
 	}, nil
+}
+
+// directory is roster as the admin listener's Directory: nil (no
+// discovery) without Redis.
+func directory(roster *redis.Roster) admin.Directory {
+	if roster == nil {
+		return nil
+	}
+	return roster
 }

@@ -28,6 +28,8 @@ type backends struct {
 	announcer *redis.Announcer
 	// stopCache stops what keeps the cache in step with other instances.
 	stopCache func()
+	// redis is the Redis backend under main; nil with the memory backend.
+	redis *redis.Backend
 }
 
 // newBackends builds the backend s selects. A Redis that is down at start
@@ -52,6 +54,7 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBa
 	log.WithFields(logrus.Fields{"chosen_by": why, "type": s.Redis.Type, "url": redactURL(s.Redis.URL), "socket": s.Redis.SocketType}).
 		Info("backend: redis")
 	b := &backends{main: main, local: memory.New(memory.Options{MaxDescriptors: s.MemoryMaxDescriptors})}
+	b.redis, _ = main.(*redis.Backend)
 	if s.LocalCache {
 		// Known denials are answered in process until Redis said they end,
 		// so an abusive client costs no round trip (internal/denycache).

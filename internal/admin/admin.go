@@ -10,6 +10,7 @@
 //	/api/v1/counters        a descriptor's counters, without consuming (GET)
 //	/api/v1/counters/reset  forget a descriptor's state (POST)
 //	/api/v1/top             heavy hitters by denials or hits
+//	/api/v1/fleet           every instance's status (fleet.go)
 //	gRPC reflection         over HTTP/2 (grpcurl -plaintext, or with TLS)
 //
 // Counter lookups and resets are written to the log with who asked.
@@ -90,6 +91,15 @@ type Options struct {
 	Logger logrus.FieldLogger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	// Peers are the admin addresses ("host:port", or URLs) of the other
+	// instances the fleet view asks (SLUICE_ADMIN_PEERS); Directory, when
+	// not nil, finds more (the instances announced in the shared Redis).
+	// Advertise is this instance's own address as the others reach it,
+	// so that the view does not ask it twice.
+	Peers     []string
+	Directory Directory
+	Advertise string
 }
 
 // Info describes the instance.
@@ -195,6 +205,7 @@ func New(o Options) (*Server, error) {
 	mux.HandleFunc("GET /api/v1/counters", s.handleCountersGet)
 	mux.HandleFunc("POST /api/v1/counters/reset", s.handleCountersReset)
 	mux.HandleFunc("GET /api/v1/top", s.handleTop)
+	mux.HandleFunc("GET /api/v1/fleet", s.handleFleet)
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)

@@ -48,18 +48,30 @@ func newFixture(t *testing.T, opts Options) *fixture {
 // backend.Resetter, with clock for the admin listener and its observer.
 func newFixtureOn(t *testing.T, clock *testenv.Clock, b backend.Backend, opts Options) *fixture {
 	t.Helper()
+	return newFixtureConfig(t, clock, b, service.Options{}, testConfig, opts)
+}
+
+// newFixtureConfig is newFixtureOn with the service's options (its
+// backend, observer and logger are set here) and configuration.
+func newFixtureConfig(t *testing.T, clock *testenv.Clock, b backend.Backend, so service.Options, cfg string, opts Options) *fixture {
+	t.Helper()
 	top := hitters.New(hitters.Options{Now: clock.Now})
 	obs := NewObserver(top, clock.Now)
-	svc := service.New(service.Options{Backend: b, Observer: obs, Logger: stacktest.QuietLogger()})
-	svc.SetConfig(stacktest.ParseConfig(t, testConfig))
+	so.Backend, so.Observer, so.Logger = b, obs, stacktest.QuietLogger()
+	svc := service.New(so)
+	svc.SetConfig(stacktest.ParseConfig(t, cfg))
 	opts.Addr = "127.0.0.1:0"
 	opts.Looker, opts.Backend, opts.Resetters = svc, b, []backend.Resetter{b.(backend.Resetter)}
 	opts.Observer, opts.Top, opts.Now = obs, top, clock.Now
 	if opts.Logger == nil {
 		opts.Logger = stacktest.QuietLogger()
 	}
-	opts.Info = Info{Version: "test", Hostname: "test-host", PID: 1, Started: clock.Now(), Backend: "memory",
-		Listeners: map[string]string{"grpc": "127.0.0.1:8081"}}
+	kind := opts.Info.Backend
+	if kind == "" {
+		kind = "memory"
+	}
+	opts.Info = Info{Version: "test", Hostname: "test-host", PID: 1, Started: clock.Now(), Backend: kind,
+		Listeners: map[string]string{"grpc": "127.0.0.1:8081", "http": "127.0.0.1:8080"}}
 	opts.ConfigText = func() string { return svc.Config().Dump() }
 	a, err := New(opts)
 	if err != nil {

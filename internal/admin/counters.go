@@ -415,6 +415,19 @@ type Status struct {
 	Config   ConfigStatus  `json:"config"`
 	Backend  BackendStatus `json:"backend"`
 	Rates    []Rate        `json:"rates"`
+	// Now is every domain's last full 10 s added up.
+	Now Totals `json:"now"`
+	// Problems are the reasons calls or descriptors went wrong.
+	Problems []Problem `json:"problems"`
+}
+
+// Totals are an instance's rates over the last full 10 s, every domain
+// added up.
+type Totals struct {
+	DecisionsPerSecond float64 `json:"decisions_per_second"`
+	DenialsPerSecond   float64 `json:"denials_per_second"`
+	ShadowPerSecond    float64 `json:"shadow_denials_per_second"`
+	ProblemsPerSecond  float64 `json:"problems_per_second"`
 }
 
 // ConfigStatus is the configuration in use and the last reload.
@@ -430,11 +443,24 @@ type ConfigStatus struct {
 
 // BackendStatus is a Ping of the backend, timed.
 type BackendStatus struct {
-	Kind      string  `json:"kind"`
-	Healthy   bool    `json:"healthy"`
+	Kind    string `json:"kind"`
+	Healthy bool   `json:"healthy"`
+	// State says it in words: "in process" (the embedded backend, nothing
+	// to reach), "answering" (the ping succeeded) or "not answering" (it
+	// failed, with Error).
+	State string `json:"state"`
+	// LatencyMS is how long the ping took: until the answer when healthy,
+	// until the failure otherwise.
 	LatencyMS float64 `json:"latency_ms"`
 	Error     string  `json:"error,omitempty"`
 }
+
+// The backend states.
+const (
+	stateInProcess = "in process"
+	stateAnswering = "answering"
+	stateDown      = "not answering"
+)
 
 // pingTimeout bounds the backend ping of a status request.
 const pingTimeout = 2 * time.Second
@@ -468,12 +494,28 @@ func (s *Server) status(ctx context.Context) Status {
 		st.Backend.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
 		cancel()
 		st.Backend.Healthy = err == nil
+		st.Backend.State = stateAnswering
 		if err != nil {
 			st.Backend.Error = err.Error()
+			st.Backend.State = stateDown
+		} else if st.Backend.Kind == "memory" {
+			st.Backend.State = stateInProcess
 		}
 	}
+	st.Problems = []Problem{}
 	if s.opts.Observer != nil {
 		st.Rates = s.opts.Observer.Rates()
+		st.Problems = s.opts.Observer.Problems()
+	}
+	for _, r := range st.Rates {
+		if n := len(r.Decisions); n > 0 {
+			st.Now.DecisionsPerSecond += r.Decisions[n-1]
+			st.Now.DenialsPerSecond += r.Denials[n-1]
+			st.Now.ShadowPerSecond += r.Shadow[n-1]
+		}
+	}
+	for _, p := range st.Problems {
+		st.Now.ProblemsPerSecond += p.PerSecond
 	}
 	return st
 }

@@ -39,13 +39,15 @@ type Observer struct {
 	// Both guarded by mu.
 	all   []*series
 	other *series
+	// problems are the calls and descriptors that went wrong, by reason.
+	problems problemSet
 }
 
 // series is one domain's counts per rate bucket: slot i holds bucket
 // number n when n is i modulo rateBuckets, tagged with n (tally).
 type series struct {
-	name               string
-	decisions, denials [rateBuckets]tally
+	name                       string
+	decisions, denials, shadow [rateBuckets]tally
 }
 
 // tally is one bucket's count, tagged with its bucket number: the bucket
@@ -94,12 +96,19 @@ func NewObserver(top *hitters.Tracker, now func() time.Time) *Observer {
 	return o
 }
 
-// Descriptor counts one decided descriptor.
+// Descriptor counts one decided descriptor: a decision, a denial or a
+// shadow-mode denial (a node's shadow_mode answered OK; not a denial, and
+// not in the top denied), and a problem when the backend failed or the
+// descriptor was invalid.
 func (o *Observer) Descriptor(ev service.DescriptorEvent) {
+	if ev.BackendErr != nil || ev.Outcome == service.OutcomeInvalid {
+		o.descriptorProblem(&ev)
+	}
 	if ev.Outcome != service.OutcomeOK && ev.Outcome != service.OutcomeOverLimit {
 		return
 	}
-	denied := ev.Outcome == service.OutcomeOverLimit
+	shadowed := ev.Outcome == service.OutcomeOverLimit && ev.Shadow
+	denied := ev.Outcome == service.OutcomeOverLimit && !ev.Shadow
 	now := o.now()
 	if !ev.Cost.Refund {
 		binding, reset := "", time.Duration(0)
@@ -119,8 +128,11 @@ func (o *Observer) Descriptor(ev service.DescriptorEvent) {
 		s = o.series(ev.Domain)
 	}
 	s.decisions[i].add(n)
-	if denied {
+	switch {
+	case denied:
 		s.denials[i].add(n)
+	case shadowed:
+		s.shadow[i].add(n)
 	}
 }
 
@@ -162,8 +174,13 @@ func (o *Observer) series(domain string) *series {
 	return s
 }
 
-// Request does nothing: rates count descriptors.
-func (o *Observer) Request(service.RequestEvent) {}
+// Request counts a call that failed or was refused, by reason (rates
+// count descriptors).
+func (o *Observer) Request(ev service.RequestEvent) {
+	if ev.Err != nil || ev.Refused != "" {
+		o.requestProblem(&ev)
+	}
+}
 
 // ruleName names a rule for people: its name, else its id (an override
 // rule is named "override <id>").
@@ -184,9 +201,12 @@ type Rate struct {
 	Start time.Time `json:"start"`
 	// StepSeconds is the width of each point.
 	StepSeconds float64 `json:"step_seconds"`
-	// Decisions and Denials are per-second rates, one per point.
+	// Decisions, Denials and Shadow are per-second rates, one per point:
+	// every decided descriptor, those answered OVER_LIMIT, and those a
+	// node's shadow_mode answered OK instead (not denials).
 	Decisions []float64 `json:"decisions_per_second"`
 	Denials   []float64 `json:"denials_per_second"`
+	Shadow    []float64 `json:"shadow_denials_per_second"`
 }
 
 // Rates returns every domain's last 15 minutes, the current (partial)
@@ -201,12 +221,13 @@ func (o *Observer) Rates() []Rate {
 	out := make([]Rate, 0, len(all))
 	for _, s := range all {
 		r := Rate{Domain: s.name, Start: time.Unix(0, first*int64(rateBucket)).UTC(), StepSeconds: rateBucket.Seconds(),
-			Decisions: make([]float64, rateBuckets-1), Denials: make([]float64, rateBuckets-1)}
+			Decisions: make([]float64, rateBuckets-1), Denials: make([]float64, rateBuckets-1), Shadow: make([]float64, rateBuckets-1)}
 		for k := range rateBuckets - 1 {
 			n := first + int64(k)
 			i := int(n % rateBuckets)
 			r.Decisions[k] = float64(s.decisions[i].get(n)) / rateBucket.Seconds()
 			r.Denials[k] = float64(s.denials[i].get(n)) / rateBucket.Seconds()
+			r.Shadow[k] = float64(s.shadow[i].get(n)) / rateBucket.Seconds()
 		}
 		out = append(out, r)
 	}

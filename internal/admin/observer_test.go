@@ -1,14 +1,18 @@
 package admin
 
 import (
+	"errors"
 	"fmt"
-	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/sluice-rl/sluice/internal/hitters"
 	"github.com/sluice-rl/sluice/internal/service"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
@@ -149,3 +153,94 @@ func TestObserverDomainsBound(t *testing.T) {
 		t.Errorf("the domain map holds %d names, want its bound %d", n, maxRateNames)
 	}
 }
+
+// TestObserverProblemsAndShadow: each kind of failed, refused or
+// malformed call and each failure-mode answer is counted under its own
+// reason with its last error text; a shadow-mode denial counts as shadow,
+// not as a denial, and stays out of the top denied.
+func TestObserverProblemsAndShadow(t *testing.T) {
+	clock := testenv.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	top := hitters.New(hitters.Options{Now: clock.Now})
+	o := NewObserver(top, clock.Now)
+	down := errors.New("redis: connection refused")
+	backendFailed := func(mode descriptor.FailureMode) service.DescriptorEvent {
+		ev := decided("api", "u", false)
+		ev.BackendErr, ev.FailureMode = down, mode
+		return ev
+	}
+	invalid := decided("api", "u", false)
+	invalid.Outcome = service.OutcomeInvalid
+	shadow := decided("api", "shadowed", true)
+	shadow.Shadow = true
+	events := []struct {
+		req  *service.RequestEvent
+		desc *service.DescriptorEvent
+		n    int
+	}{
+		{req: &service.RequestEvent{Domain: "api", Err: status.Error(codes.Unavailable, "backend could not decide: "+down.Error())}, n: 3},
+		{req: &service.RequestEvent{Domain: "api", Err: status.Error(codes.InvalidArgument, "too many"), Refused: service.RefusedDescriptors}, n: 2},
+		{req: &service.RequestEvent{Err: status.Error(codes.InvalidArgument, "rate limit domain must not be empty")}, n: 1},
+		{req: &service.RequestEvent{Domain: "api", Err: status.Error(codes.Canceled, "context canceled")}, n: 1},
+		{req: &service.RequestEvent{Domain: "api"}, n: 5}, // a success: no problem
+		{desc: ptr(backendFailed(descriptor.FailureAllow)), n: 4},
+		{desc: ptr(backendFailed(descriptor.FailureDeny)), n: 1},
+		{desc: ptr(backendFailed(descriptor.FailureLocal)), n: 1},
+		{desc: &invalid, n: 2},
+		{desc: &shadow, n: 6},
+	}
+	for _, e := range events {
+		for range e.n {
+			if e.req != nil {
+				o.Request(*e.req)
+			} else {
+				o.Descriptor(*e.desc)
+			}
+		}
+	}
+	clock.Advance(rateBucket)
+	got := map[string]Problem{}
+	for _, p := range o.Problems() {
+		got[p.Reason] = p
+	}
+	for reason, want := range map[string]struct {
+		n    uint64
+		last string
+	}{
+		"call failed: Unavailable":           {3, "backend could not decide: redis: connection refused"},
+		"call refused: descriptors":          {2, "too many"},
+		"call invalid":                       {1, "rate limit domain must not be empty"},
+		"call canceled":                      {1, "context canceled"},
+		"backend failed: failure_mode allow": {4, "redis: connection refused"},
+		"backend failed: failure_mode deny":  {1, "redis: connection refused"},
+		"backend failed: failure_mode local": {1, "redis: connection refused"},
+		"descriptor invalid":                 {2, ""},
+	} {
+		p, ok := got[reason]
+		if !ok {
+			t.Errorf("no problem %q (have %v)", reason, got)
+			continue
+		}
+		if p.Last15m != want.n || p.PerSecond != float64(want.n)/rateBucket.Seconds() || p.LastError != want.last || p.Meaning == "" {
+			t.Errorf("%s: %+v, want %d with last error %q", reason, p, want.n, want.last)
+		}
+	}
+	if len(got) != 8 {
+		t.Errorf("%d problems, want 8: %v", len(got), got)
+	}
+	rates := o.Rates()
+	var denials, shadows float64
+	for _, r := range rates {
+		for k := range r.Denials {
+			denials += r.Denials[k] * r.StepSeconds
+			shadows += r.Shadow[k] * r.StepSeconds
+		}
+	}
+	if denials != 0 || shadows != 6 {
+		t.Errorf("%v denials and %v shadow-mode denials, want 0 and 6", denials, shadows)
+	}
+	if d := top.Top(hitters.Denials, hitters.Minute, "", "", 10); len(d) != 0 {
+		t.Errorf("shadow-mode denials in the top denied: %v", d)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

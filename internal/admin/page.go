@@ -30,15 +30,21 @@ type pageData struct {
 	// Estimated is true when some row's count is a range.
 	Estimated  bool
 	RefreshSec int
+	// Fleet is every instance found; nil when there is no fleet to show.
+	Fleet *Fleet
+	// HTTP is the address of the service's HTTP listener (/metrics), if
+	// known.
+	HTTP string
 }
 
 // chart is one domain's decisions/s and denials/s as SVG polylines.
 type chart struct {
-	Domain              string
-	Decisions, Denials  string // polyline points
-	Max                 string // the y axis' top, formatted
-	LastDec, LastDenial string
-	W, H                float64
+	Domain                     string
+	Decisions, Denials, Shadow string // polyline points
+	Max                        string // the y axis' top, formatted
+	LastDec, LastDenial        string
+	LastShadow                 string
+	W, H                       float64
 }
 
 // topRow is one heavy hitter, formatted.
@@ -64,7 +70,11 @@ func newTopRow(e hitters.Entry) topRow {
 func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 	st := s.status(r.Context())
 	now := s.opts.Now()
-	d := pageData{Status: st, Now: now.UTC(), RefreshSec: 10}
+	d := pageData{Status: st, Now: now.UTC(), RefreshSec: 10, HTTP: st.Instance.Listeners["http"]}
+	if s.fleetOn() {
+		f := s.fleet(r.Context(), st)
+		d.Fleet = &f
+	}
 	for _, rt := range st.Rates {
 		d.Charts = append(d.Charts, newChart(rt))
 	}
@@ -105,8 +115,12 @@ func newChart(r Rate) chart {
 	c := chart{Domain: r.Domain, Max: formatRate(top), W: chartW, H: chartH}
 	c.Decisions = points(r.Decisions, top)
 	c.Denials = points(r.Denials, top)
+	c.Shadow = points(r.Shadow, top)
 	if n := len(r.Decisions); n > 0 {
 		c.LastDec, c.LastDenial = formatRate(r.Decisions[n-1]), formatRate(r.Denials[n-1])
+		if len(r.Shadow) == n {
+			c.LastShadow = formatRate(r.Shadow[n-1])
+		}
 	}
 	return c
 }
@@ -153,6 +167,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		}
 		return t.UTC().Format(time.RFC3339)
 	},
+	"rate": formatRate,
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="refresh" content="{{.RefreshSec}}">
@@ -173,21 +188,25 @@ code{font:12px ui-monospace,monospace;word-break:break-all}
 .err{background:#fdecec;border:1px solid #f3b5b5;padding:6px 8px;border-radius:4px}
 .legend span{margin-right:14px}.dec{color:#2563eb}.den{color:#dc2626}
 svg{background:#fbfcfd;border:1px solid #eceff2}
+nav{background:#e8edf3;padding:6px 20px;font-size:13px}nav a{margin-right:16px;color:#1b3a5c}
+.sh{color:#d97706}.wide{grid-column:1/-1}tr.down td{background:#fdecec}.warn{color:#b45309;font-weight:600}
 </style></head><body>
 <header><h1>sluice</h1>
 <span>{{.Instance.Hostname}}</span><span>version {{.Instance.Version}}</span>
 <span>up {{.Uptime}}</span><span>config <code>{{.Config.Version}}</code></span>
 <span>{{.Now.Format "15:04:05"}} UTC</span></header>
+<nav id="links" aria-label="admin endpoints"><a href="/">live page</a><a href="/rlconfig">/rlconfig</a><a href="/api/v1/status">/api/v1/status</a><a href="/api/v1/fleet">/api/v1/fleet</a><a href="/api/v1/top?by=denials&amp;window=1m">/api/v1/top</a><a href="/api/v1/counters">/api/v1/counters</a> <span title="POST, with domain and entries">(POST /api/v1/counters/reset)</span> <a href="/debug/pprof/">/debug/pprof/</a><span title="on this listener, over HTTP/2">gRPC reflection</span>{{with .HTTP}} · <a href="http://{{.}}/metrics">/metrics</a> <a href="http://{{.}}/healthcheck">/healthcheck</a> (HTTP port){{end}}</nav>
 <main>
 <section id="rates"><h2>Decisions and denials per second, last 15 minutes</h2>
-<div class="legend"><span class="dec">━ decisions/s</span><span class="den">━ denials/s</span></div>
-{{range .Charts}}<h3 style="font-size:14px;margin:10px 0 4px">{{.Domain}} <small>now {{.LastDec}} decided, {{.LastDenial}} denied</small></h3>
+<div class="legend"><span class="dec">━ decisions/s</span><span class="den">━ denials/s</span><span class="sh">━ shadow-mode denials/s (answered OK)</span></div>
+{{range .Charts}}<h3 style="font-size:14px;margin:10px 0 4px">{{.Domain}} <small>now {{.LastDec}} decided, {{.LastDenial}} denied, {{.LastShadow}} shadow-mode</small></h3>
 <svg viewBox="0 0 {{.W}} {{.H}}" width="100%" height="{{.H}}" role="img" aria-label="rates of {{.Domain}}">
 <line x1="4" y1="4" x2="596" y2="4" stroke="#e3e7eb"/><line x1="4" y1="52" x2="596" y2="52" stroke="#e3e7eb"/><line x1="4" y1="100" x2="596" y2="100" stroke="#c9ced4"/>
 <text x="8" y="16" font-size="11" fill="#6b7280">{{.Max}}</text>
 <text x="4" y="114" font-size="11" fill="#6b7280">−15 min</text><text x="575" y="114" font-size="11" fill="#6b7280">now</text>
 <polyline class="decisions" fill="none" stroke="#2563eb" stroke-width="2" points="{{.Decisions}}"/>
 <polyline class="denials" fill="none" stroke="#dc2626" stroke-width="2" points="{{.Denials}}"/>
+<polyline class="shadow" fill="none" stroke="#d97706" stroke-width="2" stroke-dasharray="6 3" points="{{.Shadow}}"/>
 </svg>{{else}}<p>No decisions yet.</p>{{end}}
 </section>
 <section id="denied"><h2>Top denied descriptors, last minute</h2>
@@ -201,10 +220,18 @@ svg{background:#fbfcfd;border:1px solid #eceff2}
 {{end}}</table>{{else}}<p>No hits yet.</p>{{end}}
 {{if .Estimated}}<p class="note">A range is an estimate from fixed memory (many distinct descriptors): the true count lies within it.</p>{{end}}
 </section>
+<section id="problems"><h2>Errors and refused calls</h2>
+{{if .Problems}}<table><tr><th>reason</th><th>now</th><th>last 15 min</th><th>last error</th></tr>
+{{range .Problems}}<tr><td>{{.Reason}}<br><small class="note">{{.Meaning}}</small></td><td class="n">{{rate .PerSecond}}</td><td class="n">{{.Last15m}}</td><td>{{if .LastError}}<code>{{.LastError}}</code><br><small class="note">{{since .LastAt}}</small>{{end}}</td></tr>
+{{end}}</table>{{else}}<p class="ok">No call failed or was refused.</p>{{end}}
+<p class="note">"now" is the last full 10 s. Calls refused for their size before they are read (SLUICE_MAX_REQUEST_BYTES) are counted only in sluice_requests_refused_total.</p>
+</section>
 <section id="backend"><h2>Backend</h2>
-<p>{{.Backend.Kind}}: {{if .Backend.Healthy}}<span class="ok">healthy</span>{{else}}<span class="bad">unreachable</span>{{end}},
-ping {{printf "%.2f" .Backend.LatencyMS}} ms</p>
-{{with .Backend.Error}}<p class="err">{{.}}</p>{{end}}
+{{with .Backend}}{{if eq .State "in process"}}<p>{{.Kind}}: <span class="ok">in process</span>: limits are kept in this instance's memory, nothing to reach.</p>
+{{else if .Healthy}}<p>{{.Kind}}: <span class="ok">answering</span>: a PING was answered in {{printf "%.2f" .LatencyMS}} ms.</p>
+{{else if .Kind}}<p>{{.Kind}}: <span class="bad">not answering</span>: a PING failed after {{printf "%.2f" .LatencyMS}} ms. Descriptors are answered by their domain's failure_mode meanwhile.</p>
+{{else}}<p>No backend to ask.</p>{{end}}
+{{with .Error}}<p class="err">{{.}}</p>{{end}}{{end}}
 </section>
 <section id="config"><h2>Configuration</h2>
 <p>version <code>{{.Config.Version}}</code>, domains: {{range $i, $d := .Config.Domains}}{{if $i}}, {{end}}{{$d}}{{else}}none{{end}}</p>
@@ -216,5 +243,17 @@ ping {{printf "%.2f" .Backend.LatencyMS}} ms</p>
 <tr><td>started</td><td>{{since .Instance.Started}}</td></tr>
 {{range $k, $v := .Instance.Listeners}}<tr><td>{{$k}}</td><td><code>{{$v}}</code></td></tr>{{end}}
 </table></section>
+{{with .Fleet}}<section id="fleet" class="wide"><h2>Fleet: {{.Answered}} of {{len .Members}} instances answering</h2>
+<table><tr><th>instance</th><th>found by</th><th>version</th><th>up</th><th>config</th><th>backend</th><th>decisions/s</th><th>denials/s</th><th>shadow/s</th><th>errors+refused/s</th></tr>
+{{range .Members}}{{if .Status}}<tr><td>{{.Status.Instance.Hostname}}{{if .Self}} (this one){{end}}<br><code>{{.Addr}}</code></td><td>{{.From}}</td><td>{{.Status.Instance.Version}}</td><td>{{.Status.Uptime}}</td>
+<td><code>{{.Status.Config.Version}}</code>{{if .ConfigDiffers}} <span class="warn">differs</span>{{end}}</td>
+<td>{{if .Status.Backend.Healthy}}<span class="ok">{{.Status.Backend.State}}</span>{{else}}<span class="bad">{{.Status.Backend.State}}</span>{{end}}</td>
+<td class="n">{{rate .Status.Now.DecisionsPerSecond}}</td><td class="n">{{rate .Status.Now.DenialsPerSecond}}</td><td class="n">{{rate .Status.Now.ShadowPerSecond}}</td><td class="n">{{rate .Status.Now.ProblemsPerSecond}}</td></tr>
+{{else}}<tr class="down"><td><code>{{.Addr}}</code></td><td>{{.From}}</td><td colspan="8"><span class="bad">not answering</span>: {{.Error}}</td></tr>{{end}}
+{{end}}<tr><th colspan="6">all {{.Answered}} answering</th><th class="n">{{rate .Total.DecisionsPerSecond}}</th><th class="n">{{rate .Total.DenialsPerSecond}}</th><th class="n">{{rate .Total.ShadowPerSecond}}</th><th class="n">{{rate .Total.ProblemsPerSecond}}</th></tr>
+</table>
+{{with .DiscoveryError}}<p class="err">the instances announced in Redis could not be read: {{.}}</p>{{end}}
+<p class="note">Rates are each instance's last full 10 s. Instances are the configured SLUICE_ADMIN_PEERS and those announced in the shared Redis (SLUICE_ADMIN_ADVERTISE).</p>
+</section>{{end}}
 </main></body></html>
 `))

@@ -58,7 +58,7 @@ func TestLivePageInChromium(t *testing.T) {
 		"user=mallory", // the top denied descriptor
 		"per_user",     // its binding rule
 		"Top descriptors by hits",
-		"healthy",        // the backend
+		"in process",     // the backend
 		"last reload",    // the config section
 		"test-host",      // instance info
 		"127.0.0.1:8081", // a listener
