@@ -83,18 +83,22 @@ func source(conf *rlsconfv3.RateLimitConfig, i int) string {
 func domainSpec(conf *rlsconfv3.RateLimitConfig, i int) (descriptor.DomainSpec, descriptor.ErrorList) {
 	src := source(conf, i)
 	r := &reader{src: src}
-	r.known(conf, "")
+	top := descriptor.Pos{Source: src}
+	r.known(conf, top)
 	spec := descriptor.DomainSpec{
 		Name:   conf.GetDomain(),
-		At:     descriptor.Pos{Source: src},
-		NameAt: descriptor.Pos{Source: src, Path: "domain"},
+		At:     top,
+		NameAt: top.Below("domain"),
 	}
-	spec.Descriptors = r.descriptors(conf.GetDescriptors(), "descriptors")
+	spec.Descriptors = r.descriptors(conf.GetDescriptors(), top, 1)
 	return spec, r.errs
 }
 
 // reader maps descriptors and collects the errors of sluice's extension
 // metadata (the proto's own fields are all checked by descriptor.Compile).
+// It names values by descriptor.Pos made with Below, whose paths are
+// joined only for an error: a path string per descriptor would take
+// memory in proportion to the sum of every descriptor's depth.
 type reader struct {
 	src  string
 	errs descriptor.ErrorList
@@ -106,34 +110,42 @@ func (r *reader) errorf(path, format string, args ...any) {
 	r.errs = append(r.errs, &descriptor.Error{File: r.src, Path: path, Reason: fmt.Sprintf(format, args...)})
 }
 
-func (r *reader) descriptors(list []*rlsconfv3.RateLimitDescriptor, path string) []descriptor.DescriptorSpec {
+// descriptors maps the children of up, which are at depth (1: the
+// resource's own). Descriptors deeper than descriptor.MaxDepth are not
+// read: the first of each branch is reported, and the resource refused.
+func (r *reader) descriptors(list []*rlsconfv3.RateLimitDescriptor, up descriptor.Pos, depth int) []descriptor.DescriptorSpec {
+	if len(list) > 0 && depth > descriptor.MaxDepth {
+		r.errorf(up.Below("descriptors").FullPath(), "descriptors nested %d levels deep or more, beyond the %d a configuration may have", depth, descriptor.MaxDepth)
+		return nil
+	}
 	out := make([]descriptor.DescriptorSpec, 0, len(list))
 	for i, d := range list {
-		p := path + "[" + strconv.Itoa(i) + "]"
-		r.known(d, p)
+		at := up.Below("descriptors[" + strconv.Itoa(i) + "]")
+		r.known(d, at)
 		s := descriptor.DescriptorSpec{
 			Key:            d.GetKey(),
 			Value:          d.GetValue(),
 			ShadowMode:     d.GetShadowMode(),
 			QuotaMode:      d.GetQuotaMode(),
 			DetailedMetric: d.GetDetailedMetric(),
-			At:             r.pos(p),
-			KeyAt:          r.pos(p + ".key"),
+			At:             at,
+			KeyAt:          at.Below("key"),
 		}
 		if m := d.GetMetadata(); m != nil {
 			s.Metadata = m.AsMap()
 		}
 		if rl := d.GetRateLimit(); rl != nil {
-			s.RateLimits = []descriptor.RuleSpec{r.policy(rl, p+".rate_limit")}
+			s.RateLimits = []descriptor.RuleSpec{r.policy(rl, at.Below("rate_limit"))}
 		}
 		if ext, ok := s.Metadata[ExtensionKey]; ok {
 			delete(s.Metadata, ExtensionKey)
 			if len(s.Metadata) == 0 {
 				s.Metadata = nil
 			}
+			p := at.FullPath()
 			r.extension(&s, ext, p+".metadata."+ExtensionKey, d.GetRateLimit() != nil, p+".rate_limit")
 		}
-		s.Descriptors = r.descriptors(d.GetDescriptors(), p+".descriptors")
+		s.Descriptors = r.descriptors(d.GetDescriptors(), at, depth+1)
 		out = append(out, s)
 	}
 	return out
@@ -141,22 +153,22 @@ func (r *reader) descriptors(list []*rlsconfv3.RateLimitDescriptor, path string)
 
 // policy maps the proto's RateLimitPolicy. UNKNOWN is "no unit", which
 // Compile refuses unless unlimited, as a YAML rule without unit.
-func (r *reader) policy(rl *rlsconfv3.RateLimitPolicy, path string) descriptor.RuleSpec {
-	r.known(rl, path)
+func (r *reader) policy(rl *rlsconfv3.RateLimitPolicy, at descriptor.Pos) descriptor.RuleSpec {
+	r.known(rl, at)
 	s := descriptor.RuleSpec{
 		Name:            rl.GetName(),
 		RequestsPerUnit: rl.GetRequestsPerUnit(),
 		Unlimited:       rl.GetUnlimited(),
-		At:              r.pos(path),
-		UnitAt:          r.pos(path + ".unit"),
+		At:              at,
+		UnitAt:          at.Below("unit"),
 	}
 	if u := rl.GetUnit(); u != rlsconfv3.RateLimitUnit_UNKNOWN {
 		s.Unit = strings.ToLower(u.String())
 	}
 	for j, x := range rl.GetReplaces() {
-		r.known(x, path+".replaces["+strconv.Itoa(j)+"]")
-		s.Replaces = append(s.Replaces, descriptor.ReplaceSpec{Name: x.GetName(),
-			At: r.pos(path + ".replaces[" + strconv.Itoa(j) + "].name")})
+		xAt := at.Below("replaces[" + strconv.Itoa(j) + "]")
+		r.known(x, xAt)
+		s.Replaces = append(s.Replaces, descriptor.ReplaceSpec{Name: x.GetName(), At: xAt.Below("name")})
 	}
 	return s
 }
@@ -167,7 +179,7 @@ func (r *reader) policy(rl *rlsconfv3.RateLimitPolicy, path string) descriptor.R
 // change what a limit means, or drop it, without a word. The response is
 // NACKed instead, and the configuration in use stays
 // (docs/decisions/0080-envoy-gateway-drift.md).
-func (r *reader) known(m proto.Message, path string) {
+func (r *reader) known(m proto.Message, at descriptor.Pos) {
 	raw := m.ProtoReflect().GetUnknown()
 	if len(raw) == 0 {
 		return
@@ -182,7 +194,7 @@ func (r *reader) known(m proto.Message, path string) {
 		nums = append(nums, strconv.Itoa(int(num)))
 		raw = raw[n:]
 	}
-	r.errorf(path, "fields %s unknown to this build of sluice (%s): the management server has a newer "+
+	r.errorf(at.FullPath(), "fields %s unknown to this build of sluice (%s): the management server has a newer "+
 		"RateLimitConfig proto; sluice refuses the configuration rather than ignore them", strings.Join(nums, ", "),
 		m.ProtoReflect().Descriptor().FullName())
 }

@@ -47,7 +47,7 @@ func (c *compiler) errorf(pos Pos, format string, args ...any) {
 func (p Pos) error(reason string) *Error {
 	e := &Error{File: p.Source, Line: p.Line, Reason: reason}
 	if p.Line == 0 {
-		e.Path = p.Path
+		e.Path = p.FullPath()
 	}
 	return e
 }
@@ -98,19 +98,28 @@ func (c *compiler) domain(s *DomainSpec) *Domain {
 }
 
 // descriptors compiles a list of descriptor specs into l, the children of
-// parent (nil at the top level of d). up locates the list's owner.
-func (c *compiler) descriptors(specs []DescriptorSpec, up Pos, d *Domain, parent *Node, l *level) {
+// parent (nil at the top level of d). up locates the list's owner. It
+// returns the first node compiled, or nil.
+func (c *compiler) descriptors(specs []DescriptorSpec, up Pos, d *Domain, parent *Node, l *level) *Node {
+	var compiled *Node
 	for i := range specs {
 		s := &specs[i]
-		at := s.At.or(up.below("descriptors[" + strconv.Itoa(i) + "]"))
+		at := s.At
+		if at.IsZero() {
+			at = up.below("descriptors[" + strconv.Itoa(i) + "]")
+		}
 		n := c.node(s, at, d, parent)
 		if n == nil {
 			continue
+		}
+		if compiled == nil {
+			compiled = n
 		}
 		if first := l.insert(n); first != nil {
 			c.errorf(at, "duplicate descriptor composite key '%s.%s' (first at %s)", d.Name, n.Path(), describePos(at, first.at))
 		}
 	}
+	return compiled
 }
 
 // node compiles one descriptor. It returns nil (after reporting why, and
@@ -123,6 +132,11 @@ func (c *compiler) node(s *DescriptorSpec, at Pos, d *Domain, parent *Node) *Nod
 		ChargeOverLimit: s.ChargeOverLimit}
 	if parent != nil {
 		n.Depth = parent.Depth + 1
+	}
+	if n.Depth > MaxDepth {
+		// Its children are not compiled: the tree stops here.
+		c.errorf(at, "descriptor nested %d levels deep, beyond the %d a configuration may have", n.Depth, MaxDepth)
+		return nil
 	}
 	d.depth = max(d.depth, n.Depth)
 	ok := true
@@ -137,13 +151,38 @@ func (c *compiler) node(s *DescriptorSpec, at Pos, d *Domain, parent *Node) *Nod
 		c.errorf(s.ShareThresholdAt.or(at.below("share_threshold")), "share_threshold applies only to a value holding '*', not '%s'", n.Value)
 	}
 	c.rules(n, s.RateLimits, at)
-	n.path = n.buildPath()
-	c.descriptors(s.Descriptors, at, d, n, &n.children)
+	first := c.descriptors(s.Descriptors, at, d, n, &n.children)
+	n.path = n.pathBelow(first)
 	if !ok {
 		return nil
 	}
 	return n
 }
+
+// pathBelow is n's Path, built once its children are: a prefix of its
+// first child's, sharing its bytes, or, for a leaf, built from its
+// parents. A chain of nodes then holds its deepest path once instead of
+// every level's copy of its own.
+func (n *Node) pathBelow(child *Node) string {
+	if child == nil || child.path == "" {
+		return n.buildPath()
+	}
+	seg := len(child.Key)
+	if child.Value != "" {
+		seg += 1 + len(child.Value)
+	}
+	return child.path[:len(child.path)-seg-1]
+}
+
+// MaxDepth is the most levels descriptors may nest, a top-level
+// descriptor being level 1; a deeper one makes the config invalid. A
+// request's descriptor matches one level per entry, and carries at most
+// MaxRequestEntries entries unless the service is told otherwise: deeper
+// nodes are for no request Envoy sends. Every node's metrics name is its
+// whole path, so a tree's names take memory in proportion to the sum of
+// its nodes' depths; the bound keeps that within MaxDepth times the
+// config's size (a RateLimitConfig nesting 9,900 levels held 2.2 GB).
+const MaxDepth = 64
 
 // MaxRules is the most rate limits one descriptor may hold; a config with
 // more is invalid. Every request that matches the descriptor decides all
@@ -217,7 +256,7 @@ func describePos(at, first Pos) string {
 	if first.Line > 0 {
 		return where(first.Source, first.Line)
 	}
-	return first.Path
+	return first.FullPath()
 }
 
 // maxPeriodSeconds is the longest period a rule may have: 100 years of 365

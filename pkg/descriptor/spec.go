@@ -1,5 +1,10 @@
 package descriptor
 
+import (
+	"slices"
+	"strings"
+)
+
 // This file holds the source-neutral model of a configuration: what a
 // source (a YAML file, an xDS resource, a test) says about one domain,
 // before anything is checked. ReadYAML produces it; Compile is the one path
@@ -15,20 +20,46 @@ type Pos struct {
 	// Line is the 1-based line in Source; 0 when the source has no lines.
 	Line int
 	// Path names the value inside Source when Line cannot, e.g.
-	// "descriptors[2].rate_limit.unit". Errors show it only when Line is 0.
+	// "descriptors[2].rate_limit.unit": all of it, or, in a Pos made by
+	// Below, the part below the Pos it was made from (FullPath gives the
+	// whole). Errors show it only when Line is 0.
 	Path string
+	// up is the Pos this one was made from by Below, or nil.
+	up *Pos
 }
 
 // IsZero reports whether p gives no position.
 func (p Pos) IsZero() bool { return p == Pos{} }
 
-// below returns the Pos of the field named path under p: p itself with
-// path appended to its Path.
-func (p Pos) below(path string) Pos {
-	if p.Path != "" {
-		path = p.Path + "." + path
+// Below returns the Pos of the field named path under p. It does not copy
+// p's path: it refers to p, so that the positions of a tree's values cost
+// memory in proportion to the values, not to the sum of their depths
+// (a descriptor 10,000 levels deep named every level by its whole path,
+// 50 million path segments in all).
+func (p Pos) Below(path string) Pos {
+	if p.Path == "" && p.up == nil {
+		return Pos{Source: p.Source, Line: p.Line, Path: path}
 	}
-	return Pos{Source: p.Source, Line: p.Line, Path: path}
+	up := p
+	return Pos{Source: p.Source, Line: p.Line, Path: path, up: &up}
+}
+
+// below is Below.
+func (p Pos) below(path string) Pos { return p.Below(path) }
+
+// FullPath is p's whole path inside Source, joined with dots.
+func (p Pos) FullPath() string {
+	if p.up == nil {
+		return p.Path
+	}
+	var parts []string
+	for q := &p; q != nil; q = q.up {
+		if q.Path != "" {
+			parts = append(parts, q.Path)
+		}
+	}
+	slices.Reverse(parts)
+	return strings.Join(parts, ".")
 }
 
 // or returns p, or def when p is zero.
