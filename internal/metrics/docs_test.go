@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-rl/sluice/internal/rlqs"
 )
 
 // recordingRegisterer keeps what is registered on it.
@@ -45,6 +47,10 @@ func allFamilies(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	if err := m.RegisterMemoryBackend("main", func() (int, uint64) { return 0, 0 }); err != nil {
+		t.Fatal(err)
+	}
+	// The Rate Limit Quota Service's families live with the service.
+	if _, err := rlqs.NewMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
