@@ -30,6 +30,9 @@ type backends struct {
 	stopCache func()
 	// redis is the Redis backend under main; nil with the memory backend.
 	redis *redis.Backend
+	// quota keeps the Rate Limit Quota Service's shares: in process with
+	// the memory backend, on the Redis backend's Redis otherwise.
+	quota backend.QuotaStore
 }
 
 // newBackends builds the backend s selects. A Redis that is down at start
@@ -45,7 +48,7 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBa
 	}
 	if s.backend() == "memory" {
 		log.WithField("chosen_by", why).Info("backend: memory (in-process; limits are per instance)")
-		return &backends{main: memory.New(memory.Options{MaxDescriptors: s.MemoryMaxDescriptors})}, nil
+		return &backends{main: memory.New(memory.Options{MaxDescriptors: s.MemoryMaxDescriptors}), quota: memory.NewQuotaStore()}, nil
 	}
 	main, err := newRedis(ctx, s, log, observeBatch)
 	if err != nil {
@@ -53,8 +56,7 @@ func newBackends(ctx context.Context, s *settings, log *logrus.Logger, observeBa
 	}
 	log.WithFields(logrus.Fields{"chosen_by": why, "type": s.Redis.Type, "url": redactURL(s.Redis.URL), "socket": s.Redis.SocketType}).
 		Info("backend: redis")
-	b := &backends{main: main, local: memory.New(memory.Options{MaxDescriptors: s.MemoryMaxDescriptors})}
-	b.redis, _ = main.(*redis.Backend)
+	b := &backends{main: main, local: memory.New(memory.Options{MaxDescriptors: s.MemoryMaxDescriptors}), redis: main, quota: main.QuotaStore()}
 	if s.LocalCache {
 		// Known denials are answered in process until Redis said they end,
 		// so an abusive client costs no round trip (internal/denycache).

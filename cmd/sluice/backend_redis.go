@@ -6,13 +6,12 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 
-	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/backend/redis"
 )
 
 // newRedis builds the Redis backend from the REDIS_* settings. observeBatch,
 // when not nil, receives the size of every pipeline sent (for metrics).
-func newRedis(ctx context.Context, s *settings, log *logrus.Logger, observeBatch func(int)) (backend.Backend, error) {
+func newRedis(ctx context.Context, s *settings, log *logrus.Logger, observeBatch func(int)) (*redis.Backend, error) {
 	// go-redis has one process-wide logger (dial failures, pool events);
 	// route it through ours so its lines follow LOG_FORMAT. This is main's
 	// wiring, the one place global state is allowed.

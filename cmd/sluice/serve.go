@@ -157,6 +157,11 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 	if s.StaticWindows {
 		grpcOptions = append(grpcOptions, staticWindows(s.MaxRequestBytes)...)
 	}
+	quota, err := newRLQS(s, backends, svc.Config, obs.registerer(), log)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return exitError
+	}
 	srv, err := server.New(server.Options{
 		GRPCAddr:              net.JoinHostPort(s.GRPCHost, strconv.Itoa(s.GRPCPort)),
 		GRPCUnixSocket:        s.GRPCUDS,
@@ -174,6 +179,7 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		ShutdownTimeout:       s.ShutdownTimeout,
 		UnaryInterceptors:     interceptors,
 		GRPCOptions:           grpcOptions,
+		Services:              rlqsServices(quota),
 		Logger:                log,
 	})
 	if err != nil {

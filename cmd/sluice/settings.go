@@ -116,6 +116,8 @@ type settings struct {
 
 	// LocalCacheMaxAge bounds how long a denial is answered locally.
 	LocalCacheMaxAge time.Duration
+	// RLQS configures the Rate Limit Quota Service (rlqs.go).
+	RLQS rlqsSettings
 
 	Metrics        bool
 	NearLimitRatio float64
@@ -328,6 +330,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	integer(&s.GCHeapFloor, "gc-heap-floor-bytes", "SLUICE_GC_HEAP_FLOOR_BYTES", defaultGCHeapFloor,
 		"the garbage collector lets a smaller heap grow to this many bytes before it collects (GOGC still applies above it; the memory it costs is at most this); 0 = GOGC alone")
 	adminFlags(str, &s.Admin)
+	rlqsFlags(boolean, duration, &s.RLQS)
 	str(&s.DebugAddr, "debug-addr", "SLUICE_DEBUG_ADDR", "", "deprecated: the admin listener's address, when --admin-addr keeps its default")
 	duration(&s.DrainDelay, "drain-delay", "SLUICE_DRAIN_DELAY", 0, "at shutdown, fail health this long before closing listeners")
 	duration(&s.ShutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", 10*time.Second, "at shutdown, wait this long for in-flight calls")

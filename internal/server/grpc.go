@@ -48,6 +48,9 @@ func (s *Server) newGRPC() (*grpc.Server, error) {
 	opts = append(opts, s.opts.GRPCOptions...)
 	g := grpc.NewServer(opts...)
 	g.RegisterService(s.rateLimitService(), s.opts.Service)
+	for _, register := range s.opts.Services {
+		register(g)
+	}
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(g, s.health)
 	return g, nil

@@ -91,6 +91,10 @@ type Options struct {
 	// GRPCOptions are added to the gRPC server's own options (a tracing
 	// stats handler, say).
 	GRPCOptions []grpc.ServerOption
+	// Services register more gRPC services beside ShouldRateLimit and
+	// health (the Rate Limit Quota Service), on the same listener, TLS
+	// and bounds.
+	Services []func(grpc.ServiceRegistrar)
 	// Logger receives lifecycle and error lines; nil means logrus'
 	// standard logger.
 	Logger logrus.FieldLogger
