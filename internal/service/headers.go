@@ -59,6 +59,23 @@ func (s *Service) headers(w *work, views []view, denied bool) []*corev3.HeaderVa
 	return out
 }
 
+// requestHeaders builds request_headers_to_add: the Limit, Remaining and
+// Reset values of the status the response headers describe, under the
+// request header names.
+func (s *Service) requestHeaders(w *work, views []view) []*corev3.HeaderValue {
+	h := &s.opts.Headers
+	pick := pickHeaderStatus(w.items, views)
+	if pick < 0 {
+		return nil
+	}
+	v := &views[pick]
+	return []*corev3.HeaderValue{
+		header(h.RequestLimitHeader, itoa(int64(clamp32(v.rule.Limit)))),
+		header(h.RequestRemainingHeader, itoa(int64(v.remaining))),
+		header(h.RequestResetHeader, itoa(ceilSeconds(v.reset))),
+	}
+}
+
 // pickHeaderStatus chooses the status the headers describe, as the
 // reference does: the lowest limit_remaining among statuses with a limit
 // (the first on ties), overridden by any non-quota OVER_LIMIT status (the

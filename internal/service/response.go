@@ -135,6 +135,9 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, w *work) (*rlsv3.RateLimi
 	if s.opts.Headers.Enabled {
 		resp.ResponseHeadersToAdd = s.headers(w, views, over && !s.opts.ShadowMode)
 	}
+	if s.opts.Headers.Request {
+		resp.RequestHeadersToAdd = s.requestHeaders(w, views)
+	}
 	shadowForced := false
 	if over && s.opts.ShadowMode {
 		resp.OverallCode = rlsv3.RateLimitResponse_OK

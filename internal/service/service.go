@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"runtime/debug"
 	"sync"
@@ -96,6 +97,16 @@ type HeaderOptions struct {
 	// wait of the denied statuses) when the overall code is OVER_LIMIT.
 	// Requires Enabled.
 	RetryAfter bool
+	// Request adds the Limit, Remaining and Reset values of the same status
+	// to the request Envoy forwards upstream (request_headers_to_add), as
+	// envoyproxy/ratelimit's LIMIT_REQUEST_HEADERS_ENABLED does: on every
+	// response, OK or OVER_LIMIT, so that an upstream behind a shadow-mode
+	// limit can treat requests over it differently. Independent of Enabled.
+	Request bool
+	// RequestLimitHeader, RequestRemainingHeader and RequestResetHeader name
+	// them; empty means "RateLimit-Limit", "RateLimit-Remaining" and
+	// "RateLimit-Reset" (LIMIT_REQUEST_LIMIT_HEADER, ...).
+	RequestLimitHeader, RequestRemainingHeader, RequestResetHeader string
 }
 
 // RequestBounds bounds request sizes; a request beyond any bound gets
@@ -184,6 +195,9 @@ func New(opts Options) *Service {
 	if opts.Headers.ResetHeader == "" {
 		opts.Headers.ResetHeader = "RateLimit-Reset"
 	}
+	opts.Headers.RequestLimitHeader = cmp.Or(opts.Headers.RequestLimitHeader, "RateLimit-Limit")
+	opts.Headers.RequestRemainingHeader = cmp.Or(opts.Headers.RequestRemainingHeader, "RateLimit-Remaining")
+	opts.Headers.RequestResetHeader = cmp.Or(opts.Headers.RequestResetHeader, "RateLimit-Reset")
 	s := &Service{opts: opts, log: opts.Logger}
 	if s.log == nil {
 		s.log = logrus.New()
