@@ -103,6 +103,21 @@ func (o *observability) registerAnnouncements(a *redis.Announcer) error {
 	})
 }
 
+// registerReplicas exports the replicas' lag as their masters report it.
+func (o *observability) registerReplicas(b *redis.Backend, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = redis.DefaultTimeout
+	}
+	return o.metrics.RegisterReplicas(func(ctx context.Context) ([]metrics.ReplicaStat, error) {
+		rs, err := b.Replicas(ctx)
+		out := make([]metrics.ReplicaStat, len(rs))
+		for i, r := range rs {
+			out[i] = metrics.ReplicaStat{Master: r.Master, Replica: r.Replica, Lag: r.Lag, Behind: r.Behind}
+		}
+		return out, err
+	}, timeout)
+}
+
 // registerMemory exports an embedded backend's size and evictions.
 func (o *observability) registerMemory(role string, b *memory.Backend) error {
 	return o.metrics.RegisterMemoryBackend(role, func() (int, uint64) { return b.Len(), b.Evictions() })

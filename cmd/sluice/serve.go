@@ -83,6 +83,12 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 			return exitError
 		}
 	}
+	if backends.redis != nil {
+		if err := obs.registerReplicas(backends.redis, s.Redis.Timeout); err != nil {
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+			return exitError
+		}
+	}
 
 	aw := newAdminWiring(s)
 	svc := service.New(service.Options{

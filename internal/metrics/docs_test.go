@@ -1,12 +1,14 @@
 package metrics
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -47,6 +49,9 @@ func allFamilies(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	if err := m.RegisterMemoryBackend("main", func() (int, uint64) { return 0, 0 }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RegisterReplicas(func(context.Context) ([]ReplicaStat, error) { return nil, nil }, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// The Rate Limit Quota Service's families live with the service.
