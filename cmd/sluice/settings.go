@@ -293,6 +293,17 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	integer(&r.PipelineLimit, "redis-pipeline-limit", "REDIS_PIPELINE_LIMIT", redis.DefaultPipelineLimit,
 		fmt.Sprintf("most commands per coalesced pipeline; 0 means %d", redis.DefaultPipelineLimit))
 	check("redis-pipeline-limit", func() error { return redis.CheckPipelineLimit(r.PipelineLimit) })
+	integer(&r.WaitReplicas, "redis-wait-replicas", "SLUICE_REDIS_WAIT_REPLICAS", 0,
+		"strict mode for failovers: after each pipeline of decisions, WAIT for this many replicas to acknowledge them, and fail the decisions (per failure_mode) when fewer do in time; 0 = do not wait (a failover forgets what the replica had not received)")
+	duration(&r.WaitTimeout, "redis-wait-timeout", "SLUICE_REDIS_WAIT_TIMEOUT", redis.DefaultWaitTimeout,
+		fmt.Sprintf("how long the strict mode's WAIT waits for the replicas; 0 means %v; must be below REDIS_TIMEOUT", redis.DefaultWaitTimeout))
+	check("redis-wait-replicas", func() error {
+		timeout := r.Timeout
+		if timeout == 0 {
+			timeout = redis.DefaultTimeout
+		}
+		return redis.CheckWait(r.WaitReplicas, r.WaitTimeout, timeout)
+	})
 	integer(&r.Breaker.Failures, "redis-breaker-failures", "SLUICE_REDIS_BREAKER_FAILURES", redis.DefaultBreakerFailures,
 		fmt.Sprintf("consecutive failed round trips to a Redis node that open its circuit breaker; 0 means %d, a negative count disables the breakers",
 			redis.DefaultBreakerFailures))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,6 +168,15 @@ func (s *SentinelSet) ReplicaAddr() string { return s.replica.addr() }
 
 // MasterPID is the process id of the initial master.
 func (s *SentinelSet) MasterPID() int { return s.master.pid() }
+
+// PauseReplica freezes the replica the set started with (SIGSTOP): it
+// reads nothing more of the master's stream, nor acknowledges it, until
+// ResumeReplica; what the master sends meanwhile waits in the socket
+// buffers (tens of MB on loopback) and then in the master's output buffer.
+func (s *SentinelSet) PauseReplica() { s.replica.signal(syscall.SIGSTOP) }
+
+// ResumeReplica continues a paused replica (SIGCONT).
+func (s *SentinelSet) ResumeReplica() { s.replica.signal(syscall.SIGCONT) }
 
 // KillMaster kills the initial master (SIGKILL); the sentinel promotes the
 // replica after about a second.

@@ -164,6 +164,10 @@ type pipe struct {
 // pipeline sends the calls' commands in one go-redis pipeline and waits for
 // the replies; errors are read per command.
 func (b *Backend) pipeline(ctx context.Context, calls []*call) {
+	if b.opts.WaitReplicas > 0 {
+		b.waitPipeline(ctx, calls) // the strict mode: wait.go
+		return
+	}
 	pp, _ := b.pipes.pool.Get().(*pipe)
 	if pp == nil {
 		pp = &pipe{p: b.client.Pipeline()}

@@ -113,6 +113,24 @@ type Options struct {
 	// set it, to compare.
 	mergeItems int
 
+	// WaitReplicas, when above 0, is the strict mode for failovers
+	// (SLUICE_REDIS_WAIT_REPLICAS): every pipeline of decide calls ends
+	// with WAIT WaitReplicas WaitTimeout, and when fewer replicas than
+	// that acknowledged the pipeline's writes in time, its decisions fail
+	// (backend.ErrUnavailable, so the domain's failure_mode answers)
+	// although Redis counted them. A decision answered is then on that
+	// many replicas, so a failover to one of them forgets none. 0, the
+	// default, waits for none: a failover forgets what the promoted
+	// replica had not received (docs/operations.md). On a cluster each
+	// node's pipeline waits for that node's replicas, and a call
+	// redirected by MOVED or ASK (a slot moving) fails instead of
+	// following the redirection.
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT (SLUICE_REDIS_WAIT_TIMEOUT); 0 means
+	// DefaultWaitTimeout. It must be below Timeout. Ignored without
+	// WaitReplicas.
+	WaitTimeout time.Duration
+
 	// KeyPrefix is prepended to every key (CACHE_KEY_PREFIX). It must not
 	// contain '{' or '}', which would break the cluster hash tag.
 	KeyPrefix string
@@ -169,6 +187,12 @@ type BreakerOptions struct {
 // for a loaded Redis across a data centre, short enough that a dead one
 // costs callers little and the circuit breaker opens within seconds.
 const DefaultTimeout = time.Second
+
+// DefaultWaitTimeout is WaitTimeout's default: replicas on a healthy
+// network acknowledge within a few milliseconds, and a replica that cannot
+// should fail decisions quickly, well inside Envoy's own rate-limit
+// timeout budget.
+const DefaultWaitTimeout = 50 * time.Millisecond
 
 // DefaultPipelineLimit is PipelineLimit's default: large enough that a
 // loaded node's pipelines are rarely cut, small enough that one pipeline's
@@ -239,6 +263,12 @@ func (o Options) normalize() (Options, error) {
 	}
 	if o.pipelineLanes <= 0 {
 		o.pipelineLanes = defaultPipelineLanes
+	}
+	if o.WaitTimeout == 0 {
+		o.WaitTimeout = DefaultWaitTimeout
+	}
+	if err := CheckWait(o.WaitReplicas, o.WaitTimeout, o.Timeout); err != nil {
+		return o, err
 	}
 	if err := CheckPoolSize(o.PoolSize); err != nil {
 		return o, err
