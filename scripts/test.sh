@@ -81,10 +81,10 @@ step "go test -race" go test -race -count=1 -timeout 30m ./...
 # and Valkey versions"): the backend's contract and cluster tests, the
 # denial cache's, the harness's own and the black-box integration tests,
 # with valkey-server and valkey-cli in place of redis-server and redis-cli
-# (SLUICE_TEST_REDIS_SERVER, internal/redistest).
+# (SLUICE_TEST_REDIS_SERVER, internal/testkit/redistest).
 if [ "${SLUICE_TEST_REDIS:-}" != off ]; then
   step "go test -race, Valkey" env SLUICE_TEST_REDIS_SERVER=valkey-server go test -race -count=1 -timeout 30m \
-    ./internal/redistest/ ./pkg/backend/redis/ ./internal/denycache/ ./test/integration/
+    ./internal/testkit/redistest/ ./pkg/backend/redis/ ./internal/denycache/ ./test/integration/
 fi
 # The Envoy Gateway examples, against Envoy Gateway's API types: a module of
 # its own, so its dependencies stay out of sluice's.
