@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -48,7 +49,7 @@ func newObservability(ctx context.Context, s *settings, log *logrus.Logger) (*ob
 		}
 		// USE_PROMETHEUS=true (PrometheusAddr set): the reference's names
 		// too, which dashboards and alerts written for it query.
-		m, err := metrics.New(o.reg, metrics.Options{NearLimitRatio: s.NearLimitRatio, IncumbentNames: s.PrometheusAddr != "", Logger: log})
+		m, err := metrics.New(o.reg, metrics.Options{NearLimitRatio: nearLimitRatio(s.NearLimitRatio), IncumbentNames: s.PrometheusAddr != "", Logger: log})
 		if err != nil {
 			return nil, err
 		}
@@ -192,4 +193,16 @@ func (o *observability) shutdown(log *logrus.Logger) {
 	if err := o.tracing.Shutdown(ctx); err != nil {
 		log.WithError(err).Warn("tracing: spans lost at shutdown")
 	}
+}
+
+// nearLimitRatio is NEAR_LIMIT_RATIO for metrics.Options, where 0 means
+// the default: the incumbent's 0 (every admitted descriptor that used
+// anything is near its limit, floor(capacity × 0) = 0) is passed as the
+// smallest positive number, whose product with any capacity also floors
+// to 0.
+func nearLimitRatio(r float64) float64 {
+	if r == 0 {
+		return math.SmallestNonzeroFloat64
+	}
+	return r
 }

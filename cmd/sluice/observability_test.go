@@ -246,8 +246,6 @@ func TestObservabilitySettings(t *testing.T) {
 		t.Errorf("implemented variables listed as ignored: %v", s.ignored)
 	}
 	for _, tt := range []struct{ env, want string }{
-		{"NEAR_LIMIT_RATIO=0", "NEAR_LIMIT_RATIO: 0"},
-		{"NEAR_LIMIT_RATIO=1.5", "NEAR_LIMIT_RATIO: 1.5"},
 		{"NEAR_LIMIT_RATIO=high", `NEAR_LIMIT_RATIO="high"`},
 		{"TRACING_SAMPLING_RATE=2", "TRACING_SAMPLING_RATE: 2"},
 		{"TRACING_EXPORTER_PROTOCOL=zipkin", `TRACING_EXPORTER_PROTOCOL="zipkin"`},

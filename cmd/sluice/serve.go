@@ -40,8 +40,8 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 		return exitUsage
 	}
 	log := newLogger(s, stderr)
-	if len(s.ignored) > 0 {
-		log.Warn("ignoring envoyproxy/ratelimit settings sluice does not implement: " + strings.Join(s.ignored, ", "))
+	for _, name := range s.ignored {
+		log.Warn("ignoring " + name + ", an envoyproxy/ratelimit setting sluice does not implement: " + referenceInstead(name))
 	}
 	for _, w := range s.warnings {
 		log.Warn(w)
@@ -108,6 +108,11 @@ func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int
 			ResetHeader:     s.ResetHeader,
 			IETF:            s.IETFHeaders,
 			RetryAfter:      s.RetryAfter,
+
+			Request:                s.RequestHeaders,
+			RequestLimitHeader:     s.RequestLimitHeader,
+			RequestRemainingHeader: s.RequestRemainingHeader,
+			RequestResetHeader:     s.RequestResetHeader,
 		},
 		DynamicMetadata: s.DynamicMetadata,
 		ResetMillis:     s.ResetMillis,

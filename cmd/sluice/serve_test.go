@@ -115,7 +115,7 @@ func yearly(n int) string {
 func TestServeAndCheck(t *testing.T) {
 	dir := t.TempDir()
 	writeConfig(t, dir, "api.yaml", yearly(2))
-	s := startServe(t, []string{"SLUICE_CONFIG=" + dir, "USE_STATSD=false", "MEMCACHE_HOST_PORT=m:1"})
+	s := startServe(t, []string{"SLUICE_CONFIG=" + dir, "USE_STATSD=true", "MEMCACHE_HOST_PORT=m:1"})
 
 	for i, want := range []string{
 		"overall: OK\n  [1] k=v: OK  limit 2 per year  remaining 1  reset in ",
@@ -147,8 +147,12 @@ func TestServeAndCheck(t *testing.T) {
 	if code, body := s.get(t, "/rlconfig"); code != 404 {
 		t.Errorf("/rlconfig on the HTTP port: %d %q, want 404 (it is on the admin listener)", code, body)
 	}
-	if log := s.stderr.String(); !strings.Contains(log, "MEMCACHE_HOST_PORT, USE_STATSD") {
-		t.Errorf("no warning listing the ignored variables:\n%s", log)
+	log := s.stderr.String()
+	for _, want := range []string{"ignoring MEMCACHE_HOST_PORT, an envoyproxy/ratelimit setting sluice does not implement: there is no memcache backend",
+		"ignoring USE_STATSD, an envoyproxy/ratelimit setting sluice does not implement: no statsd export"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("no warning %q:\n%s", want, log)
+		}
 	}
 	if code := s.stop(t); code != 0 {
 		t.Errorf("serve exit %d after cancel, want 0", code)

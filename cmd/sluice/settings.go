@@ -77,10 +77,15 @@ type settings struct {
 	HeadersEnabled                            bool
 	LimitHeader, RemainingHeader, ResetHeader string
 	IETFHeaders, RetryAfter                   bool
-	DynamicMetadata                           bool
-	ResetMillis                               bool
-	LocalInstances                            int
-	MemoryMaxDescriptors                      int
+	// RequestHeaders adds the Limit, Remaining and Reset values to the
+	// request Envoy forwards (LIMIT_REQUEST_HEADERS_ENABLED), under the
+	// names RequestLimitHeader, RequestRemainingHeader, RequestResetHeader.
+	RequestHeaders                                                 bool
+	RequestLimitHeader, RequestRemainingHeader, RequestResetHeader string
+	DynamicMetadata                                                bool
+	ResetMillis                                                    bool
+	LocalInstances                                                 int
+	MemoryMaxDescriptors                                           int
 
 	BackendType string // "", "memory" or "redis"
 	// Redis is the Redis backend's options: the REDIS_* flags write into
@@ -230,7 +235,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 
 	s.LogLevel = logrus.InfoLevel
 	fs.Var(&levelValue{&s.LogLevel}, "log-level", "log level: debug, info, warn, error"+bind("log-level", "LOG_LEVEL"))
-	choice(&s.LogFormat, "log-format", "LOG_FORMAT", "text", []string{"text", "json"}, "log format")
+	str(&s.LogFormat, "log-format", "LOG_FORMAT", "text", "log format: text or json (any other value logs text, as envoyproxy/ratelimit does)")
 
 	boolean(&s.ShadowMode, "shadow-mode", "SHADOW_MODE", false, "report OVER_LIMIT decisions as OK (statuses keep OVER_LIMIT)")
 	boolean(&s.QuotaMode, "quota-mode", "QUOTA_MODE", false, "treat every descriptor as a quota descriptor")
@@ -246,6 +251,11 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	str(&s.LimitHeader, "limit-header", "LIMIT_LIMIT_HEADER", "RateLimit-Limit", "name of the limit header")
 	str(&s.RemainingHeader, "remaining-header", "LIMIT_REMAINING_HEADER", "RateLimit-Remaining", "name of the remaining header")
 	str(&s.ResetHeader, "reset-header", "LIMIT_RESET_HEADER", "RateLimit-Reset", "name of the reset header")
+	boolean(&s.RequestHeaders, "limit-request-headers", "LIMIT_REQUEST_HEADERS_ENABLED", false,
+		"add the limit, remaining and reset values to the request Envoy forwards upstream (request_headers_to_add), on OK and OVER_LIMIT answers alike")
+	str(&s.RequestLimitHeader, "request-limit-header", "LIMIT_REQUEST_LIMIT_HEADER", "RateLimit-Limit", "name of the limit request header")
+	str(&s.RequestRemainingHeader, "request-remaining-header", "LIMIT_REQUEST_REMAINING_HEADER", "RateLimit-Remaining", "name of the remaining request header")
+	str(&s.RequestResetHeader, "request-reset-header", "LIMIT_REQUEST_RESET_HEADER", "RateLimit-Reset", "name of the reset request header")
 	boolean(&s.IETFHeaders, "ietf-headers", "SLUICE_IETF_HEADERS", false, "also add the IETF draft RateLimit and RateLimit-Policy headers")
 	boolean(&s.RetryAfter, "retry-after", "SLUICE_RETRY_AFTER", false, "also add Retry-After when over the limit")
 	boolean(&s.DynamicMetadata, "response-dynamic-metadata", "RESPONSE_DYNAMIC_METADATA", false, "fill the response's dynamic_metadata")
@@ -410,6 +420,9 @@ func parseServe(args, environ []string, stderr io.Writer) (*settings, error) {
 		}
 	}
 	s.redisSet = redisSettingsSet(names, given, env)
+	if err := s.referenceNewer(env, given); err != nil {
+		return nil, err
+	}
 	if err := s.validate(env); err != nil {
 		return nil, err
 	}
@@ -486,8 +499,19 @@ func (s *settings) validate(env map[string]string) error {
 	if s.LocalInstances < 1 {
 		bad("local-instances", "%d: must be at least 1", s.LocalInstances)
 	}
-	if s.NearLimitRatio <= 0 || s.NearLimitRatio > 1 {
-		bad("near-limit-ratio", "%v: must be above 0 and at most 1", s.NearLimitRatio)
+	switch f := strings.ToLower(s.LogFormat); f {
+	case "json", "text":
+		s.LogFormat = f
+	default:
+		s.warnings = append(s.warnings, fmt.Sprintf("%s=%q is neither text nor json: logging text, as envoyproxy/ratelimit does", s.source["log-format"], s.LogFormat))
+		s.LogFormat = "text"
+	}
+	if s.NearLimitRatio < 0 {
+		// The incumbent accepts any number; below 0 it counts every
+		// admitted descriptor as near, as 0 does. Metrics only.
+		s.warnings = append(s.warnings, fmt.Sprintf("%s=%v is below 0: taken as 0 (every admitted descriptor counts as near its limit)",
+			s.source["near-limit-ratio"], s.NearLimitRatio))
+		s.NearLimitRatio = 0
 	}
 	if s.TracingSamplingRate < 0 || s.TracingSamplingRate > 1 {
 		bad("tracing-sampling-rate", "%v: must be from 0 to 1", s.TracingSamplingRate)
@@ -533,7 +557,17 @@ func (s *settings) validate(env map[string]string) error {
 		bad("grpc-tls", "TLS needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY")
 	}
 	if !s.GRPCUseTLS && (s.GRPCClientCACert != "" || s.GRPCClientTLSSAN != "") {
-		bad("grpc-client-tls-cacert", "client TLS settings need GRPC_SERVER_USE_TLS=true")
+		// The incumbent reads them only with TLS on, and ignores them
+		// otherwise: so does sluice, saying so.
+		var set []string
+		for _, f := range []struct{ flag, v string }{{"grpc-client-tls-cacert", s.GRPCClientCACert}, {"grpc-client-tls-san", s.GRPCClientTLSSAN}} {
+			if f.v != "" {
+				set = append(set, s.source[f.flag])
+			}
+		}
+		s.warnings = append(s.warnings, fmt.Sprintf("%s ignored: gRPC is plain (GRPC_SERVER_USE_TLS is not true), so no client certificate is asked for, as envoyproxy/ratelimit ignores them without TLS",
+			strings.Join(set, " and ")))
+		s.GRPCClientCACert, s.GRPCClientTLSSAN = "", ""
 	}
 	if s.GRPCClientTLSSAN != "" && s.GRPCClientCACert == "" {
 		bad("grpc-client-tls-san", "a client SAN needs GRPC_CLIENT_TLS_CACERT")
@@ -619,6 +653,62 @@ func (s *settings) referenceHealth(env map[string]string, flagGiven bool) error 
 	return nil
 }
 
+// referenceNewer honours the settings of envoyproxy/ratelimit's newer
+// releases that have no flag of their own. GRPC_MAX_CONCURRENT_STREAMS is
+// SLUICE_GRPC_MAX_CONCURRENT_STREAMS (0 no bound in both), which wins when
+// given. REDIS_OP_TIMEOUT bounds
+// each Redis command there (its REDIS_TIMEOUT bounds only dialling), as
+// sluice's REDIS_TIMEOUT bounds every round trip: when set above 0, it is
+// that bound, whatever REDIS_TIMEOUT says. REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR
+// asks for what sluice always does, and ENABLE_NEGATIVE_HITS for what it
+// does by default: each is named in a note.
+func (s *settings) referenceNewer(env map[string]string, given map[string]bool) error {
+	var errs []error
+	if v := env["GRPC_MAX_CONCURRENT_STREAMS"]; v != "" && !given["grpc-max-concurrent-streams"] && env["SLUICE_GRPC_MAX_CONCURRENT_STREAMS"] == "" {
+		n, err := strconv.ParseUint(v, 10, 32)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("invalid GRPC_MAX_CONCURRENT_STREAMS=%q: want a whole number from 0 (no bound) to %d", v, uint32(math.MaxUint32)))
+		case n > math.MaxInt32:
+			s.Listener.GRPCMaxStreams = math.MaxInt32 // as good as no bound
+		default:
+			s.Listener.GRPCMaxStreams = int(n)
+		}
+	}
+	timeoutFlag := given["redis-timeout"]
+	if v := env["REDIS_OP_TIMEOUT"]; v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("invalid REDIS_OP_TIMEOUT=%q: want a duration with its unit, such as 500ms, 10s or 1m", v))
+		case d > 0:
+			note := fmt.Sprintf("REDIS_OP_TIMEOUT=%v bounds every Redis round trip (sluice's REDIS_TIMEOUT)", d)
+			if timeoutFlag || env["REDIS_TIMEOUT"] != "" {
+				note += fmt.Sprintf(", in place of %s=%v, which in sluice is that bound too", s.source["redis-timeout"], s.Redis.Timeout)
+			}
+			s.Redis.Timeout = d
+			s.notes = append(s.notes, note)
+		}
+	}
+	if on, set, err := referenceBool(env, "REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR"); err != nil {
+		errs = append(errs, err)
+	} else if set {
+		note := "REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR=true: sluice always closes a Redis connection whose command is refused READONLY, so that the pool dials the address again (a failed-over master behind a Service or DNS name)"
+		if !on {
+			note = "REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR=false: sluice closes a Redis connection whose command is refused READONLY all the same, so that the pool dials the address again; a connection to a demoted master only ever fails"
+		}
+		s.notes = append(s.notes, note)
+	}
+	if on, set, err := referenceBool(env, "ENABLE_NEGATIVE_HITS"); err != nil {
+		errs = append(errs, err)
+	} else if set && on {
+		s.notes = append(s.notes, "ENABLE_NEGATIVE_HITS=true: sluice refunds is_negative_hits descriptors by default (SLUICE_PRIVILEGED_REQUESTS restricts who may)")
+	} else if set {
+		s.warnings = append(s.warnings, "ENABLE_NEGATIVE_HITS=false: sluice refunds is_negative_hits descriptors all the same; SLUICE_PRIVILEGED_REQUESTS=none refuses them")
+	}
+	return errors.Join(errs...)
+}
+
 // referenceBool reads a boolean variable of the reference's that has no
 // flag of its own: set is false when it is empty, err names it when it is
 // not a boolean.
@@ -663,32 +753,75 @@ func redisSettingsSet(names []envName, given map[string]bool, env map[string]str
 }
 
 // referenceOnly are envoyproxy/ratelimit variables sluice does not
-// implement; a name ending in '_' stands for every variable with that
-// prefix. Setting one logs a warning; it changes nothing.
-var referenceOnly = []string{
-	"DEBUG_HOST", "DEBUG_PORT",
-	"REDIS_PERSECOND", "REDIS_PERSECOND_",
-	"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR",
-	"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
-	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES",
+// implement, each with what sluice does instead; a name ending in '_'
+// stands for every variable with that prefix. Setting one logs a warning
+// naming it and that; it changes nothing. (A variable that asks for
+// nothing, such as USE_STATSD=false, is not warned about: referenceOff.)
+var referenceOnly = []struct{ name, instead string }{
+	{"DEBUG_HOST", "pprof is on the admin listener, SLUICE_ADMIN_ADDR (loopback by default)"},
+	{"DEBUG_PORT", "pprof is on the admin listener, SLUICE_ADMIN_ADDR (loopback by default)"},
+	{"REDIS_PERSECOND", "one Redis decides every unit (the migration guide, redis-persecond)"},
+	{"REDIS_PERSECOND_", "one Redis decides every unit (the migration guide, redis-persecond)"},
+	{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "the nodes of a cluster are always asked in parallel"},
+	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "the Redis pools grow as needed"},
+	{"REDIS_STARTUP_INITIAL_INTERVAL", "sluice starts without Redis and connects in the background (redis-down-at-start)"},
+	{"REDIS_STARTUP_MAX_INTERVAL", "sluice starts without Redis and connects in the background (redis-down-at-start)"},
+	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "sluice starts without Redis and connects in the background (redis-down-at-start)"},
+	{"EXPIRATION_JITTER_MAX_SECONDS", "each key expires exactly when its state is empty again"},
+	{"LOCAL_CACHE_SIZE_IN_BYTES", "the local denial cache is on and sized in descriptors, SLUICE_LOCAL_CACHE_SIZE (local-cache-count)"},
+	{"LIMIT_ALL_DESCRIPTORS_HEADERS_ENABLED", "the response headers describe the one status closest to its limit, as LIMIT_RESPONSE_HEADERS_ENABLED does; SLUICE_IETF_HEADERS adds every rule of that descriptor"},
 
-	"MEMCACHE_",
-	"USE_STATSD", "STATSD_HOST", "STATSD_PORT", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "DOG_STATSD_MOGRIFIER_",
-	"PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
-	"DISABLE_STATS", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL",
+	{"MEMCACHE_", "there is no memcache backend: Redis or the embedded backend"},
+	{"USE_STATSD", "no statsd export: Prometheus metrics at /metrics"},
+	{"STATSD_HOST", "no statsd export: Prometheus metrics at /metrics"},
+	{"STATSD_PORT", "no statsd export: Prometheus metrics at /metrics"},
+	{"USE_DOG_STATSD", "no statsd export: Prometheus metrics at /metrics"},
+	{"USE_DOG_STATSD_MOGRIFIERS", "no statsd export: Prometheus metrics at /metrics"},
+	{"DOG_STATSD_MOGRIFIER_", "no statsd export: Prometheus metrics at /metrics"},
+	{"PROMETHEUS_MAPPER_YAML", "the metric names are fixed (docs/metrics.md)"},
+	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "response times are in seconds, as Prometheus names them (docs/metrics.md)"},
+	{"DISABLE_STATS", "metrics are turned off by SLUICE_METRICS=false"},
+	{"EXTRA_TAGS", "no statsd tags: add labels in the Prometheus scrape configuration"},
+	{"STATS_FLUSH_INTERVAL", "Prometheus scrapes when it wants"},
+}
+
+// referenceRead are the envoyproxy/ratelimit variables sluice honours
+// without a flag of their own: referenceListeners, referenceHealth and
+// referenceNewer read them.
+var referenceRead = []string{
+	"USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "GRPC_MAX_CONCURRENT_STREAMS",
+	"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
+	"REDIS_OP_TIMEOUT", "REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR", "ENABLE_NEGATIVE_HITS",
+}
+
+// referenceOff are the variables of referenceOnly whose value false asks
+// for nothing sluice lacks (Envoy Gateway and Envoy AI Gateway set
+// USE_STATSD=false): those values are accepted without a warning.
+var referenceOff = map[string]bool{"USE_STATSD": true, "USE_DOG_STATSD": true, "DISABLE_STATS": true}
+
+// referenceInstead returns what sluice does instead of the referenceOnly
+// variable name.
+func referenceInstead(name string) string {
+	for _, r := range referenceOnly {
+		if name == r.name || (strings.HasSuffix(r.name, "_") && strings.HasPrefix(name, r.name)) {
+			return r.instead
+		}
+	}
+	return ""
 }
 
 // ignoredReferenceVars returns the variables of env that referenceOnly
-// names, sorted.
+// names, sorted, but those that ask for nothing (referenceOff).
 func ignoredReferenceVars(env map[string]string) []string {
 	var out []string
-	for name := range env {
-		for _, r := range referenceOnly {
-			if name == r || (strings.HasSuffix(r, "_") && strings.HasPrefix(name, r)) {
-				out = append(out, name)
-				break
-			}
+	for name, v := range env {
+		if v == "" || referenceInstead(name) == "" {
+			continue
 		}
+		if off, err := strconv.ParseBool(v); referenceOff[name] && err == nil && !off {
+			continue
+		}
+		out = append(out, name)
 	}
 	sort.Strings(out)
 	return out
