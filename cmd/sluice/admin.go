@@ -137,7 +137,7 @@ func startAdmin(s *settings, log *logrus.Logger, w *adminWiring, svc *service.Se
 		Resetters: resetters,
 		Observer:  w.observer,
 		Top:       w.top,
-		Info: admin.Info{Version: version, Hostname: host, PID: os.Getpid(), Started: time.Now().UTC(), Backend: kind,
+		Info: admin.Info{Version: readBuildVersion().String(), Hostname: host, PID: os.Getpid(), Started: time.Now().UTC(), Backend: kind,
 			Listeners: map[string]string{
 				"grpc": srv.GRPCAddr(),
 				"http": srv.HTTPAddr(),

@@ -23,8 +23,15 @@ func TestBinary(t *testing.T) {
 	bin := buildBinary(t)
 
 	out, err := exec.Command(bin, "version").Output()
-	if err != nil || !strings.HasPrefix(string(out), "sluice v0.0.0-test go") {
+	if err != nil || !strings.HasPrefix(string(out), "sluice v0.0.0-test ") {
 		t.Fatalf("version: %q, %v", out, err)
+	}
+	// Built in a git clone, the binary knows its commit (a git worktree,
+	// or a tree without git, stamps none).
+	if rev := stampedRevision(t, bin); rev != "" && !strings.HasPrefix(string(out), "sluice v0.0.0-test (revision "+rev) {
+		t.Errorf("version: %q, want the revision %s Go stamped", out, rev)
+	} else {
+		t.Logf("version: %s", strings.TrimSpace(string(out)))
 	}
 
 	p := startBinary(t, bin)
@@ -57,11 +64,27 @@ func TestBinary(t *testing.T) {
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "sluice")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version=v0.0.0-test", "-o", bin, ".")
+	build := exec.Command("go", "build", "-buildvcs=true", "-ldflags", "-X main.version=v0.0.0-test", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// stampedRevision returns the vcs.revision Go stamped into bin, "" when
+// none.
+func stampedRevision(t *testing.T, bin string) string {
+	t.Helper()
+	out, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatalf("go version -m: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if _, rev, ok := strings.Cut(line, "vcs.revision="); ok {
+			return strings.TrimSpace(rev)
+		}
+	}
+	return ""
 }
 
 // binaryProcess is a `sluice serve` started by startBinary.

@@ -54,6 +54,11 @@ func newObservability(ctx context.Context, s *settings, log *logrus.Logger) (*ob
 			return nil, err
 		}
 		o.metrics = m
+		bv := readBuildVersion()
+		if err := m.RegisterBuildInfo(metrics.BuildInfo{Version: bv.Version, Revision: bv.Revision,
+			Modified: bv.Modified, GoVersion: bv.GoVersion}); err != nil {
+			return nil, err
+		}
 	}
 	tr, err := tracing.Setup(ctx, tracing.Options{
 		Enabled:           s.Tracing,

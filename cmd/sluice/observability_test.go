@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -103,6 +104,8 @@ func TestMetricsEndpoint(t *testing.T) {
 		{"sluice_config_reloads_total", "result=success", 1},
 		{"sluice_config_reloads_total", "result=failure", 0},
 		{"sluice_config_domains", "", 1},
+		// A test binary has no version or revision stamped.
+		{"sluice_build_info", "goversion=" + runtime.Version() + ",modified=false,revision=,version=dev", 1},
 	} {
 		if got, ok := metricstest.Value(fams, w.name, w.labels); !ok || got != w.want {
 			t.Errorf("%s{%s} = %v (present %v), want %v", w.name, w.labels, got, ok, w.want)

@@ -7,9 +7,6 @@ import (
 	"runtime"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = "dev"
-
 // Exit codes.
 const (
 	exitOK    = 0
@@ -53,7 +50,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	case "counters":
 		return counters(ctx, rest, environ, stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintf(stdout, "sluice %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		v := readBuildVersion()
+		fmt.Fprintf(stdout, "sluice %s %s %s/%s\n", v, v.GoVersion, runtime.GOOS, runtime.GOARCH)
 		return exitOK
 	case "help", "--help", "-help", "-h":
 		fmt.Fprint(stdout, usage)

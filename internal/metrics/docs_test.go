@@ -45,6 +45,9 @@ func allFamilies(t *testing.T) []string {
 	if err := m.RegisterServerLoad(func() ServerCounts { return ServerCounts{} }); err != nil {
 		t.Fatal(err)
 	}
+	if err := m.RegisterBuildInfo(BuildInfo{Version: "dev"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := m.RegisterXDS(); err != nil {
 		t.Fatal(err)
 	}
