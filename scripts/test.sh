@@ -109,6 +109,10 @@ helm_chart() {
 }
 step "helm chart" helm_chart
 
+# The release workflow (.github/workflows/release.yml), checked by actionlint
+# built from its Go module at a fixed version (decision 0090).
+step "actionlint" go run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12 .github/workflows/release.yml
+
 # Fuzz targets, briefly each (seed corpora run in the normal tests above).
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can
 # report "context deadline exceeded" as a failure when the time runs out
