@@ -40,6 +40,9 @@ func TestServeGRPCUnixSocket(t *testing.T) {
 	if log := s.stderr.String(); strings.Contains(log, "GRPC_UDS") && strings.Contains(log, "ignoring") {
 		t.Errorf("GRPC_UDS reported as ignored:\n%s", log)
 	}
+	if log := s.stderr.String(); !strings.Contains(log, "listeners: gRPC unix:"+sock+" (plain)") {
+		t.Errorf("the listeners line does not name the socket:\n%s", log)
+	}
 
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -192,8 +194,12 @@ func (s *settings) describeListeners() string {
 	case s.GRPCUseTLS:
 		grpc = "TLS"
 	}
-	return fmt.Sprintf("gRPC %s:%d (%s); HTTP %s://%s:%d (json %s, privileged requests %s%s)",
-		s.GRPCHost, s.GRPCPort, grpc, scheme, s.HTTPHost, s.HTTPPort, s.Listener.JSON, s.Listener.Privileged,
+	grpcAddr := net.JoinHostPort(s.GRPCHost, strconv.Itoa(s.GRPCPort))
+	if s.GRPCUDS != "" {
+		grpcAddr = "unix:" + s.GRPCUDS // GRPC_HOST:GRPC_PORT is not listened on
+	}
+	return fmt.Sprintf("gRPC %s (%s); HTTP %s://%s (json %s, privileged requests %s%s)",
+		grpcAddr, grpc, scheme, net.JoinHostPort(s.HTTPHost, strconv.Itoa(s.HTTPPort)), s.Listener.JSON, s.Listener.Privileged,
 		map[bool]string{true: ": " + strings.Join(s.Listener.TrustedSANs, ","), false: ""}[s.Listener.Privileged == "trusted"])
 }
 
