@@ -40,7 +40,8 @@ RUN CGO_ENABLED=0 go build -trimpath -tags timetzdata,vtprotobuf \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/sluice /sluice
 # The incumbent's path: Envoy Gateway's rate-limit Deployment runs
-# /bin/ratelimit with no argument, which is `sluice serve` under that name.
+# /bin/ratelimit with no argument, Envoy AI Gateway's with its own: under that
+# name it is `sluice ratelimit`, serve ignoring the arguments it does not define.
 COPY --from=build /out/sluice /bin/ratelimit
 # No SLUICE_CONFIG here: it would override the RUNTIME_* variables of a
 # deployment that swaps envoyproxy/ratelimit's image for this one.

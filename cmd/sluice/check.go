@@ -162,7 +162,6 @@ const (
 // the overall code is OK, 1 when it is OVER_LIMIT and 2 on any error.
 func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8081", "gRPC address of the server")
 	domain := fs.String("domain", "", "rate-limit domain (required)")
 	var descs descriptorList
@@ -183,10 +182,11 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			"Exit code: 0 OK, 1 OVER_LIMIT, 2 error.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return checkOK
 		}
+		fmt.Fprintf(stderr, "sluice check: %v\n", err)
 		return checkError
 	}
 	switch {

@@ -177,7 +177,6 @@ func counters(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("sluice counters "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var af adminFlagSet
 	af.define(fs, envMap(environ))
 	domain := fs.String("domain", "", "rate-limit domain (required)")
@@ -193,10 +192,11 @@ func counters(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		fmt.Fprint(fs.Output(), countersUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:], stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "sluice counters %s: %v\n", sub, err)
 		return exitUsage
 	}
 	switch {

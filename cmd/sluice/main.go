@@ -18,10 +18,12 @@ func main() {
 
 // commandArgs returns the arguments run gets. Run under the incumbent's
 // name, `ratelimit` (the image's /bin/ratelimit, which Envoy Gateway's
-// Deployment runs with no argument), the binary is `sluice serve`.
+// Deployment runs with no argument, and Envoy AI Gateway's with its own),
+// the binary is `sluice ratelimit`: serve, ignoring the arguments it does
+// not define, as the incumbent ignores every argument.
 func commandArgs(argv0 string, args []string) []string {
 	if filepath.Base(argv0) == "ratelimit" {
-		return append([]string{"serve"}, args...)
+		return append([]string{"ratelimit"}, args...)
 	}
 	return args
 }

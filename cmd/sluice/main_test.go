@@ -5,15 +5,16 @@ import (
 	"testing"
 )
 
-// TestCommandArgs: under the incumbent's name the binary serves.
+// TestCommandArgs: under the incumbent's name the binary serves as the
+// incumbent does (`sluice ratelimit`).
 func TestCommandArgs(t *testing.T) {
 	cases := []struct {
 		argv0 string
 		args  []string
 		want  []string
 	}{
-		{"/bin/ratelimit", nil, []string{"serve"}},
-		{"ratelimit", []string{"--log-level=debug"}, []string{"serve", "--log-level=debug"}},
+		{"/bin/ratelimit", nil, []string{"ratelimit"}},
+		{"ratelimit", []string{"--log-level=debug"}, []string{"ratelimit", "--log-level=debug"}},
 		{"/sluice", []string{"serve"}, []string{"serve"}},
 		{"/usr/local/bin/sluice", []string{"validate", "x"}, []string{"validate", "x"}},
 		{"/bin/ratelimit-old", nil, nil},

@@ -18,6 +18,8 @@ const usage = `sluice is a global rate-limit service for Envoy (envoy.service.ra
 
 Usage:
   sluice serve [flags]            run the service (sluice serve --help lists the settings)
+  sluice ratelimit [args]         serve as envoyproxy/ratelimit's /bin/ratelimit (the image's, which runs
+                                  this): arguments serve does not define are ignored with a warning
   sluice validate [flags] PATH... check config files or directories; print every error as file:line: reason
   sluice check [flags]            send one ShouldRateLimit to a running server and print the answer
   sluice counters get|reset       look up or reset a descriptor's counters on the admin listener
@@ -43,6 +45,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		return serve(ctx, rest, environ, stdout, stderr)
+	case "ratelimit":
+		return serveAsIncumbent(ctx, rest, environ, stdout, stderr)
 	case "validate":
 		return validate(rest, environ, stdout, stderr)
 	case "check":

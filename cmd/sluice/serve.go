@@ -30,14 +30,32 @@ import (
 // serve runs the service until ctx is done. It exits 2 on bad settings,
 // 1 on an invalid initial config or a listener that cannot bind, and 0
 // after a graceful shutdown.
-func serve(ctx context.Context, args, environ []string, _, stderr io.Writer) int {
-	s, err := parseServe(args, environ, stderr)
+func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	return serveWith(ctx, args, nil, environ, stdout, stderr)
+}
+
+// serveAsIncumbent is serve run as envoyproxy/ratelimit's binary, which
+// reads no argument: the arguments serve does not define (Envoy AI
+// Gateway passes --quotaRateLimitServiceAddr=...) are ignored, and named
+// in a warning; those it defines mean what they mean to serve.
+func serveAsIncumbent(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	kept, ignored := incumbentArgs(args)
+	return serveWith(ctx, kept, ignored, environ, stdout, stderr)
+}
+
+// serveWith is serve with args, and the ignored arguments to warn about.
+func serveWith(ctx context.Context, args, ignored, environ []string, stdout, stderr io.Writer) int {
+	s, err := parseServe(args, environ, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitUsage
+	}
+	if len(ignored) > 0 {
+		s.warnings = append(s.warnings, fmt.Sprintf("ignoring %s: not arguments of sluice serve, and envoyproxy/ratelimit, whose binary this runs as, reads no argument (%q)",
+			plural(len(ignored), "an argument", "arguments"), ignored))
 	}
 	log := newLogger(s, stderr)
 	for _, name := range s.ignored {

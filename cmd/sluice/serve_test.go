@@ -31,10 +31,16 @@ type served struct {
 
 func startServe(t *testing.T, env []string, args ...string) *served {
 	t.Helper()
+	return startCommand(t, "serve", env, args...)
+}
+
+// startCommand is startServe for the command cmd, serve or ratelimit.
+func startCommand(t *testing.T, cmd string, env []string, args ...string) *served {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &served{cancel: cancel, exit: make(chan int, 1), stderr: &testenv.SyncBuffer{}}
 	go func() {
-		s.exit <- run(ctx, append([]string{"serve"}, args...), slices.Concat(loopback, env), io.Discard, s.stderr)
+		s.exit <- run(ctx, append([]string{cmd}, args...), slices.Concat(loopback, env), io.Discard, s.stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()

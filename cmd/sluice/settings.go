@@ -217,7 +217,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	str(&s.GRPCHost, "grpc-host", "GRPC_HOST", "0.0.0.0", "gRPC listen host")
 	integer(&s.GRPCPort, "grpc-port", "GRPC_PORT", 8081, "gRPC listen port")
 	str(&s.GRPCUDS, "grpc-uds", "GRPC_UDS", "", "unix socket path gRPC listens on instead of GRPC_HOST:GRPC_PORT")
-	str(&s.HTTPHost, "host", "HOST", "0.0.0.0", "HTTP listen host (/healthcheck, /json, /rlconfig)")
+	str(&s.HTTPHost, "host", "HOST", "0.0.0.0", "HTTP listen host (/healthcheck, /json, /metrics; /rlconfig is on the admin listener)")
 	integer(&s.HTTPPort, "port", "PORT", 8080, "HTTP listen port")
 
 	fs.Var(&s.Configs, "config", "config file or directory; repeatable; overrides the RUNTIME_* directory"+
@@ -376,17 +376,18 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 }
 
 // parseServe parses serve's settings: flags win over environment variables,
-// which win over defaults. Errors name the flag or variable at fault.
-func parseServe(args, environ []string, stderr io.Writer) (*settings, error) {
+// which win over defaults. Errors name the flag or variable at fault, and
+// are the caller's to print. --help prints the usage to usage and returns
+// flag.ErrHelp.
+func parseServe(args, environ []string, usage io.Writer) (*settings, error) {
 	s := &settings{source: map[string]string{}}
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	names := serveFlags(fs, s)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice serve [flags]\n\nEvery flag can also be set by the environment variable shown; flags win.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, usage); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -825,6 +826,60 @@ func ignoredReferenceVars(env map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// parseFlags parses args with fs, printing nothing but, on --help, the
+// usage to usage (then it returns flag.ErrHelp). A bad flag's error is
+// returned with a pointer to --help, for the caller to print once.
+func parseFlags(fs *flag.FlagSet, args []string, usage io.Writer) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(usage)
+		fs.Usage()
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w (%s --help lists the flags)", err, fs.Name())
+	}
+	return nil
+}
+
+// incumbentArgs splits the arguments of `sluice ratelimit`: kept are the
+// flags serve defines, with their values, and --help; ignored is the rest
+// (other flags, with their values when written name=value, and every
+// other argument), which envoyproxy/ratelimit, reading no argument, would
+// ignore too.
+func incumbentArgs(args []string) (kept, ignored []string) {
+	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
+	serveFlags(fs, &settings{source: map[string]string{}})
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			ignored = append(ignored, args[i+1:]...)
+			break
+		}
+		name, hasValue := strings.TrimLeft(a, "-"), false
+		if !strings.HasPrefix(a, "-") || name == "" {
+			ignored = append(ignored, a)
+			continue
+		}
+		name, _, hasValue = strings.Cut(name, "=")
+		f := fs.Lookup(name)
+		if f == nil && name != "h" && name != "help" {
+			ignored = append(ignored, a)
+			continue
+		}
+		kept = append(kept, a)
+		if f == nil || hasValue {
+			continue // --help, or --name=value
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !(ok && b.IsBoolFlag()) && i+1 < len(args) {
+			kept = append(kept, args[i+1]) // --name value
+			i++
+		}
+	}
+	return kept, ignored
 }
 
 // explainSetError says what f's standard value type accepts, in place of

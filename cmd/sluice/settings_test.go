@@ -221,12 +221,13 @@ func TestParseServeErrors(t *testing.T) {
 }
 
 func TestServeHelp(t *testing.T) {
-	code, _, errOut := runCmd(t, nil, "serve", "--help")
+	code, out, _ := runCmd(t, nil, "serve", "--help")
 	if code != 0 {
 		t.Errorf("serve --help: exit %d", code)
 	}
-	for _, want := range []string{"(env LOG_LEVEL) (default info)", "(env GRPC_PORT) (default 8081)", `(env REDIS_TYPE) (default "single")`} {
-		if !strings.Contains(errOut, want) {
+	for _, want := range []string{"(env LOG_LEVEL) (default info)", "(env GRPC_PORT) (default 8081)", `(env REDIS_TYPE) (default "single")`,
+		"HTTP listen host (/healthcheck, /json, /metrics; /rlconfig is on the admin listener)"} {
+		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q", want)
 		}
 	}

@@ -17,7 +17,6 @@ import (
 // is an error.
 func validate(args, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	merge := fs.Bool("merge-domain-config", false, "allow several files to define one domain (env MERGE_DOMAIN_CONFIG)")
 	ignoreDots := fs.Bool("runtime-ignoredotfiles", true, "skip names starting with '.'; false reads them, as envoyproxy/ratelimit does by default (env RUNTIME_IGNOREDOTFILES)")
 	strict := fs.Bool("strict", false, "refuse what the reference would ignore (keys where they mean nothing, keys written twice, later YAML documents) instead of warning")
@@ -25,7 +24,11 @@ func validate(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(fs.Output(), "Usage: sluice validate [flags] PATH...\n\nPATH is a config file or a directory: every regular file in it is read,\nwhatever its name, except names starting with '.' (unless\nRUNTIME_IGNOREDOTFILES=false).\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "sluice validate: %v\n", err)
 		return exitUsage
 	}
 	given := map[string]bool{}
@@ -47,6 +50,7 @@ func validate(args, environ []string, stdout, stderr io.Writer) int {
 		*b.p = parsed
 	}
 	if fs.NArg() == 0 {
+		fs.SetOutput(stderr)
 		fs.Usage()
 		return exitUsage
 	}
