@@ -29,6 +29,7 @@ type adminSettings struct {
 	// Peers and Advertise feed the live page's fleet view.
 	Peers     string // comma-separated admin addresses of other instances
 	Advertise string // this instance's admin address, announced in Redis
+	Hosts     string // comma-separated names requests may carry as Host
 }
 
 // adminFlags defines the admin listener's flags with serveFlags' str.
@@ -40,10 +41,11 @@ func adminFlags(str func(p *string, name, env, def, usage string), a *adminSetti
 	str(&a.TLSCA, "admin-tls-client-cacert", "SLUICE_ADMIN_TLS_CLIENT_CACERT", "", "CA file; when set, admin clients must present a certificate it signed")
 	str(&a.TokenFile, "admin-token-file", "SLUICE_ADMIN_TOKEN_FILE", "", "file holding the bearer token every admin request must present (re-read when it changes)")
 	str(&a.Peers, "admin-peers", "SLUICE_ADMIN_PEERS", "", "comma-separated admin addresses (host:port or URLs) of the other instances, shown with this one in the live page's fleet view")
+	str(&a.Hosts, "admin-hosts", "SLUICE_ADMIN_HOSTS", "", "comma-separated host names the admin listener answers in a request's Host besides IP addresses, localhost and the hosts of its own, peer and advertised addresses; other names are refused (DNS rebinding)")
 	str(&a.Advertise, "admin-advertise", "SLUICE_ADMIN_ADVERTISE", "", "this instance's admin address as the other instances reach it (host:port or URL); with Redis it is announced there, so every instance's live page finds every other")
 }
 
-// adminPeers splits SLUICE_ADMIN_PEERS.
+// adminPeers splits SLUICE_ADMIN_PEERS (and SLUICE_ADMIN_HOSTS).
 func adminPeers(list string) []string {
 	var out []string
 	for _, p := range strings.Split(list, ",") {
@@ -149,6 +151,7 @@ func startAdmin(s *settings, log *logrus.Logger, w *adminWiring, svc *service.Se
 		Peers:      adminPeers(s.Admin.Peers),
 		Directory:  directory(roster),
 		Advertise:  s.Admin.Advertise,
+		Hosts:      adminPeers(s.Admin.Hosts),
 	})
 	if err != nil && addr == admin.DefaultAddr && errors.Is(err, syscall.EADDRINUSE) {
 		// Only the default: an address the operator chose must work.

@@ -87,6 +87,9 @@ type Options struct {
 	// Reflection lists the gRPC services the reflection service describes;
 	// nil serves no reflection.
 	Reflection reflection.ServiceInfoProvider
+	// Hosts are names, besides IP addresses and localhost, that requests
+	// may carry in their Host header (SLUICE_ADMIN_HOSTS); see guard.go.
+	Hosts []string
 	// Logger receives lifecycle lines and the audit log.
 	Logger logrus.FieldLogger
 	// Now is the clock; nil means time.Now.
@@ -130,6 +133,7 @@ type Server struct {
 	// tokenLog and refusedLog throttle the lines of requests refused for
 	// an unreadable token file and for a missing or wrong token.
 	tokenLog, refusedLog logthrottle.Log
+	guardState
 
 	verMu  sync.Mutex
 	verCfg *descriptor.Config
@@ -147,7 +151,8 @@ func New(o Options) (*Server, error) {
 		o.Now = time.Now
 	}
 	s := &Server{opts: o, log: o.Logger}
-	s.tokenLog.Now, s.refusedLog.Now = o.Now, o.Now
+	s.tokenLog.Now, s.refusedLog.Now, s.guardLog.Now = o.Now, o.Now, o.Now
+	s.hosts = allowedHosts(o)
 	if s.log == nil {
 		s.log = logrus.StandardLogger()
 	}
@@ -211,7 +216,7 @@ func New(o Options) (*Server, error) {
 	protocols.SetHTTP2(true)
 	protocols.SetUnencryptedHTTP2(true) // gRPC reflection without TLS
 	s.http = &http.Server{
-		Handler:           s.authenticate(s.route(mux)),
+		Handler:           s.guard(s.authenticate(s.route(mux))),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
