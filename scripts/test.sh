@@ -89,6 +89,9 @@ fi
 # The Envoy Gateway examples, against Envoy Gateway's API types: a module of
 # its own, so its dependencies stay out of sluice's.
 step "examples/envoy-gateway/validate" sh -c 'cd examples/envoy-gateway/validate && go vet ./... && go test -count=1 ./...'
+# The Envoy AI Gateway example, against AI Gateway's QuotaPolicy type and
+# the Kubernetes API types: a module of its own too.
+step "examples/envoy-ai-gateway/validate" sh -c 'cd examples/envoy-ai-gateway/validate && go vet ./... && go test -count=1 ./...'
 # The Prometheus rules and the Grafana dashboard's queries, against
 # Prometheus's own parser and engine: a module of its own as well.
 step "examples/prometheus/validate" sh -c 'cd examples/prometheus/validate && go vet ./... && go test -count=1 ./...'
