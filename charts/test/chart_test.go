@@ -154,15 +154,16 @@ func TestChartRenders(t *testing.T) {
 		kinds     []string
 		admin     string // SLUICE_ADMIN_ADDR
 	}{
-		{"values.yaml", nil, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
-		{"values-embedded.yaml", nil, "memory", "", []string{"ConfigMap", "Service", "Deployment"}, "127.0.0.1:6070"},
-		{"values-redis.yaml", nil, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget", "HorizontalPodAutoscaler"}, "127.0.0.1:6070"},
-		{"values-sentinel.yaml", nil, "redis", "sentinel", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
-		{"values-cluster.yaml", nil, "redis", "cluster", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor"}, "127.0.0.1:6070"},
-		{"values.yaml", []string{"config.existingConfigMap=my-limits"}, "redis", "single", []string{"Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
-		{"values.yaml", []string{"admin.exposeOnService=true", "admin.tokenSecret=sluice-admin"}, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "0.0.0.0:6070"},
-		{"values.yaml", []string{"admin.enabled=false"}, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "off"},
-		{"values.yaml", []string{"resources.limits=null"}, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
+		{"values.yaml", nil, "redis", "single", []string{"ConfigMap", "Service", "Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
+		{"values-embedded.yaml", nil, "memory", "", []string{"ConfigMap", "Service", "Service", "Deployment"}, "127.0.0.1:6070"},
+		{"values-redis.yaml", nil, "redis", "single", []string{"ConfigMap", "Service", "Service", "Deployment", "PodDisruptionBudget", "HorizontalPodAutoscaler"}, "127.0.0.1:6070"},
+		{"values-sentinel.yaml", nil, "redis", "sentinel", []string{"ConfigMap", "Service", "Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
+		{"values-cluster.yaml", nil, "redis", "cluster", []string{"ConfigMap", "Service", "Service", "Deployment", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor"}, "127.0.0.1:6070"},
+		{"values.yaml", []string{"config.existingConfigMap=my-limits"}, "redis", "single", []string{"Service", "Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
+		{"values.yaml", []string{"admin.exposeOnService=true", "admin.tokenSecret=sluice-admin"}, "redis", "single", []string{"ConfigMap", "Service", "Service", "Deployment", "PodDisruptionBudget"}, "0.0.0.0:6070"},
+		{"values.yaml", []string{"admin.enabled=false"}, "redis", "single", []string{"ConfigMap", "Service", "Service", "Deployment", "PodDisruptionBudget"}, "off"},
+		{"values.yaml", []string{"resources.limits=null"}, "redis", "single", []string{"ConfigMap", "Service", "Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
+		{"values.yaml", []string{"service.headless=false"}, "redis", "single", []string{"ConfigMap", "Service", "Deployment", "PodDisruptionBudget"}, "127.0.0.1:6070"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.values+strings.Join(tc.set, ","), func(t *testing.T) {
@@ -233,6 +234,25 @@ func TestChartRenders(t *testing.T) {
 				t.Errorf("config volume names %q, want the existing ConfigMap my-limits", cmName)
 			}
 			sel := d.Spec.Selector.MatchLabels
+			// The ClusterIP Service, and the headless one the Istio
+			// examples' STRICT_DNS clusters resolve (unless turned off):
+			// both select the pods, the headless one has the gRPC port.
+			headless := 0
+			for _, svc := range o.services {
+				if !sameLabels(svc.Spec.Selector, sel) {
+					t.Errorf("Service %s selects %v, the Deployment %v", svc.Name, svc.Spec.Selector, sel)
+				}
+				if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+					continue
+				}
+				headless++
+				if svc.Name != d.Name+"-headless" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "grpc" || svc.Spec.Ports[0].Port != 8081 {
+					t.Errorf("headless Service %s ports %+v, want %s-headless with the gRPC port 8081", svc.Name, svc.Spec.Ports, d.Name)
+				}
+			}
+			if want := map[bool]int{true: 0, false: 1}[slices.Contains(tc.set, "service.headless=false")]; headless != want {
+				t.Errorf("%d headless Services, want %d", headless, want)
+			}
 			for _, p := range o.pdbs {
 				if !sameLabels(p.Spec.Selector.MatchLabels, sel) {
 					t.Errorf("PDB selects %v, the Deployment %v", p.Spec.Selector.MatchLabels, sel)
@@ -307,6 +327,37 @@ func TestChartLints(t *testing.T) {
 		out, err := exec.Command(bin, "lint", "--strict", "--kube-version", "1.30.0", chartDir, "-f", f).CombinedOutput()
 		if err != nil {
 			t.Errorf("helm lint -f %s: %v\n%s", filepath.Base(f), err, out)
+		}
+	}
+}
+
+// TestChartServesTheIstioExamples: installed as the chart README says
+// (release sluice, namespace sluice), the chart's headless Service is the
+// one the Istio examples' STRICT_DNS clusters resolve.
+func TestChartServesTheIstioExamples(t *testing.T) {
+	bin := helm(t)
+	cmd := exec.Command(bin, "template", "sluice", chartDir, "--namespace", "sluice", "--kube-version", "1.30.0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	var name string
+	for _, svc := range decode(t, string(out)).services {
+		if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+			name = svc.Name
+		}
+	}
+	if name == "" {
+		t.Fatal("no headless Service")
+	}
+	addr := name + ".sluice.svc.cluster.local"
+	for _, f := range []string{"ingress-gateway-ratelimit.yaml", "sidecar-ratelimit.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "examples", "istio", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "address: "+addr) {
+			t.Errorf("examples/istio/%s does not resolve %s, the chart's headless Service", f, addr)
 		}
 	}
 }
