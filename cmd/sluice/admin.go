@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/admin"
 	"github.com/sluice-rl/sluice/internal/hitters"
+	"github.com/sluice-rl/sluice/internal/rlqs"
 	"github.com/sluice-rl/sluice/internal/server"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/pkg/backend"
@@ -60,6 +61,9 @@ func adminPeers(list string) []string {
 type adminWiring struct {
 	observer *admin.Observer
 	top      *hitters.Tracker
+	// quotas lists the Rate Limit Quota Service's buckets; nil when it
+	// is off.
+	quotas func() []rlqs.BucketView
 }
 
 // newAdminWiring builds the observer feeding the page and heavy hitters,
@@ -146,6 +150,7 @@ func startAdmin(s *settings, log *logrus.Logger, w *adminWiring, svc *service.Se
 			}},
 		ConfigText: func() string { return svc.Config().Dump() },
 		Reloads:    reloads,
+		Quotas:     w.quotas,
 		Reflection: srv,
 		Logger:     log,
 		Peers:      adminPeers(s.Admin.Peers),

@@ -156,11 +156,14 @@ func (c *adminClient) do(ctx context.Context, method, path string, body any, out
 const countersUsage = `Usage:
   sluice counters get   --domain D (--entry k=v ... | --descriptor k=v,k2=v2) [flags]
   sluice counters reset --domain D (--entry k=v ... | --descriptor k=v,k2=v2) [--rule NAME] [flags]
+  sluice counters rlqs  [--domain D] [flags]
 
 get shows the config node the descriptor matches and, for every rule, what is
 used, what remains and when it resets, without consuming anything. reset
 forgets the descriptor's state (every rule, or --rule's) on the backend and in
 this instance's denial cache. Both are written to the server's audit log.
+rlqs lists the Rate Limit Quota Service's buckets on the instance's open
+streams: each Envoy's demand, its share of every rule, its last assignment.
 They talk to the admin listener (SLUICE_ADMIN_ADDR, default 127.0.0.1:6070).
 
 `
@@ -168,6 +171,9 @@ They talk to the admin listener (SLUICE_ADMIN_ADDR, default 127.0.0.1:6070).
 // counters runs `sluice counters get|reset`. It exits 0 on success, 1 when
 // the server answered with an error, 2 on bad usage.
 func counters(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "rlqs" {
+		return countersRLQS(ctx, args[1:], environ, stdout, stderr)
+	}
 	if len(args) == 0 || (args[0] != "get" && args[0] != "reset") {
 		fmt.Fprint(stderr, countersUsage)
 		if len(args) > 0 && (args[0] == "help" || args[0] == "--help" || args[0] == "-h") {

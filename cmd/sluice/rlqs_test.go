@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluice-rl/sluice/internal/testkit/envoyquota"
+	"github.com/sluice-rl/sluice/internal/testkit/testenv"
 )
 
 // TestServeRLQS: sluice serve answers StreamRateLimitQuotas on its gRPC
@@ -53,6 +54,24 @@ func TestServeRLQS(t *testing.T) {
 			}
 			if _, body := s.get(t, "/metrics"); !strings.Contains(body, "sluice_rlqs_streams 1") {
 				t.Errorf("/metrics lacks sluice_rlqs_streams 1:\n%s", grepLines(body, "sluice_rlqs_"))
+			}
+			// The bucket and its share on the admin listener: the API,
+			// sluice counters rlqs, the page.
+			env := []string{"SLUICE_ADMIN_ADDR=" + s.admin(t)}
+			code, out, errOut := runCmd(t, env, "counters", "rlqs")
+			if code != 0 {
+				t.Fatalf("counters rlqs: exit %d: %s", code, errOut)
+			}
+			for _, want := range []string{"DOMAIN", "api  ", "k=v", "fixed_window 2/1 year 2/2 (1 Envoys, 1 used)", "token_bucket 2 per 31536000s, max 1"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("counters rlqs output lacks %q:\n%s", want, out)
+				}
+			}
+			if code, out, _ := runCmd(t, env, "counters", "rlqs", "--domain", "other"); code != 0 || !strings.Contains(out, "no Envoy reports a bucket") {
+				t.Errorf("counters rlqs --domain other: exit %d:\n%s", code, out)
+			}
+			if _, page := testenv.HTTPGet(t, "http://"+s.admin(t)+"/"); !strings.Contains(page, `<section id="rlqs">`) || !strings.Contains(page, "k=v") {
+				t.Errorf("the admin page has no Rate Limit Quota Service section with the bucket")
 			}
 		})
 	}

@@ -191,6 +191,9 @@ func serveWith(ctx context.Context, args, ignored, environ []string, stdout, std
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitError
 	}
+	if aw != nil && quota != nil {
+		aw.quotas = quota.Snapshot
+	}
 	srv, err := server.New(server.Options{
 		GRPCAddr:              net.JoinHostPort(s.GRPCHost, strconv.Itoa(s.GRPCPort)),
 		GRPCUnixSocket:        s.GRPCUDS,

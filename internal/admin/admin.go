@@ -38,6 +38,7 @@ import (
 
 	"github.com/sluice-rl/sluice/internal/hitters"
 	"github.com/sluice-rl/sluice/internal/logthrottle"
+	"github.com/sluice-rl/sluice/internal/rlqs"
 	"github.com/sluice-rl/sluice/internal/server"
 	"github.com/sluice-rl/sluice/internal/service"
 	"github.com/sluice-rl/sluice/pkg/backend"
@@ -84,6 +85,9 @@ type Options struct {
 	ConfigText func() string
 	// Reloads returns the config reload state; nil means none to report.
 	Reloads func() ReloadState
+	// Quotas lists the Rate Limit Quota Service's buckets (GET
+	// /api/v1/rlqs, the page); nil when the service is off.
+	Quotas func() []rlqs.BucketView
 	// Reflection lists the gRPC services the reflection service describes;
 	// nil serves no reflection.
 	Reflection reflection.ServiceInfoProvider
@@ -211,6 +215,7 @@ func New(o Options) (*Server, error) {
 	mux.HandleFunc("POST /api/v1/counters/reset", s.handleCountersReset)
 	mux.HandleFunc("GET /api/v1/top", s.handleTop)
 	mux.HandleFunc("GET /api/v1/fleet", s.handleFleet)
+	mux.HandleFunc("GET /api/v1/rlqs", s.handleQuotas)
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)

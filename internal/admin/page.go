@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/internal/hitters"
+	"github.com/sluice-rl/sluice/internal/rlqs"
 )
 
 // Chart geometry, in SVG user units.
@@ -35,6 +36,11 @@ type pageData struct {
 	// HTTP is the address of the service's HTTP listener (/metrics), if
 	// known.
 	HTTP string
+	// Quotas are the Rate Limit Quota Service's buckets (QuotasOn: the
+	// service is on); QuotasMore counts those not listed.
+	Quotas     []rlqs.BucketView
+	QuotasOn   bool
+	QuotasMore int
 }
 
 // chart is one domain's decisions/s and denials/s as SVG polylines.
@@ -70,11 +76,12 @@ func newTopRow(e hitters.Entry) topRow {
 func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 	st := s.status(r.Context())
 	now := s.opts.Now()
-	d := pageData{Status: st, Now: now.UTC(), RefreshSec: 10, HTTP: st.Instance.Listeners["http"]}
+	d := pageData{Status: st, Now: now.UTC(), RefreshSec: 10, HTTP: st.Instance.Listeners["http"], QuotasOn: s.opts.Quotas != nil}
 	if s.fleetOn() {
 		f := s.fleet(r.Context(), st)
 		d.Fleet = &f
 	}
+	d.Quotas, d.QuotasMore = s.quotaRows()
 	for _, rt := range st.Rates {
 		d.Charts = append(d.Charts, newChart(rt))
 	}
@@ -226,6 +233,12 @@ nav{background:#e8edf3;padding:6px 20px;font-size:13px}nav a{margin-right:16px;c
 {{end}}</table>{{else}}<p class="ok">No call failed or was refused.</p>{{end}}
 <p class="note">"now" is the last full 10 s. Calls refused for their size before they are read (SLUICE_MAX_REQUEST_BYTES) are counted only in sluice_requests_refused_total.</p>
 </section>
+{{if .QuotasOn}}<section id="rlqs"><h2>Rate Limit Quota Service buckets</h2>
+{{if .Quotas}}<table><tr><th>domain</th><th>bucket</th><th>descriptor</th><th>demand</th><th>shares</th><th>assignment</th></tr>
+{{range .Quotas}}<tr><td>{{.Domain}}</td><td><code>{{.Bucket}}</code></td><td><code>{{.Descriptor}}</code></td><td class="n">{{printf "%.2f" .Rate}}/s</td>
+<td>{{range .Rules}}{{.Rule}}: {{.Share}} of {{.Limit}} ({{.Members}} Envoys{{if .Used}}, {{.Used}} used{{end}})<br>{{end}}</td><td>{{.Assignment}}</td></tr>
+{{end}}</table>{{if .QuotasMore}}<p class="note">and {{.QuotasMore}} more: GET /api/v1/rlqs or <code>sluice counters rlqs</code> lists them all.</p>{{end}}{{else}}<p>No Envoy reports a bucket.</p>{{end}}
+</section>{{end}}
 <section id="backend"><h2>Backend</h2>
 {{with .Backend}}{{if eq .State "in process"}}<p>{{.Kind}}: <span class="ok">in process</span>: limits are kept in this instance's memory, nothing to reach.</p>
 {{else if .Healthy}}<p>{{.Kind}}: <span class="ok">answering</span>: a PING was answered in {{printf "%.2f" .LatencyMS}} ms.</p>
