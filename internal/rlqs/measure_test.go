@@ -158,7 +158,7 @@ func measureConvergence(t *testing.T, addr string, config func() *descriptor.Con
 
 // measureFaults: 3 Envoys at 2/s on two instances; sluice instance a stops
 // at 2 minutes (its Envoys move to b at their next report), redis-server
-// is killed at 5 minutes and restarted 5 s later (less than the assignment
+// is killed at 5:20 and restarted 5 s later (less than the assignment
 // TTL), one Envoy vanishes at 7 minutes.
 func measureFaults(t *testing.T, srv *redistest.Server, config func() *descriptor.Config) string {
 	clock := testenv.NewClock(simStart)
@@ -176,13 +176,13 @@ func measureFaults(t *testing.T, srv *redistest.Server, config func() *descripto
 				}
 			}
 			events = append(events, "2:00 sluice instance a stopped, its Envoys reconnect to b")
-		case 5 * time.Minute:
+		case 5*time.Minute + 20*time.Second:
 			srv.Kill()
-		case 5*time.Minute + 5*time.Second:
+		case 5*time.Minute + 25*time.Second:
 			if err := srv.Restart(); err != nil {
 				t.Fatal(err)
 			}
-			events = append(events, "5:00 redis-server killed, restarted at 5:05 (its state lost)")
+			events = append(events, "5:20 redis-server killed, restarted at 5:25 (its state lost)")
 		case 7 * time.Minute:
 			envoys[2].e.Close()
 			envoys[2].rate = steady(0)
