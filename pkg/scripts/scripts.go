@@ -34,8 +34,6 @@ var lua embed.FS
 // fixed, so the joined source, and its SHA-1, change only when a file does.
 var decideParts = []string{
 	"decide.lua",         // shared locals
-	"lean.lua",           // the window path: fixed windows, window keys
-	"general.lua",        // opens define_general: the general way
 	"arith.lua",          // ~ limit/arith.go
 	"window.lua",         // ~ limit/window.go
 	"state.lua",          // ~ limit/state.go: loading states
@@ -45,7 +43,7 @@ var decideParts = []string{
 	"sliding_log.lua",    // ~ limit/sliding_log.go
 	"rule.lua",           // ~ limit/rule.go: the rules from ARGV
 	"decision.lua",       // ~ limit/decision.go: check, bind, apply, reply
-	"batch.lua",          // closes define_general; one descriptor, or a batch
+	"batch.lua",          // the entry: one descriptor, a batch, or a batch together
 }
 
 // resetParts are the files of the reset script (ResetScript).

@@ -51,8 +51,7 @@ local function read_records(v)
     if id and (nxt > len or string.byte(v, nxt) == 124) then -- '|'
       local st = states[id]
       local at = tonumber(e) * 1000
-      -- A window key's rule (st.win): an older layout's record, dropped.
-      if at > now and not (st and st.win) then -- else expired: the zero state
+      if at > now then -- else expired: the zero state
         if st then
           st.e = at
           local alg = st.own.alg
@@ -77,46 +76,37 @@ local function read_records(v)
   end
 end
 
--- read_v, unless nil, is KEYS[1]'s value (GET through redis.pcall: false
--- when absent) that take (decision.lua) read in this descriptor's call
--- before it left the call to the loop, having written nothing to KEYS[1]:
--- load_states reads it instead of a second GET, and clears it.
-local read_v
-
 -- load_states loads the state of each rule id of the descriptor: the
--- counter records of KEYS[1] (one GET) and the sliding logs' sorted sets.
-local function load_states(KEYS)
+-- counter records of its counter key ck (one GET) and the sliding logs'
+-- sorted sets.
+local function load_states(ck)
   states, ncounters = {}, 0
   for i = 1, nrules do
     local r = rules[i]
     if r.alg ~= 0 and states[r.id] == nil then
       local st
       if r.alg == 2 then
-        -- The sorted set is the state. Drop entries with t + P <= now: they
-        -- no longer count. Then read its size, its oldest and newest entry
+        -- The sorted set is the state, its expired entries dropped
         -- (sliding_log.lua).
-        call('ZREMRANGEBYSCORE', r.key, '-inf', format('%d', now - r.P))
-        st = sl_load(r.key)
-      elseif r.wkey then
-        -- An epoch-aligned fixed window: its window key (lean.lua).
-        st = { w = r.start, c = tonumber(call('GET', r.wkey)) or 0, p = 0, l = 0, t = 0, e = 0, own = false, x = false, win = true }
+        st = sl_load(r.key, r.P)
       else
         st = { w = 0, c = 0, p = 0, l = 0, t = 0, e = 0, own = false, x = false }
         ncounters = ncounters + 1
       end
-      st.own = r
+      st.own, st.x = r, false
       states[r.id] = st
     end
   end
   found, others, trimmed = false, false, false
-  local pre = read_v
-  read_v = nil
 
   if ncounters > 0 then
     -- GET, not MGET (whose reply is a table): redis.pcall returns a key of
-    -- another type's WRONGTYPE error as a table, which reads as empty.
-    local v = pre
-    if v == nil then v = redis.pcall('GET', KEYS[1]) end
+    -- another type's WRONGTYPE error as a table, which reads as empty. In
+    -- the first pass of a batch decided together, a value kept for the key
+    -- is read instead.
+    local v
+    local kept = defer and defer.v[ck]
+    if kept then v = kept[1] else v = pcall_redis('GET', ck) end
     if type(v) == 'string' then
       found = true
       read_records(v)

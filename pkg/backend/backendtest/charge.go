@@ -191,8 +191,8 @@ func (e *env) hugeReset(a limit.Algorithm, n uint64) time.Duration {
 // through it all, and the states kept are those that expire first. The
 // overrides are sliding windows: a store may keep an epoch-aligned fixed
 // window's count apart, in a key of its own that no other check reads and
-// that expires with its window (the Redis backend's window keys), where it
-// costs other checks no work and so is not bounded.
+// that expires with its window, where it costs other checks no work and so
+// is not bounded.
 func (s *suite) testOtherStatesBounded(t *testing.T) {
 	e := s.env(t, base)
 	id := e.id("x")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -140,6 +141,7 @@ func (b *Backend) exec(ctx context.Context, calls []*call) {
 		b.log.WithField("calls", len(again)).Debug("redis: NOSCRIPT or function not found, sending the calls again")
 		b.pipeline(ctx, again)
 	}
+	b.tryAgain(ctx, calls)
 	if b.cluster != nil {
 		for _, c := range calls {
 			if isUnavailable(c.cmd.Err()) {
@@ -149,6 +151,38 @@ func (b *Backend) exec(ctx context.Context, calls []*call) {
 				break
 			}
 		}
+	}
+}
+
+// tryAgain sends again, until ctx ends, the calls a node refused with
+// TRYAGAIN: while a slot moves, Redis refuses a call of several keys some
+// of which are missing (a descriptor with a sliding log, whose keys are
+// migrated one by one) and runs none of it, so sending it again is safe.
+// The pause doubles from 1 ms to 64 ms; the slot's move ends it, usually
+// within milliseconds (the keys of one descriptor are migrated one after
+// the other).
+func (b *Backend) tryAgain(ctx context.Context, calls []*call) {
+	for pause := time.Millisecond; ; pause = min(2*pause, 64*time.Millisecond) {
+		var again []*call
+		for _, c := range calls {
+			if goredis.IsTryAgainError(c.cmd.Err()) {
+				again = append(again, c)
+			}
+		}
+		if len(again) == 0 {
+			return
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		for _, c := range again {
+			c.cmd = newDecideCmd(c.cmd.Args())
+		}
+		b.pipeline(ctx, again)
 	}
 }
 

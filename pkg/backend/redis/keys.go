@@ -3,7 +3,6 @@ package redis
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -85,29 +84,16 @@ func appendKeys(dst []string, prefix, identity string, rules []*ruleArgs) ([]str
 	return dst, nil
 }
 
-// CounterKey returns the key holding the counters of one descriptor's
-// rules, <prefix>{<identity>}: KEYS[1] of its decide calls.
+// CounterKey returns the key holding the state of every rule of one
+// descriptor but a sliding log, <prefix>{<identity>}: KEYS[1] of its
+// decide calls. Every key of the descriptor (a sliding log's is
+// <CounterKey>:<rule id>) hashes to its Redis Cluster slot.
 func CounterKey(prefix, identity string) string {
 	return prefix + "{" + identity + "}"
 }
 
-// windowKeyName returns the key holding r's count for the descriptor identity
-// in the window holding at (µs), <CounterKey>:<rule id>:<window start in
-// whole seconds>, and true, when r is an epoch-aligned fixed window, whose
-// counts the decide script keeps in window keys (CONTRACT.md, "Window
-// keys"); "" and false for any other rule.
-func windowKeyName(prefix, identity string, r limit.Rule, at limit.Micros) (string, bool) {
-	p := r.PeriodMicros()
-	if r.Algorithm != limit.FixedWindow || r.Location != nil || p <= 0 || p%1_000_000 != 0 {
-		return "", false
-	}
-	start := at - (at%p+p)%p
-	return CounterKey(prefix, identity) + ":" + r.ID() + ":" + strconv.FormatInt(start/1_000_000, 10), true
-}
-
 // stateKey returns the Redis key holding r's state for the descriptor identity:
-// CounterKey, or the sliding log's own key (for an epoch-aligned fixed
-// window's count, see windowKeyName). It fails for a rule
+// CounterKey, or the sliding log's own key. It fails for a rule
 // prepareRule refuses or an identity checkIdentity refuses.
 func stateKey(prefix, identity string, r limit.Rule) (string, error) {
 	a, err := prepareRule(r)
@@ -123,14 +109,11 @@ func stateKey(prefix, identity string, r limit.Rule) (string, error) {
 
 // resetArgs returns the KEYS and ARGV of one reset call (scripts.ResetScript) that
 // forgets the state rules keep for identity: the counter key then the
-// sliding logs' keys; now (clock, as for a decide call), then the id and
-// the period in µs of each counter rule, whose records go, and, for an
-// epoch-aligned fixed window (period > 0), the window key of the window
-// holding now (CONTRACT.md, "The reset script"). Rules with the same id are
-// named once. It fails for a rule prepareRule refuses or an identity
+// sliding logs' keys; the id of each counter rule, whose records go
+// (CONTRACT.md, "The reset script"). Rules with the same id are named
+// once. It fails for a rule prepareRule refuses or an identity
 // checkIdentity refuses.
-func resetArgs(prefix, identity string, rules []limit.Rule, clock scriptClock) (keys []string, argv []any, err error) {
-	argv = append(argv, nowArg(clock))
+func resetArgs(prefix, identity string, rules []limit.Rule) (keys []string, argv []any, err error) {
 	prepared := make([]*ruleArgs, 0, len(rules))
 	seen := map[string]bool{}
 	for i, r := range rules {
@@ -142,13 +125,10 @@ func resetArgs(prefix, identity string, rules []limit.Rule, clock scriptClock) (
 			continue
 		}
 		seen[a.idString] = true
-		switch {
-		case a.ownKey:
+		if a.ownKey {
 			prepared = append(prepared, a)
-		case a.alg == algFixed:
-			argv = append(argv, a.idString, a.period)
-		default:
-			argv = append(argv, a.idString, "0")
+		} else {
+			argv = append(argv, a.idString)
 		}
 	}
 	keys, err = appendKeys(nil, prefix, identity, prepared)

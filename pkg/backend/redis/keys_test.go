@@ -151,9 +151,6 @@ func TestKeyPrefixAndTTL(t *testing.T) {
 	expires := map[string]span{}
 	for _, r := range rules {
 		k := Key(prefix, id, r)
-		if wk, ok := windowKeyName(prefix, id, r, t0); ok {
-			k = wk // an epoch-aligned fixed window's count: a window key
-		}
 		lo, hi := expiryMillis(r, t0, cost), expiryMillis(r, t1, cost)
 		if r.Algorithm != limit.SlidingLog {
 			hi += 2
@@ -164,8 +161,8 @@ func TestKeyPrefixAndTTL(t *testing.T) {
 		expires[k] = span{lo, hi}
 	}
 	want := slices.Sorted(maps.Keys(expires))
-	if want[0] != CounterKey(prefix, id) || len(want) != 3 {
-		t.Fatalf("keys %q, want the counter key, the fixed window's and the sliding log's", want)
+	if want[0] != CounterKey(prefix, id) || len(want) != 2 {
+		t.Fatalf("keys %q, want the counter key and the sliding log's", want)
 	}
 	slices.Sort(keys)
 	if !slices.Equal(keys, want) {

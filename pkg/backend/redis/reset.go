@@ -19,15 +19,10 @@ var resetScript = goredis.NewScript(scripts.ResetScript().Source)
 
 // Reset forgets the state rules keep for identity with one script call on
 // the descriptor's node (all its keys share one hash tag), so it is atomic
-// with respect to the decide script: the fixed windows' counts of the
-// window holding now (on the decide calls' clock), the rules' records, the
-// sliding logs. Records of other rule ids in the counter key are kept.
+// with respect to the decide script: the rules' records, the sliding logs.
+// Records of other rule ids in the counter key are kept.
 func (b *Backend) Reset(ctx context.Context, identity string, rules []limit.Rule) error {
-	var clock scriptClock
-	if b.opts.FakeRedisClock != nil {
-		clock = scriptClock{Fixed: true, At: limit.MicrosOf(b.opts.FakeRedisClock())}
-	}
-	keys, ids, err := resetArgs(b.opts.KeyPrefix, identity, rules, clock)
+	keys, ids, err := resetArgs(b.opts.KeyPrefix, identity, rules)
 	if err != nil {
 		return fmt.Errorf("redis backend: reset: %w", err)
 	}

@@ -412,21 +412,17 @@ func TestBatchMalformedWritesNothing(t *testing.T) {
 	}
 }
 
-// TestBatchWindowErrorSameOnEveryPath: a window key of another type fails
-// its descriptor with the same error bytes whichever code decides it (the
-// batch's own loop for one fixed window taking a cost, the window path's
-// general loop for several rules or a peek), the other descriptors decided
-// and written; and the same batch sent as a function library replies the
-// same.
-func TestBatchWindowErrorSameOnEveryPath(t *testing.T) {
+// TestBatchWrongTypeKeyFailsItsDescriptor: a sliding log key of another
+// type fails its descriptor with Redis's error bytes, whatever the
+// descriptor's shape (one rule taking a cost, two rules, a peek), the other
+// descriptors decided and written; and the same batch sent as a function
+// library replies the same.
+func TestBatchWrongTypeKeyFailsItsDescriptor(t *testing.T) {
 	c := redistest.Standalone(t).Client()
 	ctx := t.Context()
 	now := limit.Micros(1_800_000_000_000_000)
 	minute, hour := limit.Rule{Unit: limit.Minute, Limit: 5}, limit.Rule{Unit: limit.Hour, Limit: 5}
-	bad, good := "w:{bad}", "w:{good}"
-	if err := c.HSet(ctx, windowKey(bad, minute, now), "c", 1).Err(); err != nil {
-		t.Fatal(err)
-	}
+	log := limit.Rule{Algorithm: limit.SlidingLog, Unit: limit.Minute, Limit: 5}
 	pm, err := prepareRule(minute)
 	if err != nil {
 		t.Fatal(err)
@@ -435,13 +431,25 @@ func TestBatchWindowErrorSameOnEveryPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pl, err := prepareRule(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := appendKeys(nil, "w:", "bad", []*ruleArgs{pl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HSet(ctx, bad[1], "c", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	good := CounterKey("w:", "good")
 	clock := scriptClock{Fixed: true, At: now}
 	args := appendBatchHead(nil, clock)
-	args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{pm}, clock)     // the batch's loop
-	args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{pm, ph}, clock) // windows' loop
-	args = appendBatchItem(args, 1, limit.Cost{N: 0}, []*ruleArgs{pm}, clock)     // a peek: GET
+	args = appendBatchItem(args, 2, limit.Cost{N: 1}, []*ruleArgs{pl}, clock)
+	args = appendBatchItem(args, 2, limit.Cost{N: 1}, []*ruleArgs{ph, pl}, clock)
+	args = appendBatchItem(args, 2, limit.Cost{N: 0}, []*ruleArgs{pl}, clock) // a peek
 	args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{pm}, clock)
-	keys := []string{bad, bad, bad, good}
+	keys := []string{bad[0], bad[1], bad[0], bad[1], bad[0], bad[1], good}
 	lib := loadDecideLibrary(t, c)
 	var replies [][]int64
 	for _, fcall := range []bool{false, true} {
@@ -464,8 +472,11 @@ func TestBatchWindowErrorSameOnEveryPath(t *testing.T) {
 			t.Fatalf("fcall %v, the good descriptor: %+v, rest %v, err %v", fcall, d, rest, err)
 		}
 	}
-	if got := c.Get(ctx, windowKey(good, minute, now)).Val(); got != "2" {
-		t.Fatalf("the good descriptor's key holds %q, want 2 (one per call)", got)
+	if f := counterRecords(t, c, good)[minute.ID()]; len(f) != 3 || f[2] != "2" {
+		t.Fatalf("the good descriptor's record is %q, want a count of 2 (one per call)", f)
+	}
+	if n := c.Exists(ctx, bad[0]).Val(); n != 0 {
+		t.Fatalf("the failed descriptors wrote their counter key")
 	}
 	if len(replies[0]) != len(replies[1]) {
 		t.Fatalf("script and function replies differ in length: %d, %d", len(replies[0]), len(replies[1]))

@@ -96,9 +96,6 @@ func (h *harness) run(step string, now limit.Micros, cost limit.Cost) limit.Deci
 // the latest expiry it holds (plus the test slack).
 func (h *harness) compareState(step string, now limit.Micros, wrote bool) {
 	h.t.Helper()
-	if h.compareWindows(step, now) {
-		return
-	}
 	records := h.records(step)
 	var latest limit.Micros // of the live counter records
 	seen := map[string]bool{}
@@ -108,10 +105,6 @@ func (h *harness) compareState(step string, now limit.Micros, wrote bool) {
 			continue
 		}
 		seen[id] = true
-		if windowRule(r) {
-			h.compareWindow(step, now, i)
-			continue
-		}
 		if !ownsKey(r) {
 			f, ok := records[id]
 			delete(records, id)

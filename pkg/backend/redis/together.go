@@ -11,9 +11,9 @@ var _ backend.TogetherDecider = (*Backend)(nil)
 // DecideTogether decides a request's checks as one
 // (backend.TogetherDecider) when they all live on one Redis node: on a
 // standalone server or a Sentinel master, in the one batched script call
-// Decide sends anyway, with the batch's together flag (the script keeps
-// every key it touches and puts them all back when a check is denied, then
-// decides the others as peeks). A request with one check is decided by
+// Decide sends anyway, with the batch's together flag (the script decides
+// every check before writing anything and writes only when none is denied;
+// otherwise it decides the others as peeks). A request with one check is decided by
 // Decide, atomic on its own. On a cluster, where each check's keys hash to
 // their own slot and a script may not span slots, it declines (ok false)
 // a request of several checks, and the caller refunds instead.
