@@ -192,6 +192,31 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 	return b.decide(ctx, checks, false)
 }
 
+// maxBatchWeight bounds what one batch call of a Decide decides, so that
+// one call holds Redis (which runs one script at a time) for a bounded
+// time, and its reply arrives within Options.Timeout however many checks a
+// request carries: a check weighs one per rule, and a sliding log, whose
+// decision reads its sorted set (O(log n) commands), weighs 16.
+const maxBatchWeight = 512
+
+// batchPrefix returns how many of the checks of idx (at least one) the
+// next batch call decides: as many as weigh at most maxBatchWeight.
+func batchPrefix(checks []backend.Check, idx []int) int {
+	w := 0
+	for n, i := range idx {
+		for _, r := range checks[i].Rules {
+			w++
+			if r.Algorithm == limit.SlidingLog {
+				w += 15
+			}
+		}
+		if w > maxBatchWeight && n > 0 {
+			return n
+		}
+	}
+	return len(idx)
+}
+
 // decide is Decide, with the one node's batch decided together when
 // together is set (DecideTogether).
 func (b *Backend) decide(ctx context.Context, checks []backend.Check, together bool) []backend.Result {
@@ -210,10 +235,17 @@ func (b *Backend) decide(ctx context.Context, checks []backend.Check, together b
 		j.idx = append(j.idx, i)
 	}
 	if len(j.idx) > 1 && b.cluster == nil {
-		// One node: every check in one script call (a batch).
-		b.addBatch(j, j.idx, checks, clock, func(i int, err error) {
-			results[i].Err = fmt.Errorf("redis backend: %w", err)
-		})
+		// One node: the checks in batch calls of at most maxBatchWeight
+		// (every check in one call when decided together).
+		errs := func(i int, err error) { results[i].Err = fmt.Errorf("redis backend: %w", err) }
+		for idx := j.idx; len(idx) > 0; {
+			n := len(idx)
+			if !together {
+				n = batchPrefix(checks, idx)
+			}
+			b.addBatch(j, idx[:n], checks, clock, errs)
+			idx = idx[n:]
+		}
 	} else {
 		for _, i := range j.idx {
 			if err := b.add(j, i, checks[i], clock); err != nil {
