@@ -318,3 +318,90 @@ func decideOnce(t *testing.T, c *goredis.Client, keys []string, rules []limit.Ru
 	}
 	return parseDecideReply(reply, len(rules))
 }
+
+// TestTogetherDenialCostIsItsOwn: a batch decided together and denied,
+// beside a sliding log of 100,000 entries, costs Redis what its own reads
+// cost, never what is stored: its script's longest run (SLOWLOG) is under
+// 20 ms, as is the same batch not decided together, and the log is left
+// as it was.
+func TestTogetherDenialCostIsItsOwn(t *testing.T) {
+	c := redistest.Standalone(t).Client()
+	ctx := context.Background()
+	now := limit.Micros(1_800_000_000_000_000)
+	log := limit.Rule{Algorithm: limit.SlidingLog, Unit: limit.Hour, Limit: 1_000_000}
+	denying := limit.Rule{Unit: limit.Hour, Limit: 0}
+	pl, err := prepareRule(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := prepareRule(denying)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := appendKeys(nil, "big:", "log", []*ruleArgs{pl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const entries = 100_000
+	for start := 0; start < entries; start += 5000 {
+		var zs []goredis.Z
+		for i := start; i < start+5000; i++ {
+			zs = append(zs, goredis.Z{Score: float64(now - entries + limit.Micros(i)), Member: fmt.Sprintf("%020d:1", i+1)})
+		}
+		if err := c.ZAdd(ctx, lk[1], zs...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := c.Dump(ctx, lk[1]).Val()
+	if err := c.ScriptLoad(ctx, scripts.DecideScript().Source).Err(); err != nil { // compiled before it is timed
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	longest := func(together bool) time.Duration {
+		t.Helper()
+		if err := c.SlowLogReset(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		clock := scriptClock{Fixed: true, At: now}
+		args := appendBatchHead(nil, clock)
+		if together {
+			args = appendTogetherHead(nil, clock)
+		}
+		args = appendBatchItem(args, 2, limit.Cost{N: 1}, []*ruleArgs{pl}, clock)
+		args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{pd}, clock)
+		keys := []string{lk[0], lk[1], CounterKey("big:", "denied")}
+		ints, err := c.Eval(ctx, scripts.DecideScript().Source, keys, args...).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, rest, err := parseBatchInts(ints, make([]limit.Outcome, 1))
+		if err != nil || !d.Allowed {
+			t.Fatalf("together %v: the log's descriptor %+v, %v", together, d, err)
+		}
+		if d, _, err := parseBatchInts(rest, make([]limit.Outcome, 1)); err != nil || d.Allowed {
+			t.Fatalf("together %v: the denying descriptor %+v, %v", together, d, err)
+		}
+		logs, err := c.SlowLogGet(ctx, 128).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var most time.Duration
+		for _, l := range logs {
+			if len(l.Args) > 0 && strings.EqualFold(l.Args[0], "eval") {
+				most = max(most, l.Duration)
+			}
+		}
+		return most
+	}
+	tog := longest(true)
+	if after := c.Dump(ctx, lk[1]).Val(); after != before {
+		t.Fatalf("a denied batch decided together changed the log")
+	}
+	alone := longest(false)
+	t.Logf("longest script run: %v decided together (denied), %v as a batch", tog, alone)
+	if tog <= 0 || tog >= 20*time.Millisecond || alone >= 20*time.Millisecond {
+		t.Errorf("longest script run %v decided together, %v as a batch: want both under 20 ms", tog, alone)
+	}
+}
