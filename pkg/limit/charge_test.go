@@ -147,3 +147,33 @@ func TestSlidingLogOneEntryPerRequest(t *testing.T) {
 		t.Errorf("after refunding 3e9+3: %+v", s.Log)
 	}
 }
+
+// TestChargeOwesAtMostOnePeriod: one charge, however large (a hits_addend
+// of 2^64-1), leaves every algorithm denying for at most about two of its
+// periods -- a meter's level passes its capacity by at most one period's
+// drain -- and a meter already deeper than that is not lowered by a charge.
+func TestChargeOwesAtMostOnePeriod(t *testing.T) {
+	for _, a := range []Algorithm{FixedWindow, SlidingLog, SlidingWindow, TokenBucket, LeakyBucket, GCRA} {
+		t.Run(a.String(), func(t *testing.T) {
+			r := Rule{Algorithm: a, Unit: Hour, Limit: 100}
+			var s State
+			d := Decide([]Rule{r}, []*State{&s}, second0, Cost{N: 1<<64 - 1, Charge: true})
+			if d.Allowed {
+				t.Fatalf("charged 2^64-1: %+v", d)
+			}
+			if reset := d.Outcomes[0].Reset; reset <= 0 || reset > 2*time.Hour {
+				t.Fatalf("charged 2^64-1 on 100/hour: reset %v, want at most two periods", reset)
+			}
+			if a.IsMeter() {
+				if s.Level != 200 {
+					t.Fatalf("level %v after the charge, want capacity + one period's drain, 200", s.Level)
+				}
+				s.Level = 1000
+				Decide([]Rule{r}, []*State{&s}, s.At, Cost{N: 5, Charge: true})
+				if s.Level != 1000 {
+					t.Fatalf("a charge on a level of 1000 left %v, want it kept", s.Level)
+				}
+			}
+		})
+	}
+}

@@ -22,8 +22,11 @@ import "math"
 //	lv     = drain(s.Level, s.At, now)
 //	admit  iff lv + float64(N) ≤ float64(C)
 //	apply  Level = lv + float64(N), At = now
-//	charge (a charged cost that does not fit) as apply: Level passes C
-//	       Level = min(lv + float64(min(N, MaxCharge)), 2^53), as Lua computes it
+//	charge (a charged cost that does not fit) as apply, but what it owes is
+//	       capped at one period: Level passes C by at most L (one period's
+//	       drain), and a charge never lowers a level already above that:
+//	       top   = max(lv, min(float64(C) + float64(L), 2^53))
+//	       Level = min(lv + float64(min(N, MaxCharge)), top), as Lua computes it
 //	refund Level = max(0, lv - float64(N)), At = now
 //	Remaining = floor(float64(C) - lv')                       lv' = level after the request if admitted
 //	wholeAt(Level, At) = At if Level ≤ 0, else
@@ -98,7 +101,7 @@ func (r Rule) meterCheck(s *State, now Micros, cost Cost) Outcome {
 		lv += n
 	case cost.Charge && cost.N > 0:
 		charged = true
-		lv = math.Min(lv+float64(min(cost.N, MaxCharge)), float64(MaxCharge))
+		lv = r.chargeLevel(lv, cost.N)
 	}
 	o.Remaining = floorCount(c - lv)
 	switch {
@@ -123,10 +126,22 @@ func (r Rule) meterCheck(s *State, now Micros, cost Cost) Outcome {
 
 func (r Rule) meterApply(s *State, now Micros, cost Cost) {
 	lv := r.drain(s.Level, s.At, now)
-	if cost.Refund {
-		lv = math.Max(0, lv-float64(cost.N))
-	} else {
-		lv = math.Min(lv+float64(min(cost.N, MaxCharge)), float64(MaxCharge))
+	switch n := float64(cost.N); {
+	case cost.Refund:
+		lv = math.Max(0, lv-n)
+	case lv+n <= float64(r.Capacity()):
+		lv += n
+	default:
+		lv = r.chargeLevel(lv, cost.N)
 	}
 	s.Level, s.At = lv, now
+}
+
+// chargeLevel is the level after a charged cost n that does not fit on a
+// bucket at level lv: lv + n, but at most one period's drain (Limit) above
+// the capacity, so that one charge, however large, owes at most one
+// period; a level already above that is kept, never lowered.
+func (r Rule) chargeLevel(lv float64, n uint64) float64 {
+	top := math.Max(lv, math.Min(float64(r.Capacity())+float64(r.Limit), float64(MaxCharge)))
+	return math.Min(lv+float64(min(n, MaxCharge)), top)
 }

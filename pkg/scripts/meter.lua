@@ -4,7 +4,7 @@
 -- memory backend by drain in pkg/limit/meter.go). Part of the decide script
 -- (see decide.lua).
 
-local drain, whole_at, mt_check, mt_apply, mt_expiry, mt_fields_expiry
+local drain, whole_at, charge_level, mt_check, mt_apply, mt_expiry, mt_fields_expiry
 -- define_mt defines the meter's functions, when a rule first needs them
 -- (read_rules): once per node for a function library, once per call for
 -- EVALSHA, and only in the calls that use them.
@@ -42,6 +42,18 @@ local function define_mt()
     return t
   end
 
+  -- charge_level (Rule.chargeLevel): the level after a charged cost n that
+  -- does not fit on level lv, at most one period's drain (L) above the
+  -- capacity, never below lv.
+  function charge_level(r, lv, n)
+    local top = r.C + r.L
+    if MAXCHARGE < top then top = MAXCHARGE end
+    if top < lv then top = lv end
+    lv = lv + n
+    if top < lv then lv = top end
+    return lv
+  end
+
   function mt_check(r, st, n, ref)
     local c = r.C
     local lv = drain(r, st.l, st.t, now)
@@ -55,8 +67,7 @@ local function define_mt()
       lv = lv + n
     elseif charge then
       charged = true
-      lv = lv + n
-      if MAXCHARGE < lv then lv = MAXCHARGE end -- math.min, inlined
+      lv = charge_level(r, lv, n)
     end
     local rem = floorcount(c - lv)
     local reset
@@ -85,9 +96,10 @@ local function define_mt()
     if ref then
       lv = lv - n
       if not (lv > 0) then lv = 0 end
-    else
+    elseif lv + n <= r.C then
       lv = lv + n
-      if MAXCHARGE < lv then lv = MAXCHARGE end
+    else
+      lv = charge_level(r, lv, n)
     end
     st.l, st.t = lv, now
   end
