@@ -73,6 +73,16 @@ local function define_sl()
     end
   end
 
+  -- sl_can_expire fails the call before a log gains an entry when the Redis
+  -- user may not set its expiry (ACL; Redis 7+, whose scripts can ask): a
+  -- log written without one would never go.
+  local function sl_can_expire(key)
+    local cmd = testmode and 'PEXPIRE' or 'PEXPIREAT'
+    if redis.acl_check_cmd and not redis.acl_check_cmd(cmd, key, '0') then
+      error({ err = 'NOPERM sluice decide: this Redis user may not run ' .. cmd .. ', which a sliding log needs' })
+    end
+  end
+
   -- The three changes sl_apply makes to a log: sl_add appends entry e,
   -- sl_keep keeps its first k entries, sl_put makes e the entry of rank j
   -- in place of old (the newest). Sent at once, or kept on st.ov.
@@ -211,6 +221,7 @@ local function define_sl()
     end
     if not fits(c, n, r.L) then n = sl_charge(c, n) end
     if n == 0 then return end
+    sl_can_expire(st.key)
     if st.cnt == 0 then st.base = 0 end
     if st.cnt > 0 and n > MAXCHARGE - st.last.sum then sl_rebase(st) end
     local e = { at = now, n = n, sum = n, m = false }

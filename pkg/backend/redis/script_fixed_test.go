@@ -206,8 +206,8 @@ func TestFixedDenialLeavesNothing(t *testing.T) {
 
 // TestFixedExpiresAtWindowEnd: on Redis's clock (production), each fixed
 // window's record names the window holding Redis's now and counts until
-// its end (its e), and the counter key expires with the latest of them, up
-// to 2 ms later (PEXPIRETIME, Redis 7+; SET ... PX writes value and TTL at
+// its end (its e), and the counter key expires with the latest of them,
+// never before (PEXPIRETIME, Redis 7+; SET ... PX writes value and TTL at
 // once, so the key is never without one): for one to four rules, as a
 // script and as a function library, whose second descriptor of the same
 // rules reads them from what the first call kept.
@@ -283,8 +283,12 @@ func expiresAtWindowEnd(t *testing.T, c *goredis.Client, via, key string, rules 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exp < latest || exp > latest+2 {
-		t.Fatalf("%s expires at %d ms, want its latest window's end %d (+2 ms at most)", key, exp, latest)
+	// SET ... PX counts from when SET runs, 1 ms added: never before the
+	// end; later only by how long Redis took from TIME to SET, a few ms on
+	// a busy machine (a generous bound: the record names its window, so a
+	// key that lives on counts nothing).
+	if exp < latest || exp > latest+1000 {
+		t.Fatalf("%s expires at %d ms, want its latest window's end %d (+1 s at most)", key, exp, latest)
 	}
 }
 
