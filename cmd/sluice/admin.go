@@ -31,10 +31,14 @@ type adminSettings struct {
 	Peers     string // comma-separated admin addresses of other instances
 	Advertise string // this instance's admin address, announced in Redis
 	Hosts     string // comma-separated names requests may carry as Host
+	// TopMaxBytes bounds the heavy-hitter summaries' memory.
+	TopMaxBytes int
 }
 
 // adminFlags defines the admin listener's flags with serveFlags' str.
-func adminFlags(str func(p *string, name, env, def, usage string), a *adminSettings) {
+func adminFlags(str func(p *string, name, env, def, usage string), integer func(p *int, name, env string, def int, usage string), a *adminSettings) {
+	integer(&a.TopMaxBytes, "admin-top-max-bytes", "SLUICE_ADMIN_TOP_MAX_BYTES", hitters.DefaultMaxBytes,
+		"most memory, in bytes, of the heavy-hitter summaries behind the live page and /api/v1/top; each kept descriptor is cut to its share (at least 1 MiB)")
 	str(&a.Addr, "admin-addr", "SLUICE_ADMIN_ADDR", admin.DefaultAddr,
 		`admin listener: live page, /rlconfig, pprof, counters API, gRPC reflection; "off" disables it. A non-loopback address needs a token file or a client CA`)
 	str(&a.TLSCert, "admin-tls-cert", "SLUICE_ADMIN_TLS_CERT", "", "admin listener's TLS certificate file (TLS when set, re-read when it changes)")
@@ -73,7 +77,7 @@ func newAdminWiring(s *settings) *adminWiring {
 	if addr := adminAddrOf(s); addr == "off" || addr == "" {
 		return nil
 	}
-	top := hitters.New(hitters.Options{})
+	top := hitters.New(hitters.Options{MaxBytes: s.Admin.TopMaxBytes})
 	return &adminWiring{observer: admin.NewObserver(top, nil), top: top}
 }
 

@@ -350,7 +350,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	integer(&s.StreamWorkers, "grpc-stream-workers", "SLUICE_GRPC_STREAM_WORKERS", defaultStreamWorkers, "gRPC calls served by a pool of this many long-lived goroutines instead of one new goroutine each (saves stack growth; calls beyond it get their own goroutine); 0 = a new goroutine for every call")
 	integer(&s.GCHeapFloor, "gc-heap-floor-bytes", "SLUICE_GC_HEAP_FLOOR_BYTES", defaultGCHeapFloor,
 		"the garbage collector lets a smaller heap grow to this many bytes before it collects (GOGC still applies above it; the memory it costs is at most this); 0 = GOGC alone")
-	adminFlags(str, &s.Admin)
+	adminFlags(str, integer, &s.Admin)
 	rlqsFlags(boolean, duration, &s.RLQS)
 	str(&s.DebugAddr, "debug-addr", "SLUICE_DEBUG_ADDR", "", "deprecated: the admin listener's address, when --admin-addr keeps its default")
 	duration(&s.DrainDelay, "drain-delay", "SLUICE_DRAIN_DELAY", 0, "at shutdown, fail health this long before closing listeners")
@@ -519,6 +519,9 @@ func (s *settings) validate(env map[string]string) error {
 	}
 	if s.StreamWorkers < 0 || s.StreamWorkers > 1<<16 {
 		bad("grpc-stream-workers", "%d: must be from 0 to 65536", s.StreamWorkers)
+	}
+	if s.Admin.TopMaxBytes < 1<<20 || s.Admin.TopMaxBytes > 1<<40 {
+		bad("admin-top-max-bytes", "%d: must be from 1048576 (1 MiB) to 1099511627776 (1 TiB)", s.Admin.TopMaxBytes)
 	}
 	if s.GCHeapFloor < 0 || s.GCHeapFloor > 1<<40 {
 		bad("gc-heap-floor-bytes", "%d: must be from 0 to 1099511627776 (1 TiB)", s.GCHeapFloor)

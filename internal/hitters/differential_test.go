@@ -110,7 +110,7 @@ func TestSummaryMatchesReference(t *testing.T) {
 								update = func(it *Item) { it.LastSeen, it.ResetAt = now, resetAt }
 							}
 							ref.add(key, w, mk, update)
-							got.add(key, w, rule, &event{domain: domain, entries: entries, maxValueLen: 128, now: now}, denial, resetAt)
+							got.add(key, w, rule, &event{domain: domain, entries: entries, maxValueLen: 128, descBytes: 1 << 20, now: now}, denial, resetAt)
 							if err := sameSummary(ref, got); err != nil {
 								t.Fatalf("step %d (item %d, weight %d): %v", step, i, w, err)
 							}

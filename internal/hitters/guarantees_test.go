@@ -45,7 +45,7 @@ func TestSummaryGuarantees(t *testing.T) {
 					s := newSummary(capacity)
 					cells := len(s.alpha)
 					exact := map[uint64]uint64{}
-					ev := &event{domain: "api", entries: user("v"), maxValueLen: 128, now: now}
+					ev := &event{domain: "api", entries: user("v"), maxValueLen: 128, descBytes: 1 << 20, now: now}
 					checked := 0
 					for step := range 20_000 {
 						if step == 10_000 {

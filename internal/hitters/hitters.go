@@ -34,8 +34,17 @@ import (
 const (
 	DefaultCapacity    = 64
 	DefaultMaxValueLen = 128
-	shards             = 8
+	// DefaultMaxBytes bounds a Tracker's memory: about 5.5 MiB of
+	// counters, heaps, indexes and filters for the default Capacity, and
+	// the rest shared by the text the counters keep (about 550 bytes
+	// each).
+	DefaultMaxBytes = 16 << 20
+	shards          = 8
 )
+
+// minDescBytes is the least room a counter keeps for its descriptor, its
+// domain and its rule name, whatever Options.MaxBytes.
+const minDescBytes = 32
 
 // Kind says what is counted.
 type Kind int
@@ -86,6 +95,14 @@ type Options struct {
 	// MaxValueLen bounds each stored descriptor value, in bytes; longer
 	// values are cut and end with "…". 0 means DefaultMaxValueLen.
 	MaxValueLen int
+	// MaxBytes bounds the Tracker's memory, in bytes: its counters,
+	// heaps, indexes and filters take a fixed part (about Capacity × 300
+	// bytes per summary, 288 summaries), and what is left is shared
+	// evenly by the counters for the text they keep (domain, rule names
+	// and the descriptor, cut and ending with "…" beyond their share; at
+	// least 32 bytes each, so a MaxBytes below the fixed part and that is
+	// not a bound). 0 means DefaultMaxBytes.
+	MaxBytes int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -121,6 +138,8 @@ type Tracker struct {
 	opts   Options
 	seed   maphash.Seed
 	shards [shards]shard
+	// descBytes is each counter's share of MaxBytes for its text.
+	descBytes int
 }
 
 type shard struct {
@@ -146,7 +165,16 @@ func New(o Options) *Tracker {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
 	t := &Tracker{opts: o, seed: maphash.MakeSeed()}
+	summaries := shards * int(kinds) * (windowShapes[Minute].n + windowShapes[Hour].n)
+	// The allocator rounds each block up to its size class, by at most
+	// an eighth (and adds a header to large blocks holding pointers): an
+	// eighth more for the fixed part, an eighth less for each text.
+	fixed := summaries * summaryBytes(o.Capacity) * 9 / 8
+	t.descBytes = max((o.MaxBytes-fixed)/(summaries*o.Capacity)*8/9, minDescBytes)
 	for s := range t.shards {
 		for k := range kinds {
 			for w := range windows {
@@ -173,7 +201,7 @@ func (t *Tracker) Record(domain string, entries []descriptor.Entry, rules string
 // RecordAt is Record at time now, for a caller that has read the clock
 // already (Options.Now should be the same clock, which Top reads).
 func (t *Tracker) RecordAt(now time.Time, domain string, entries []descriptor.Entry, rules string, cost uint64, denied bool, binding string, reset time.Duration) {
-	ev := event{domain: domain, entries: entries, maxValueLen: t.opts.MaxValueLen, now: now}
+	ev := event{domain: domain, entries: entries, maxValueLen: t.opts.MaxValueLen, descBytes: t.descBytes, now: now}
 	hits := t.key(domain, rules, entries)
 	sh := &t.shards[hits%shards]
 	sh.mu.Lock()
@@ -351,6 +379,54 @@ func appendDescriptor(dst []byte, entries []descriptor.Entry, n int) []byte {
 		dst = appendCut(dst, e.Value, n)
 	}
 	return dst
+}
+
+// formatDescriptor is appendDescriptor into dst's memory, holding at most
+// limit bytes: longer, it is cut and ends with "…". dst is reused when it
+// has the room, else replaced by a buffer of exactly the size needed, so
+// that no buffer outgrows limit.
+func formatDescriptor(dst []byte, entries []descriptor.Entry, n, limit int) []byte {
+	cut := func(l int) int { // appendCut's length, at most
+		if l <= n {
+			return l
+		}
+		return n + len("…")
+	}
+	size := 0
+	for i, e := range entries {
+		if i > 0 {
+			size++
+		}
+		size += cut(len(e.Key)) + 1 + cut(len(e.Value))
+	}
+	size = min(size, limit)
+	if cap(dst) < size {
+		dst = make([]byte, 0, size)
+	}
+	dst = dst[:0]
+	if size < limit {
+		return appendDescriptor(dst, entries, n)
+	}
+	// Too long: format the entries that reach the limit, and cut.
+	full := appendDescriptor(make([]byte, 0, 2*limit+2*n), entriesWithin(entries, n, limit), n)
+	if len(full) <= limit {
+		return append(dst, full...)
+	}
+	return appendCut(dst, string(full), limit-len("…"))
+}
+
+// entriesWithin is the first entries of entries that, formatted with
+// values cut to n bytes, take fewer than limit bytes, and the next one
+// (formatted, they reach limit).
+func entriesWithin(entries []descriptor.Entry, n, limit int) []descriptor.Entry {
+	size := 0
+	for i, e := range entries {
+		size += min(len(e.Key), n+len("…")) + min(len(e.Value), n+len("…")) + 2
+		if size >= limit {
+			return entries[:i+1]
+		}
+	}
+	return entries
 }
 
 // appendCut appends s bounded to n bytes, marking a cut with "…" (without

@@ -2,6 +2,7 @@ package hitters
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/sluice-rl/sluice/pkg/descriptor"
 )
@@ -82,6 +83,22 @@ func (s *summary) cell(key uint64) *uint64 {
 // the life of the process.
 const maxKeptDesc = 256
 
+// summaryBytes is the memory of a summary of capacity counters apart
+// from the text its counters keep: the summary, its counters, heap, index
+// and filter.
+func summaryBytes(capacity int) int {
+	cells := 1
+	for cells < filterCells*capacity {
+		cells *= 2
+	}
+	bits := uint(1)
+	for 1<<bits < 4*capacity {
+		bits++
+	}
+	return int(unsafe.Sizeof(summary{})) + capacity*int(unsafe.Sizeof(counter{})+unsafe.Sizeof(node{})) +
+		(1<<bits)*int(unsafe.Sizeof(cell{})) + cells*8
+}
+
 func newSummary(capacity int) *summary {
 	cells := 1
 	for cells < filterCells*capacity {
@@ -101,6 +118,7 @@ type event struct {
 	domain      string
 	entries     []descriptor.Entry
 	maxValueLen int
+	descBytes   int // a counter's room for domain, rule and descriptor
 	now         time.Time
 }
 
@@ -164,7 +182,7 @@ func (s *summary) add(key, w uint64, rule string, ev *event, denial bool, resetA
 // yet.
 func (s *summary) take(c *counter, key uint64, rule string, ev *event) {
 	c.key, c.domain, c.rule = key, ev.domain, rule
-	c.desc = appendDescriptor(c.desc[:0], ev.entries, ev.maxValueLen)
+	c.desc = formatDescriptor(c.desc, ev.entries, ev.maxValueLen, max(ev.descBytes-len(ev.domain)-len(rule), len("…")))
 	c.lastSeen, c.resetAt = time.Time{}, time.Time{}
 }
 

@@ -124,7 +124,7 @@ func TestResetReleasesLongBuffers(t *testing.T) {
 	s := newSummary(2)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i, value := range []string{"short", strings.Repeat("x", maxKeptDesc)} {
-		s.add(uint64(i), 1, "r", &event{domain: "api", entries: user(value), maxValueLen: 2 * maxKeptDesc, now: now}, false, time.Time{})
+		s.add(uint64(i), 1, "r", &event{domain: "api", entries: user(value), maxValueLen: 2 * maxKeptDesc, descBytes: 4 * maxKeptDesc, now: now}, false, time.Time{})
 	}
 	s.reset()
 	if len(s.counters) != 0 || s.index.occupied() != 0 || s.total != 0 {
