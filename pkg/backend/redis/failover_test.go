@@ -56,15 +56,23 @@ const failoverStall = 48 << 20
 // more than were admitted during the stall (the documented bound), and
 // the lag was visible in Replicas. With the strict mode (WAIT for 1
 // replica) every decision during the stall fails, and the promoted
-// replica holds every admission that was answered.
+// replica holds every admission that was answered. With min-replicas-to-write
+// 1 and min-replicas-max-lag 1 on the master, the master refuses the
+// decisions (NOREPLICAS) once the replica has been silent for about a
+// second, and what is forgotten stays within what was admitted before.
 func TestFailoverBound(t *testing.T) {
-	for _, strict := range []bool{false, true} {
-		name := "asynchronous"
-		if strict {
-			name = "strict"
-		}
-		t.Run(name, func(t *testing.T) {
-			s := redistest.Sentinel(t)
+	for _, mode := range []struct {
+		name   string
+		strict bool
+		args   []string // the master's and the replica's options
+	}{
+		{"asynchronous", false, nil},
+		{"strict", true, nil},
+		{"min-replicas", false, []string{"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"}},
+	} {
+		strict, minReplicas := mode.strict, mode.args != nil
+		t.Run(mode.name, func(t *testing.T) {
+			s := redistest.Sentinel(t, mode.args...)
 			now := time.Now()
 			opts := Options{
 				Type:           TypeSentinel,
@@ -94,11 +102,13 @@ func TestFailoverBound(t *testing.T) {
 			for i := range checks {
 				checks[i] = backend.Check{Identity: fmt.Sprintf("failover|%d|%s", i, strings.Repeat("x", 4000)), Rules: rules, Cost: limit.Cost{N: 1}}
 			}
+			var lastErr error
 			round := func() (admitted, failed int) {
 				for _, r := range b.Decide(ctx, checks) {
 					switch {
 					case r.Err != nil:
 						failed++
+						lastErr = r.Err
 					case r.Allowed:
 						admitted++
 					}
@@ -126,9 +136,21 @@ func TestFailoverBound(t *testing.T) {
 			s.PauseReplica()
 			during, failedDuring, rounds := 0, 0, 0
 			// Strict: a few rounds, each failing after WaitTimeout.
-			for strict && rounds < 3 || !strict && behind() < failoverStall {
+			// Min-replicas: until the master refuses (NOREPLICAS), once
+			// the replica's last acknowledgement is older than 1 s.
+			// Otherwise: until the stall outgrows the socket buffers.
+			more := func() bool {
+				switch {
+				case strict:
+					return rounds < 3
+				case minReplicas:
+					return failedDuring == 0
+				}
+				return behind() < failoverStall
+			}
+			for more() {
 				if rounds++; rounds > 2000 {
-					t.Fatalf("the replica is only %d bytes behind after %d rounds", behind(), rounds)
+					t.Fatalf("the replica is only %d bytes behind after %d rounds (%d calls failed)", behind(), rounds, failedDuring)
 				}
 				a, f := round()
 				during, failedDuring = during+a, failedDuring+f
@@ -170,6 +192,15 @@ func TestFailoverBound(t *testing.T) {
 				}
 				if lost > 0 {
 					t.Errorf("strict: %d answered admissions forgotten by the failover", lost)
+				}
+				return
+			}
+			if lost > during {
+				t.Errorf("%d admissions forgotten, more than the %d admitted while the replica was stalled", lost, during)
+			}
+			if minReplicas {
+				if !errors.Is(lastErr, backend.ErrUnavailable) || !strings.Contains(lastErr.Error(), "NOREPLICAS") {
+					t.Errorf("min-replicas: the calls failed with %v, want ErrUnavailable with NOREPLICAS", lastErr)
 				}
 				return
 			}
