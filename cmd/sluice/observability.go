@@ -49,7 +49,12 @@ func newObservability(ctx context.Context, s *settings, log *logrus.Logger) (*ob
 		}
 		// USE_PROMETHEUS=true (PrometheusAddr set): the reference's names
 		// too, which dashboards and alerts written for it query.
-		m, err := metrics.New(o.reg, metrics.Options{NearLimitRatio: nearLimitRatio(s.NearLimitRatio), IncumbentNames: s.PrometheusAddr != "", Logger: log})
+		values, err := metrics.ParseDetailedValues(s.DetailedValues)
+		if err != nil {
+			return nil, err
+		}
+		m, err := metrics.New(o.reg, metrics.Options{NearLimitRatio: nearLimitRatio(s.NearLimitRatio), IncumbentNames: s.PrometheusAddr != "",
+			DetailedValues: values, Logger: log})
 		if err != nil {
 			return nil, err
 		}

@@ -126,6 +126,7 @@ type settings struct {
 
 	Metrics        bool
 	NearLimitRatio float64
+	DetailedValues string // raw, hash, truncate
 	// PrometheusAddr and PrometheusPath, when USE_PROMETHEUS=true, are a
 	// second place metrics are served (the reference's listener).
 	PrometheusAddr, PrometheusPath string
@@ -359,6 +360,8 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	boolean(&s.Metrics, "metrics", "SLUICE_METRICS", true, "serve Prometheus metrics at /metrics on the HTTP port (docs/metrics.md)")
 	float(&s.NearLimitRatio, "near-limit-ratio", "NEAR_LIMIT_RATIO", metrics.DefaultNearLimitRatio,
 		"share of a limit used above which an admitted descriptor counts as near the limit (metrics only)")
+	choice(&s.DetailedValues, "detailed-metric-values", "SLUICE_DETAILED_METRIC_VALUES", "raw", []string{"raw", "hash", "truncate"},
+		"how request values appear in the descriptor label of detailed_metric and value_to_metric nodes on /metrics: as sent (raw, the incumbent's), as 'h:' and 16 hex digits of their SHA-256, or their first 4 bytes and '…'")
 	boolean(&s.Tracing, "tracing", "TRACING_ENABLED", false,
 		"export OpenTelemetry traces over OTLP, configured by the OTEL_* variables (docs/decisions/0009)")
 	str(&s.TracingServiceName, "tracing-service-name", "TRACING_SERVICE_NAME", tracing.DefaultServiceName,

@@ -30,6 +30,40 @@ const (
 	MaxDescriptorLabelLen = 256
 )
 
+// DetailedValues is how request values appear in descriptor labels.
+type DetailedValues int
+
+// The ways request values appear in descriptor labels.
+const (
+	// DetailedRaw shows each value as the request sent it (cut with the
+	// label at MaxDescriptorLabelLen), as the incumbent does: an API key
+	// in a descriptor is then on /metrics for anyone who can read it.
+	DetailedRaw DetailedValues = iota
+	// DetailedHash shows each value as "h:" and the first 16 hex digits of
+	// its SHA-256: series stay apart and stable across instances and
+	// restarts, and a value can be recognised by hashing it, not read.
+	DetailedHash
+	// DetailedTruncate shows each value's first TruncatedValueLen bytes
+	// and "…" when longer: values alike at their start share a series.
+	DetailedTruncate
+)
+
+// TruncatedValueLen is how many bytes of a value DetailedTruncate keeps.
+const TruncatedValueLen = 4
+
+// ParseDetailedValues parses "raw", "hash" or "truncate".
+func ParseDetailedValues(s string) (DetailedValues, error) {
+	switch s {
+	case "", "raw":
+		return DetailedRaw, nil
+	case "hash":
+		return DetailedHash, nil
+	case "truncate":
+		return DetailedTruncate, nil
+	}
+	return DetailedRaw, fmt.Errorf("detailed metric values %q: want raw, hash or truncate", s)
+}
+
 // OtherLabel is the label value that domains and descriptors fold into once
 // their cap is reached.
 const OtherLabel = "_other"
@@ -47,6 +81,10 @@ type Options struct {
 	// MaxDetailedDescriptors bounds the descriptor label values per domain;
 	// 0 means DefaultMaxDetailedDescriptors.
 	MaxDetailedDescriptors int
+	// DetailedValues says how request values appear in the descriptor
+	// label of detailed_metric and value_to_metric nodes: as they are (the
+	// zero value, envoyproxy/ratelimit's behaviour), hashed or truncated.
+	DetailedValues DetailedValues
 	// Now is the clock, for durations and the reload timestamp. Nil means
 	// time.Now.
 	Now func() time.Time

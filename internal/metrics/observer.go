@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"math"
 	"sync"
 	"unicode/utf8"
@@ -171,7 +173,7 @@ var labelBufs = sync.Pool{New: func() any { b := make([]byte, 0, MaxDescriptorLa
 // envoyproxy/ratelimit builds its stats keys).
 func (m *Metrics) observeDetailed(d *domainStats, ev *service.DescriptorEvent, n float64) {
 	bp := labelBufs.Get().(*[]byte)
-	buf := appendLabel((*bp)[:0], ev.Node, ev.Entries, ev.Node.DetailedMetric)
+	buf := appendLabel((*bp)[:0], ev.Node, ev.Entries, ev.Node.DetailedMetric, m.opts.DetailedValues)
 	if len(buf) > MaxDescriptorLabelLen {
 		cut := MaxDescriptorLabelLen
 		for cut > 0 && !utf8.RuneStart(buf[cut]) {
@@ -193,9 +195,9 @@ func (m *Metrics) observeDetailed(d *domainStats, ev *service.DescriptorEvent, n
 // level's node has value_to_metric, and the configured value (empty for a
 // key-only node, the pattern for a wildcard) otherwise. It stops early once
 // b is past MaxDescriptorLabelLen.
-func appendLabel(b []byte, node *descriptor.Node, entries []descriptor.Entry, all bool) []byte {
+func appendLabel(b []byte, node *descriptor.Node, entries []descriptor.Entry, all bool, values DetailedValues) []byte {
 	if node.Parent != nil {
-		b = appendLabel(b, node.Parent, entries, all)
+		b = appendLabel(b, node.Parent, entries, all, values)
 		if len(b) > MaxDescriptorLabelLen {
 			return b
 		}
@@ -206,13 +208,33 @@ func appendLabel(b []byte, node *descriptor.Node, entries []descriptor.Entry, al
 	// A share_threshold level keeps its pattern: every matching value
 	// shares one counter, and the reference's stats key names the pattern.
 	if (all || node.ValueToMetric) && !node.ShareThreshold && node.Depth >= 1 && node.Depth <= len(entries) {
-		v = entries[node.Depth-1].Value
+		if v = entries[node.Depth-1].Value; v != "" {
+			return appendValue(append(b, '_'), v, values)
+		}
 	}
 	if v != "" {
 		b = append(b, '_')
 		b = append(b, v...)
 	}
 	return b
+}
+
+// appendValue appends a request's value v as values says.
+func appendValue(b []byte, v string, values DetailedValues) []byte {
+	switch values {
+	case DetailedHash:
+		sum := sha256.Sum256([]byte(v))
+		return hex.AppendEncode(append(b, "h:"...), sum[:8])
+	case DetailedTruncate:
+		if len(v) > TruncatedValueLen {
+			cut := TruncatedValueLen
+			for cut > 0 && !utf8.RuneStart(v[cut]) {
+				cut--
+			}
+			return append(append(b, v[:cut]...), "…"...)
+		}
+	}
+	return append(b, v...)
 }
 
 // Request implements service.Observer: it counts the call by gRPC code,
