@@ -54,6 +54,12 @@ var reshardNodes = []struct {
 	}},
 }
 
+// reshardCluster shapes the clusters the reshard tests move slots on: no
+// failover there, so a node starved of CPU on a loaded machine (a CI run
+// of every package at once) is not failed over in the middle of a move
+// after the default 1 s, which made every node answer CLUSTERDOWN.
+var reshardCluster = redistest.ClusterOptions{NodeTimeout: 15 * time.Second}
+
 // reshardBackend is a backend on c with the function library (the
 // binary's default) and a clock that stands still.
 func reshardBackend(t *testing.T, c *redistest.ClusterSet) *Backend {
@@ -135,7 +141,7 @@ func fillSlot(t *testing.T, c *redistest.ClusterSet, identity string, n int) {
 // steps (as calls run beside redis-cli's MIGRATEs), and must succeed once
 // its keys are on one node.
 func TestReshardByHandExact(t *testing.T) {
-	c := redistest.Cluster(t, redistest.ClusterOptions{})
+	c := redistest.Cluster(t, reshardCluster)
 	b := reshardBackend(t, c)
 	orders := []struct {
 		name  string
@@ -216,7 +222,7 @@ func TestReshardByHandExact(t *testing.T) {
 // exactly its limit in all, no call may fail, and the reshard must
 // complete (redis-cli stops at a MIGRATE refused with BUSYKEY).
 func TestReshardUnderLoad(t *testing.T) {
-	c := redistest.Cluster(t, redistest.ClusterOptions{})
+	c := redistest.Cluster(t, reshardCluster)
 	b := reshardBackend(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
