@@ -366,7 +366,12 @@ func TestCoalescerQueueSentByLaneGoroutine(t *testing.T) {
 			}
 			nodeA := c.node("a:1", time.Now())
 			waitUntil(t, 10*time.Second, "queued on node a", func() bool { return queued(nodeA) == 1 })
-			f.release <- struct{}{}
+			// Release every call in flight: node a's busy one and, with
+			// two nodes, node b's, which wait on the same channel (one
+			// release could go to either).
+			for range len(tt.addrs) {
+				f.release <- struct{}{}
+			}
 			wait(t, d0)
 			if got := f.next(t); len(got) != 1 || got[0] != queuedJob.ptrs[0] {
 				t.Fatal("node a's queued call was not sent once its lane came back")
@@ -374,9 +379,7 @@ func TestCoalescerQueueSentByLaneGoroutine(t *testing.T) {
 			if by := <-f.senders; by != "lane" {
 				t.Errorf("the queued call was sent by a %s, want a lane goroutine", by)
 			}
-			for range len(tt.addrs) {
-				f.release <- struct{}{}
-			}
+			f.release <- struct{}{} // node a's queued call
 			if d := wait(t, d1); d.abandoned || d.why != nil {
 				t.Fatalf("decide: %+v", d)
 			}
