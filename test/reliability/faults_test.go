@@ -263,7 +263,11 @@ func waitReplicated(t *testing.T, c *goredis.Client) {
 func TestClusterMasterKilled(t *testing.T) {
 	c := redistest.Cluster(t, redistest.ClusterOptions{Args: []string{"--cluster-require-full-coverage", "no"}})
 	const prefix = "fo:"
-	be := newRedis(t, redis.Options{Type: redis.TypeCluster, URL: strings.Join(c.Addrs(), ","), Timeout: faultTimeout, KeyPrefix: prefix})
+	// A generous timeout: the live masters' users must see no error, and
+	// under -race on a loaded machine a healthy round trip can take longer
+	// than faultTimeout (then the live master's breaker opens too). The
+	// killed master's calls fail at once (connection refused or reset).
+	be := newRedis(t, redis.Options{Type: redis.TypeCluster, URL: strings.Join(c.Addrs(), ","), Timeout: 2 * time.Second, KeyPrefix: prefix})
 	st := startStack(t, service.Options{Backend: be}, faultsYAML)
 	byMaster := valuesPerMaster(t, c, prefix, "faults", "user", limit.Rule{Unit: limit.Hour})
 	var users []string
