@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/sluice-rl/sluice/internal/testkit/envoyquota"
 	"github.com/sluice-rl/sluice/internal/testkit/testenv"
@@ -86,4 +91,57 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// rawCodec sends and receives messages as they are on the wire, so a test
+// can send what Envoy's C++ protobuf sends and grpc-go would refuse to
+// encode.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(v.([]byte))}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	*(v.(*[]byte)) = data.Materialize()
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// TestServeRLQSNonUTF8Bucket: a bucket value that is not UTF-8 (a header
+// byte Envoy copies as it is) is a bucket like any other: the stream gets
+// its assignment, the value echoed byte for byte, instead of failing.
+func TestServeRLQSNonUTF8Bucket(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "api.yaml", yearly(2))
+	s := startServe(t, []string{"SLUICE_CONFIG=" + dir})
+	conn, err := grpc.NewClient(s.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	desc := &grpc.StreamDesc{StreamName: "StreamRateLimitQuotas", ServerStreams: true, ClientStreams: true}
+	cs, err := conn.NewStream(ctx, desc, rlqspb.RateLimitQuotaService_StreamRateLimitQuotas_FullMethodName, grpc.ForceCodecV2(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "k")
+	entry = protowire.AppendString(protowire.AppendTag(entry, 2, protowire.BytesType), "\xff")
+	id := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), entry)
+	usage := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), id)
+	msg := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "api")
+	msg = protowire.AppendBytes(protowire.AppendTag(msg, 2, protowire.BytesType), usage)
+	if err := cs.SendMsg(msg); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	if err := cs.RecvMsg(&out); err != nil {
+		t.Fatalf("the stream failed: %v", err)
+	}
+	if !bytes.Contains(out, []byte("k\x12\x01\xff")) || !bytes.Contains(out, []byte{0x1a}) {
+		t.Errorf("response %x does not echo the bucket with a token bucket", out)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/encoding"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluice-rl/sluice/internal/rlqs"
 	"github.com/sluice-rl/sluice/internal/wirefields"
 )
 
@@ -35,9 +37,18 @@ type codec struct{ encoding.CodecV2 }
 // newCodec returns the codec wrapping grpc-go's registered proto codec.
 func newCodec() codec { return codec{encoding.GetCodecV2(protocodec.Name)} }
 
-// Unmarshal decodes data into v: a RateLimitRequest with decodeRequest,
-// anything else with the proto codec.
+// Unmarshal decodes data into v: a RateLimitRequest with decodeRequest, a
+// Rate Limit Quota Service report with rlqs.DecodeReports (its bucket ids
+// come from request headers too), anything else with the proto codec.
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if rep, ok := v.(*rlqspb.RateLimitQuotaUsageReports); ok {
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+		defer buf.Free()
+		if err := rlqs.DecodeReports(buf.ReadOnlyData(), rep); err != nil {
+			return fmt.Errorf("decoding a RateLimitQuotaUsageReports: %w", err)
+		}
+		return nil
+	}
 	req, ok := v.(*rlsv3.RateLimitRequest)
 	if !ok {
 		return c.CodecV2.Unmarshal(data, v)
@@ -63,10 +74,15 @@ type vtMarshaler interface {
 	MarshalToSizedBufferVTStrict(dAtA []byte) (int, error)
 }
 
-// Marshal encodes v with its vtproto marshaler if it has one, else with
-// the proto codec. Like the proto codec, it takes the buffer from gRPC's
+// Marshal encodes a Rate Limit Quota Service response with
+// rlqs.AppendResponse, any other v with its vtproto marshaler if it has
+// one, else with the proto codec. Like the proto codec, it takes the buffer from gRPC's
 // pool unless the message is small.
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*rlqspb.RateLimitQuotaResponse); ok {
+		// Its bucket ids echo the client's bytes, UTF-8 or not.
+		return mem.BufferSlice{mem.SliceBuffer(rlqs.AppendResponse(nil, r))}, nil
+	}
 	m, ok := v.(vtMarshaler)
 	if !ok {
 		return c.CodecV2.Marshal(v)
