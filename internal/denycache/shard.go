@@ -166,7 +166,8 @@ func (s *shard) drop(identity string) {
 }
 
 // conflicts reports whether a denial remembered for identity has a rule
-// with the same state as one of rules but another limit or burst. The
+// with the same state as one of rules but another measure (limit, burst,
+// or, for a meter, whose state outlives them, period or algorithm). The
 // caller holds s.mu.
 func (s *shard) conflicts(identity string, rules []limit.Rule) bool {
 	i, ok := s.index[identity]
@@ -178,7 +179,7 @@ func (s *shard) conflicts(identity string, rules []limit.Rule) bool {
 		for _, m := range sl.variants[j].memos {
 			for k := range rules {
 				r := &rules[k]
-				if (r.Limit != m.rule.Limit || r.Burst != m.rule.Burst) && r.Key() == m.rule.Key() {
+				if r.Key() == m.rule.Key() && !sameMeasure(r, &m.rule) {
 					return true
 				}
 			}
@@ -233,4 +234,11 @@ func (sl *slot) expired(now limit.Micros) bool {
 		}
 	}
 	return true
+}
+
+// sameMeasure reports whether a and b, which share their state, measure it
+// alike: a denial remembered under one holds under the other.
+func sameMeasure(a, b *limit.Rule) bool {
+	return a.Limit == b.Limit && a.Burst == b.Burst && a.Algorithm == b.Algorithm &&
+		a.Unit == b.Unit && max(a.Multiplier, 1) == max(b.Multiplier, 1)
 }

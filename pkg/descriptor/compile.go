@@ -220,6 +220,16 @@ func (c *compiler) rules(n *Node, specs []RuleSpec, up Pos) {
 			rules = append(rules, good{r, s, at})
 		}
 	}
+	// Unnamed meters are told apart by their order among the node's
+	// unnamed meters: their state (limit.Rule.ID) survives any change of
+	// limit, period, burst or meter algorithm.
+	slot := 0
+	for _, g := range rules {
+		if g.rule.Algorithm.IsMeter() && g.rule.Name == "" {
+			g.rule.Slot = uint8(min(slot, 255))
+			slot++
+		}
+	}
 	ids := make(map[string]Pos)
 	for _, g := range rules {
 		if g.s.Unlimited {
@@ -230,7 +240,11 @@ func (c *compiler) rules(n *Node, specs []RuleSpec, up Pos) {
 		} else {
 			id := g.rule.ID()
 			if first, dup := ids[id]; dup {
-				c.errorf(g.at, "rate limit has the same algorithm, period and time zone as the one at %s (%s): they would share state", describePos(g.at, first), id)
+				if g.rule.Algorithm.IsMeter() {
+					c.errorf(g.at, "rate limit has the same name as the meter at %s (%s): they would share state", describePos(g.at, first), id)
+				} else {
+					c.errorf(g.at, "rate limit has the same algorithm, period and time zone as the one at %s (%s): they would share state", describePos(g.at, first), id)
+				}
 			} else {
 				ids[id] = g.at
 			}

@@ -86,6 +86,7 @@ func TestCompileErrorsNameResourcePaths(t *testing.T) {
 			{Key: "", Descriptors: []DescriptorSpec{{Key: "b", RateLimits: []RuleSpec{{Unit: "second", Burst: ptr[uint32](3)}}}}},
 			{Key: "a"},
 			{Key: "c", RateLimits: []RuleSpec{{Unit: "second"}, {Unit: "second"}}},
+			{Key: "d", RateLimits: []RuleSpec{{Name: "b", Algorithm: "token_bucket", Unit: "second"}, {Name: "b", Algorithm: "gcra", Unit: "hour"}}},
 		},
 	}
 	_, err := Compile(spec)
@@ -99,6 +100,7 @@ func TestCompileErrorsNameResourcePaths(t *testing.T) {
 		"RateLimitConfig x: descriptors[1].key: descriptor has empty key",
 		"RateLimitConfig x: descriptors[2]: duplicate descriptor composite key '.a' (first at descriptors[0])",
 		"RateLimitConfig x: descriptors[3].rate_limits[1]: rate limit has the same algorithm, period and time zone as the one at descriptors[3].rate_limits[0] (fw.1se): they would share state",
+		"RateLimitConfig x: descriptors[4].rate_limits[1]: rate limit has the same name as the meter at descriptors[4].rate_limits[0] (me.naf63df4c8601f1a5): they would share state",
 		"RateLimitConfig x: domain: config file cannot have empty domain",
 		"RateLimitConfig x: failure_mode: unknown failure_mode \"sometimes\" (want error, allow, deny or local)",
 	}

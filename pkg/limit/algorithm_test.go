@@ -2,6 +2,7 @@ package limit
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -356,6 +357,10 @@ func TestKeyMatchesID(t *testing.T) {
 			for _, m := range []uint32{0, 1, 2, 60} {
 				for _, loc := range []*time.Location{nil, time.UTC, berlin, berlin2, shanghai} {
 					rules = append(rules, Rule{Algorithm: a, Unit: u, Multiplier: m, Location: loc, Limit: uint64(m) * 3})
+					if loc == nil && m < 2 {
+						rules = append(rules, Rule{Name: "a", Algorithm: a, Unit: u, Multiplier: m},
+							Rule{Name: "b", Algorithm: a, Unit: u, Multiplier: m}, Rule{Slot: 1, Algorithm: a, Unit: u, Multiplier: m})
+					}
 				}
 			}
 		}
@@ -364,6 +369,45 @@ func TestKeyMatchesID(t *testing.T) {
 		for _, o := range rules {
 			if (r.Key() == o.Key()) != (r.ID() == o.ID()) {
 				t.Fatalf("Key and ID disagree for %q and %q", r.ID(), o.ID())
+			}
+		}
+	}
+}
+
+// TestMeterID: a meter's state id names the meter (its name, or its slot
+// when unnamed) and nothing else, so it survives a change of limit, period,
+// burst or meter algorithm; a window rule's id changes with its algorithm
+// and period, never with its name or slot.
+func TestMeterID(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b Rule
+		same bool
+	}{
+		{"a unit change at the same rate", Rule{Algorithm: TokenBucket, Unit: Second, Limit: 10}, Rule{Algorithm: TokenBucket, Unit: Minute, Limit: 600}, true},
+		{"any period, limit and burst", Rule{Algorithm: GCRA, Unit: Second, Limit: 10, Burst: 30}, Rule{Algorithm: GCRA, Unit: Day, Multiplier: 7, Limit: 3}, true},
+		{"another meter algorithm", Rule{Algorithm: TokenBucket, Unit: Second}, Rule{Algorithm: LeakyBucket, Unit: Second}, true},
+		{"a named meter", Rule{Name: "burst", Algorithm: TokenBucket, Unit: Second}, Rule{Name: "burst", Algorithm: GCRA, Unit: Hour, Limit: 9}, true},
+		{"a time zone means nothing to a meter", Rule{Algorithm: GCRA, Unit: Day}, Rule{Algorithm: GCRA, Unit: Day, Location: time.UTC}, true},
+		{"another name", Rule{Name: "burst", Algorithm: TokenBucket, Unit: Second}, Rule{Name: "burst2", Algorithm: TokenBucket, Unit: Second}, false},
+		{"named and unnamed", Rule{Name: "burst", Algorithm: TokenBucket, Unit: Second}, Rule{Algorithm: TokenBucket, Unit: Second}, false},
+		{"another slot", Rule{Algorithm: TokenBucket, Unit: Second}, Rule{Slot: 1, Algorithm: TokenBucket, Unit: Second}, false},
+		{"a window and a meter", Rule{Unit: Second}, Rule{Algorithm: TokenBucket, Unit: Second}, false},
+		{"a window's unit", Rule{Unit: Second, Limit: 10}, Rule{Unit: Minute, Limit: 600}, false},
+		{"a window's name and slot", Rule{Name: "a", Unit: Second}, Rule{Slot: 3, Unit: Second, Limit: 5}, true},
+	}
+	for _, tc := range tests {
+		if got := tc.a.ID() == tc.b.ID(); got != tc.same {
+			t.Errorf("%s: %q and %q: same id %v, want %v", tc.name, tc.a.ID(), tc.b.ID(), got, tc.same)
+		}
+		if got := tc.a.Key() == tc.b.Key(); got != tc.same {
+			t.Errorf("%s: same key %v, want %v", tc.name, got, tc.same)
+		}
+		for _, id := range []string{tc.a.ID(), tc.b.ID()} {
+			for _, c := range id {
+				if !strings.ContainsRune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/+-", c) {
+					t.Errorf("id %q holds %q", id, c)
+				}
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package limit
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,6 +164,11 @@ type Rule struct {
 	// Location, when not nil, aligns FixedWindow windows to the calendar in
 	// that time zone. Nil means windows aligned to the Unix epoch.
 	Location *time.Location
+	// Slot tells apart the unnamed meters (TokenBucket, LeakyBucket, GCRA)
+	// of one descriptor: the config compiler numbers them 0, 1, ... in
+	// file order. It names their state (ID) and nothing else; other rules
+	// ignore it.
+	Slot uint8
 }
 
 // multiplier returns Multiplier, treating 0 as 1.
@@ -203,11 +209,21 @@ func (r Rule) Capacity() uint64 {
 	return r.Limit
 }
 
-// ID names the rule's stored state. It changes when the algorithm, the
-// period or the time zone changes, and not when Limit, Burst or Name change,
-// so raising a limit keeps the usage already counted. It holds only
-// [A-Za-z0-9._/+-].
+// ID names the rule's stored state. For the window algorithms it changes
+// when the algorithm, the period or the time zone changes, and not when
+// Limit, Burst or Name change, so raising a limit keeps the usage already
+// counted. A meter's state (TokenBucket, LeakyBucket, GCRA: a level of
+// cost and an instant, the same for all three) means the same whatever its
+// limit, period, burst or which of the three counts it, so a meter's ID
+// names only the meter: "me.n" and a hash of its Name, or "me." and its
+// Slot when it has no name (a meter without a period, of an unknown unit,
+// keeps no state and keeps the window rules' form of id). A token bucket going from 10 per second to 600
+// per minute, or to a leaky bucket, keeps its level; a renamed meter
+// starts empty. It holds only [A-Za-z0-9._/+-].
 func (r Rule) ID() string {
+	if r.Algorithm.IsMeter() && r.PeriodMicros() > 0 {
+		return meterID(r.Name, r.Slot)
+	}
 	var b strings.Builder
 	if r.Algorithm >= 0 && int(r.Algorithm) < len(algorithmCodes) {
 		b.WriteString(algorithmCodes[r.Algorithm])
@@ -226,6 +242,18 @@ func (r Rule) ID() string {
 		b.WriteString(r.Location.String())
 	}
 	return b.String()
+}
+
+// meterID is the ID of a meter called name (unnamed: the slot-th unnamed
+// meter of its descriptor): "me.n" and the 64-bit FNV-1a hash of the name
+// in hex, or "me." and the slot.
+func meterID(name string, slot uint8) string {
+	if name == "" {
+		return "me." + strconv.Itoa(int(slot))
+	}
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return "me.n" + strconv.FormatUint(h.Sum64(), 16)
 }
 
 // String describes the rule for logs and /rlconfig, e.g.

@@ -281,6 +281,11 @@ type StateKey struct {
 	unit       Unit
 	multiplier int64
 	zone       string
+	// meter is set for the meters, whose state the name or the slot
+	// names (algorithm and period are then zero).
+	meter bool
+	name  string
+	slot  uint8
 }
 
 // OwnsKey reports whether the state is a sliding log's, which a store may
@@ -290,6 +295,12 @@ func (k StateKey) OwnsKey() bool { return k.algorithm == SlidingLog }
 
 // Key returns the StateKey of r.
 func (r Rule) Key() StateKey {
+	if r.Algorithm.IsMeter() && r.PeriodMicros() > 0 {
+		if r.Name != "" {
+			return StateKey{meter: true, name: r.Name}
+		}
+		return StateKey{meter: true, slot: r.Slot}
+	}
 	k := StateKey{algorithm: r.Algorithm, unit: r.Unit, multiplier: r.multiplier()}
 	if r.Location != nil {
 		k.zone = r.Location.String()

@@ -151,7 +151,7 @@ func TestUtilisationEvaluates(t *testing.T) {
 			limit, window         int
 		}{
 			{"generic_key_x", "per_minute", "fixed_window", "minute", 100, 60},
-			{"generic_key_x", "tb.1se", "token_bucket", "second", 2, 1},
+			{"generic_key_x", "me.0", "token_bucket", "second", 2, 1},
 			{"generic_key_x", "closed", "fixed_window", "hour", 0, 3600},
 			{"generic_key_y", "per_minute", "sliding_window", "minute", 60, 60},
 		} {
@@ -163,7 +163,7 @@ func TestUtilisationEvaluates(t *testing.T) {
 	input := "load 1m\n" + series("a") + series("b") + `
 eval instant at 10m ` + oneLine(rec) + `
   {domain="api",descriptor="generic_key_x",rule="per_minute",algorithm="fixed_window",unit="minute"} 0.48
-  {domain="api",descriptor="generic_key_x",rule="tb.1se",algorithm="token_bucket",unit="second"} 0.4
+  {domain="api",descriptor="generic_key_x",rule="me.0",algorithm="token_bucket",unit="second"} 0.4
   {domain="api",descriptor="generic_key_y",rule="per_minute",algorithm="sliding_window",unit="minute"} 0.9
 
 eval instant at 10m ` + oneLine(alert) + `

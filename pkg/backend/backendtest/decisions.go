@@ -231,6 +231,9 @@ func (s *suite) testRaiseLimit(t *testing.T) {
 	})
 }
 
+// testChangeAlgorithm: a window rule whose algorithm or period changes
+// starts afresh; so does a meter after a window rule (a meter's state is
+// its own); going back finds the original state.
 func (s *suite) testChangeAlgorithm(t *testing.T) {
 	e := s.env(t, base)
 	id := e.id("x")
@@ -238,8 +241,8 @@ func (s *suite) testChangeAlgorithm(t *testing.T) {
 	e.one("take 3", id, fixed, 3)
 	for _, r := range []limit.Rule{
 		{Algorithm: limit.SlidingLog, Unit: limit.Minute, Limit: 3},
+		{Algorithm: limit.SlidingWindow, Unit: limit.Minute, Limit: 3},
 		{Algorithm: limit.TokenBucket, Unit: limit.Minute, Limit: 3},
-		{Algorithm: limit.GCRA, Unit: limit.Minute, Limit: 3},
 		{Unit: limit.Second, Multiplier: 60, Limit: 3}, // same length, but another unit: another ID
 		{Unit: limit.Hour, Limit: 3},
 	} {
@@ -250,6 +253,59 @@ func (s *suite) testChangeAlgorithm(t *testing.T) {
 	if d := e.one("back to fixed", id, fixed, 1); d.Allowed {
 		t.Errorf("back to the original rule: %s, want its state kept (denied)", format(d))
 	}
+}
+
+// testMeterKeepsLevel: a meter's level (cost taken, draining at the
+// rule's rate) is kept whatever changes in the rule but the meter itself:
+// its unit at the same rate (10 per second → 600 per minute: nothing
+// changes), its multiplier, its meter algorithm, its burst and its limit
+// (then drained at the new rate). A named meter is keyed by its name, an
+// unnamed one by its slot: another name or slot is another meter.
+func (s *suite) testMeterKeepsLevel(t *testing.T) {
+	e := s.env(t, base)
+	id := e.id("x")
+	meter := func(a limit.Algorithm, u limit.Unit, mult uint32, l, burst uint64) []limit.Rule {
+		return []limit.Rule{{Algorithm: a, Unit: u, Multiplier: mult, Limit: l, Burst: burst}}
+	}
+	e.expect("take 25 of 30", e.one("take", id, meter(limit.TokenBucket, limit.Second, 0, 10, 30), 25), true, 5, 2500*time.Millisecond)
+	for _, c := range []struct {
+		what      string
+		rules     []limit.Rule
+		remaining uint64
+		reset     time.Duration // until the level drains to 0
+	}{
+		{"600 per minute, the same rate", meter(limit.TokenBucket, limit.Minute, 0, 600, 30), 5, 2500 * time.Millisecond},
+		{"20 per 2 seconds, the same rate", meter(limit.TokenBucket, limit.Second, 2, 20, 30), 5, 2500 * time.Millisecond},
+		{"a leaky bucket", meter(limit.LeakyBucket, limit.Second, 0, 10, 30), 5, 2500 * time.Millisecond},
+		{"gcra", meter(limit.GCRA, limit.Minute, 0, 600, 30), 5, 2500 * time.Millisecond},
+		{"a burst of 40", meter(limit.TokenBucket, limit.Second, 0, 10, 40), 15, 2500 * time.Millisecond},
+		{"20 per second: drains twice as fast", meter(limit.TokenBucket, limit.Second, 0, 20, 30), 5, 1250 * time.Millisecond},
+		{"5 per minute: drains slowly", meter(limit.TokenBucket, limit.Minute, 0, 5, 30), 5, 300 * time.Second},
+	} {
+		e.expect(c.what, e.one(c.what, id, c.rules, 0), true, c.remaining, c.reset)
+	}
+	// Half a second at 600 per minute drains 5: the level is 20.
+	e.wait(500 * time.Millisecond)
+	e.expect("drained at the new rate", e.one("peek", id, meter(limit.GCRA, limit.Minute, 0, 600, 30), 0), true, 10, 2*time.Second)
+
+	// Other meters of the descriptor: a named one, a renamed one, a second
+	// unnamed one (slot 1), each starting empty; the first keeps its level.
+	named := meter(limit.TokenBucket, limit.Second, 0, 10, 30)
+	named[0].Name = "burst"
+	renamed := meter(limit.TokenBucket, limit.Second, 0, 10, 30)
+	renamed[0].Name = "burst2"
+	second := meter(limit.TokenBucket, limit.Second, 0, 10, 30)
+	second[0].Slot = 1
+	for _, c := range []struct {
+		what  string
+		rules []limit.Rule
+	}{{"a named meter", named}, {"a renamed meter", renamed}, {"a second unnamed meter", second}} {
+		e.expect(c.what, e.one(c.what, id, c.rules, 0), true, 30, 0)
+	}
+	e.expect("the first meter again", e.one("peek", id, meter(limit.TokenBucket, limit.Second, 0, 10, 30), 0), true, 10, 2*time.Second)
+	e.one("take 30 of the named meter", id, named, 30)
+	named[0].Unit, named[0].Limit = limit.Hour, 36000 // the same rate
+	e.expect("the named meter per hour", e.one("peek", id, named, 0), true, 0, 3*time.Second)
 }
 
 // testIdentities: identities built from values full of separators, braces,

@@ -69,6 +69,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("OtherStatesBounded", s.testOtherStatesBounded)
 	t.Run("LogCheckDoesNotTrim", s.testLogCheckDoesNotTrim)
 	t.Run("ChangeAlgorithmStartsFresh", s.testChangeAlgorithm)
+	t.Run("MeterKeepsLevel", s.testMeterKeepsLevel)
 	t.Run("IdentitiesDoNotCollide", s.testIdentities)
 	t.Run("Concurrency", s.testConcurrency)
 	t.Run("Together", s.testTogether)

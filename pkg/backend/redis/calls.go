@@ -67,8 +67,8 @@ type item struct {
 	nkeys  int // its KEYS in the call
 }
 
-// ruleKey is what a rule's ruleArgs depends on: every Rule field
-// but Name.
+// ruleKey is what a rule's ruleArgs depends on: every Rule field but
+// Name, and for a meter also Name (its state id, limit.Rule.ID).
 type ruleKey struct {
 	alg        limit.Algorithm
 	unit       limit.Unit
@@ -76,6 +76,8 @@ type ruleKey struct {
 	limit      uint64
 	burst      uint64
 	loc        *time.Location
+	slot       uint8
+	meter      string // a meter's Name
 }
 
 // ruleCacheMax bounds the rule cache. Configured rules are few; requests
@@ -92,7 +94,10 @@ type ruleCache struct {
 
 // get returns r's RuleArgs, computing and caching it on first sight.
 func (c *ruleCache) get(r limit.Rule) (*ruleArgs, error) {
-	k := ruleKey{r.Algorithm, r.Unit, r.Multiplier, r.Limit, r.Burst, r.Location}
+	k := ruleKey{r.Algorithm, r.Unit, r.Multiplier, r.Limit, r.Burst, r.Location, r.Slot, ""}
+	if r.Algorithm.IsMeter() {
+		k.meter = r.Name
+	}
 	if v, ok := c.m.Load(k); ok {
 		return v.(*ruleArgs), nil
 	}

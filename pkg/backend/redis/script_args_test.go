@@ -47,7 +47,7 @@ func TestAppendDecideArgsWire(t *testing.T) {
 			cost:  limit.Cost{N: 7, Refund: true},
 			clock: scriptClock{Fixed: true, At: 42},
 			head:  []string{"42", "7", "1"},
-			want:  []string{"4", "10", "30", "1000000", "tb.1se"},
+			want:  []string{"4", "10", "30", "1000000", "me.0"},
 		},
 		{
 			name: "sliding log and sliding window",
