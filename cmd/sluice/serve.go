@@ -222,7 +222,7 @@ func serveWith(ctx context.Context, args, ignored, environ []string, stdout, std
 	if err := obs.metrics.RegisterServerLoad(func() metrics.ServerCounts {
 		l := srv.Load()
 		return metrics.ServerCounts{InFlight: l.InFlight, Shed: l.Shed, ShedConnection: l.ShedConnection,
-			RequestTimeouts: l.RequestTimeouts, Conns: l.Connections, ConnsRefused: l.ConnectionsRefused}
+			RequestTimeouts: l.RequestTimeouts, ResetConnsClosed: l.ResetConnectionsClosed, Conns: l.Connections, ConnsRefused: l.ConnectionsRefused}
 	}); err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitError

@@ -36,6 +36,7 @@ type listenerSettings struct {
 	GRPCRequestTimeout  time.Duration
 	MaxInFlight         int
 	MaxInFlightPerConn  int
+	GRPCMaxResets       int
 }
 
 // listenerFlags defines the listener settings on fs; bind records each
@@ -70,6 +71,8 @@ func listenerFlags(fs *flag.FlagSet, bind func(name, env string) string, l *list
 		"most calls open at once over all connections (gRPC and /json); more are answered ResourceExhausted (/json: 503) at once; 0 = no bound"+bind("max-in-flight", "SLUICE_MAX_IN_FLIGHT"))
 	fs.IntVar(&l.MaxInFlightPerConn, "grpc-max-in-flight-per-connection", server.DefaultMaxInFlightPerConnection,
 		"gRPC: most calls of --max-in-flight one connection may hold (health calls apart); more are answered ResourceExhausted at once; 0 = no bound of its own"+bind("grpc-max-in-flight-per-connection", "SLUICE_GRPC_MAX_IN_FLIGHT_PER_CONNECTION"))
+	fs.IntVar(&l.GRPCMaxResets, "grpc-max-early-resets-per-second", server.DefaultGRPCMaxEarlyResetsPerSecond,
+		"gRPC: close a connection that resets more calls than this, before their request, within a second (HTTP/2 rapid reset); Envoy's calls never count; 0 = no bound"+bind("grpc-max-early-resets-per-second", "SLUICE_GRPC_MAX_EARLY_RESETS_PER_SECOND"))
 	fs.DurationVar(&l.GRPCRequestTimeout, "grpc-request-timeout", server.DefaultGRPCRequestTimeout,
 		"gRPC: cancel (reset) a call whose request message has not arrived this long after its headers, giving back its slot; 0 = never"+bind("grpc-request-timeout", "SLUICE_GRPC_REQUEST_TIMEOUT"))
 }
@@ -102,6 +105,7 @@ func (s *settings) validateListener(bad func(flag, format string, args ...any)) 
 		{"http-max-connections-per-address", l.MaxConnsPerAddr, math.MaxInt32},
 		{"max-in-flight", l.MaxInFlight, math.MaxInt32},
 		{"grpc-max-in-flight-per-connection", l.MaxInFlightPerConn, math.MaxInt32},
+		{"grpc-max-early-resets-per-second", l.GRPCMaxResets, math.MaxInt32},
 	} {
 		if b.v < 0 || b.v > b.top {
 			bad(b.flag, "%d: must be from 0 (no bound) to %d", b.v, b.top)
@@ -166,6 +170,7 @@ func (l *listenerSettings) grpcLimits() server.GRPCLimits {
 		MaxInFlight:              l.MaxInFlight,
 		MaxInFlightPerConnection: l.MaxInFlightPerConn,
 		RequestTimeout:           l.GRPCRequestTimeout,
+		MaxEarlyResetsPerSecond:  l.GRPCMaxResets,
 	}
 }
 

@@ -84,14 +84,14 @@ func TestGRPCLimitSettings(t *testing.T) {
 		want server.GRPCLimits
 	}{
 		{"defaults", nil, nil, server.GRPCLimits{MaxConcurrentStreams: 1024, MaxHeaderListBytes: 65536, MaxConnections: 16384, MaxConnectionsPerAddress: 4096,
-			MaxConnectionIdle: time.Hour, MaxInFlight: 10000, MaxInFlightPerConnection: 1000, RequestTimeout: 5 * time.Second}},
+			MaxConnectionIdle: time.Hour, MaxInFlight: 10000, MaxInFlightPerConnection: 1000, RequestTimeout: 5 * time.Second, MaxEarlyResetsPerSecond: 100}},
 		{"environment", nil, []string{"SLUICE_GRPC_MAX_CONCURRENT_STREAMS=100", "SLUICE_GRPC_MAX_HEADER_LIST_BYTES=8192",
 			"SLUICE_GRPC_MAX_CONNECTIONS=50", "SLUICE_GRPC_MAX_CONNECTION_IDLE=10m", "SLUICE_MAX_IN_FLIGHT=2000",
-			"SLUICE_GRPC_MAX_IN_FLIGHT_PER_CONNECTION=300", "SLUICE_GRPC_REQUEST_TIMEOUT=2s", "SLUICE_GRPC_MAX_CONNECTIONS_PER_ADDRESS=7"},
+			"SLUICE_GRPC_MAX_IN_FLIGHT_PER_CONNECTION=300", "SLUICE_GRPC_REQUEST_TIMEOUT=2s", "SLUICE_GRPC_MAX_CONNECTIONS_PER_ADDRESS=7", "SLUICE_GRPC_MAX_EARLY_RESETS_PER_SECOND=9"},
 			server.GRPCLimits{MaxConcurrentStreams: 100, MaxHeaderListBytes: 8192, MaxConnections: 50, MaxConnectionIdle: 10 * time.Minute, MaxInFlight: 2000,
-				MaxInFlightPerConnection: 300, RequestTimeout: 2 * time.Second, MaxConnectionsPerAddress: 7}},
+				MaxInFlightPerConnection: 300, RequestTimeout: 2 * time.Second, MaxConnectionsPerAddress: 7, MaxEarlyResetsPerSecond: 9}},
 		{"flags: no bounds", []string{"--grpc-max-concurrent-streams=0", "--grpc-max-header-list-bytes=0", "--grpc-max-connections=0",
-			"--grpc-max-connection-idle=0", "--max-in-flight=0", "--grpc-max-in-flight-per-connection=0", "--grpc-request-timeout=0", "--grpc-max-connections-per-address=0"}, nil,
+			"--grpc-max-connection-idle=0", "--max-in-flight=0", "--grpc-max-in-flight-per-connection=0", "--grpc-request-timeout=0", "--grpc-max-connections-per-address=0", "--grpc-max-early-resets-per-second=0"}, nil,
 			server.GRPCLimits{}},
 	}
 	for _, tt := range tests {

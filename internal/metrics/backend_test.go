@@ -139,7 +139,7 @@ func TestServerLoad(t *testing.T) {
 	m, reg := newRegistered(t, Options{})
 	var shed uint64 = 3
 	if err := m.RegisterServerLoad(func() ServerCounts {
-		return ServerCounts{InFlight: 12, Shed: shed, ShedConnection: 7, RequestTimeouts: 8, Conns: 5, ConnsRefused: 1}
+		return ServerCounts{InFlight: 12, Shed: shed, ShedConnection: 7, RequestTimeouts: 8, ResetConnsClosed: 2, Conns: 5, ConnsRefused: 1}
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +148,7 @@ func TestServerLoad(t *testing.T) {
 		{"sluice_calls_shed_total", "", 3},
 		{"sluice_calls_shed_connection_share_total", "", 7},
 		{"sluice_grpc_request_timeouts_total", "", 8},
+		{"sluice_grpc_connections_reset_closed_total", "", 2},
 		{"sluice_grpc_connections", "", 5},
 		{"sluice_grpc_connections_refused_total", "", 1},
 	})

@@ -36,9 +36,13 @@ type callKey struct{}
 type call struct {
 	s       *Server
 	conn    *connCalls // the connection's count, or nil when not counted
+	from    *connCalls // the connection's counts, for its resets; or nil
 	counted bool       // holds a slot of MaxInFlight
-	timer   *time.Timer
-	cancel  context.CancelCauseFunc
+	// state is 0 until the request message arrives (1) or the call is
+	// cancelled for not sending it (2).
+	state  atomic.Uint32
+	timer  *time.Timer
+	cancel context.CancelCauseFunc
 	// stopEnd stops the release registered at the end of the call's
 	// context (context.AfterFunc); true when it had not run.
 	stopEnd func() bool
@@ -46,12 +50,15 @@ type call struct {
 
 // callSlots counts what the per-call bounds did.
 type callSlots struct {
-	perConn  int64 // MaxInFlightPerConnection; 0: no share counted
-	timeout  time.Duration
-	shedConn atomic.Uint64
-	timeouts atomic.Uint64
-	log      logrus.FieldLogger
-	throttle logthrottle.Log
+	perConn   int64 // MaxInFlightPerConnection; 0: no share counted
+	timeout   time.Duration
+	maxResets int64 // MaxEarlyResetsPerSecond; 0: not counted
+	shedConn  atomic.Uint64
+	timeouts  atomic.Uint64
+	// resetCloses counts the connections closed for MaxEarlyResetsPerSecond.
+	resetCloses atomic.Uint64
+	log         logrus.FieldLogger
+	throttle    logthrottle.Log
 }
 
 // errRequestTimeout is the cause of a call cancelled for its missing
@@ -64,7 +71,9 @@ var errConnectionShare = status.Error(codes.ResourceExhausted,
 
 // tracksCalls reports whether the tap admits calls: with an in-flight
 // bound or a request timeout.
-func (s *Server) tracksCalls() bool { return s.inflight.max > 0 || s.calls.timeout > 0 }
+func (s *Server) tracksCalls() bool {
+	return s.inflight.max > 0 || s.calls.timeout > 0 || s.calls.maxResets > 0
+}
 
 // tapInFlight admits a gRPC call within MaxInFlight and its connection's
 // share of it, refusing it with ResourceExhausted beyond, and starts its
@@ -76,6 +85,9 @@ func (s *Server) tracksCalls() bool { return s.inflight.max > 0 || s.calls.timeo
 // connection closed); releaseSlot gives a unary call's back sooner.
 func (s *Server) tapInFlight(ctx context.Context, info *tap.Info) (context.Context, error) {
 	c := &call{s: s}
+	if s.calls.maxResets > 0 {
+		c.from = connCallsOf(ctx)
+	}
 	if s.inflight.max > 0 {
 		var extra int64
 		health := strings.HasPrefix(info.FullMethodName, healthPrefix)
@@ -110,6 +122,9 @@ func (s *Server) tapInFlight(ctx context.Context, info *tap.Info) (context.Conte
 
 // expire cancels a call whose request message did not come in time.
 func (c *call) expire() {
+	if !c.state.CompareAndSwap(0, 2) {
+		return // it came just now
+	}
 	c.s.calls.timeouts.Add(1)
 	c.cancel(errRequestTimeout)
 	c.s.calls.throttle.Warn(c.s.calls.log.WithFields(logrus.Fields{"request_timeout": c.s.calls.timeout}),
@@ -118,14 +133,23 @@ func (c *call) expire() {
 
 // received stops the call's request timer: its message has arrived.
 func (c *call) received() {
+	c.state.CompareAndSwap(0, 1)
 	if c.timer != nil {
 		c.timer.Stop()
 	}
 }
 
-// release gives back the call's slots and stops its timer.
+// release gives back the call's slots and stops its timer. A call that
+// ends before its request message came, and was not cancelled for it,
+// was reset by its client (or lost its connection): counted against the
+// connection's MaxEarlyResetsPerSecond.
 func (c *call) release() {
-	c.received()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if c.from != nil && c.state.Load() == 0 {
+		c.s.earlyReset(c.from)
+	}
 	if c.conn != nil {
 		c.conn.n.Add(-1)
 	}
@@ -181,7 +205,35 @@ func (r *receivedStream) RecvMsg(m any) error {
 // connections carry it in their remote address (connAddr), which gRPC
 // puts in every call's context as its peer: the tap, which sees only the
 // context, finds the connection's count there, at no cost per call.
-type connCalls struct{ n atomic.Int64 }
+type connCalls struct {
+	n atomic.Int64
+	// second and resets count the calls ended before their request, in
+	// the current second (Unix time); conn is closed when they pass the
+	// bound.
+	second, resets atomic.Int64
+	conn           net.Conn
+}
+
+// earlyReset counts a call of cc's connection that ended before its
+// request message came, and closes the connection when such calls pass
+// MaxEarlyResetsPerSecond within one second: HTTP/2's rapid reset (a
+// client opening streams and resetting them at once, each costing the
+// server its headers' decoding and a call's setting up, about a fifth of
+// an answered call, and nothing for the client) is then bounded to that
+// many per connection and second, and a connection.
+func (s *Server) earlyReset(cc *connCalls) {
+	now := time.Now().Unix()
+	if sec := cc.second.Load(); sec != now && cc.second.CompareAndSwap(sec, now) {
+		cc.resets.Store(0)
+	}
+	if cc.resets.Add(1) != s.calls.maxResets+1 || cc.conn == nil {
+		return
+	}
+	s.calls.resetCloses.Add(1)
+	s.calls.throttle.Warn(s.calls.log.WithFields(logrus.Fields{"max_early_resets_per_second": s.calls.maxResets, "remote": cc.conn.RemoteAddr().String()}),
+		"a gRPC connection reset more calls before their request than allowed (SLUICE_GRPC_MAX_EARLY_RESETS_PER_SECOND): closing it", nil)
+	cc.conn.Close()
+}
 
 // connAddr is a connection's remote address with its call count.
 type connAddr struct {

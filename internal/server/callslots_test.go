@@ -129,3 +129,40 @@ func TestGRPCConnectionShare(t *testing.T) {
 	c.nc.Close()
 	waitFor(t, "the connection's calls released", func() bool { return st.srv.Load().InFlight == 0 })
 }
+
+// A client that opens calls and resets each at once, before its request
+// (HTTP/2's rapid reset: each costs the server the call's setting up and
+// the client nothing), has its connection closed once it passes
+// MaxEarlyResetsPerSecond within a second; other connections are served.
+// (The bound is a count per second: 2,000 resets sent back to back pass
+// 20 in some second however slow the machine.)
+func TestGRPCRapidResetClosed(t *testing.T) {
+	const bound, sent = 20, 2000
+	log, logs := bufferLogger()
+	st := newStack(t, testConfig, Options{Logger: log, GRPCLimits: GRPCLimits{MaxInFlight: 100, MaxEarlyResetsPerSecond: bound}}, nil)
+	c := dialRaw(t, st.srv.GRPCAddr())
+	for range sent {
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			break
+		}
+		id := c.next
+		c.open(t, 1, shouldRateLimit)
+		if err := c.write(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeCancel) }); err != nil {
+			break // closed by the server
+		}
+	}
+	c.waitFor(t, "the connection closed", func() bool { return c.closed })
+	if n := st.srv.Load().ResetConnectionsClosed; n != 1 {
+		t.Errorf("connections closed for resets: %d, want 1", n)
+	}
+	resp, err := rlsv3.NewRateLimitServiceClient(st.conn(t)).ShouldRateLimit(context.Background(), request("api", "k", "v"))
+	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("call on another connection: %v %v", resp.GetOverallCode(), err)
+	}
+	if !strings.Contains(logs.String(), "SLUICE_GRPC_MAX_EARLY_RESETS_PER_SECOND") {
+		t.Errorf("no warning naming the setting:\n%s", logs.String())
+	}
+}

@@ -45,6 +45,9 @@ const (
 	// DefaultGRPCRequestTimeout bounds the wait for a call's request
 	// message after its headers: Envoy sends both at once.
 	DefaultGRPCRequestTimeout = 5 * time.Second
+	// DefaultGRPCMaxEarlyResetsPerSecond bounds the calls one connection
+	// may reset before their request message, per second.
+	DefaultGRPCMaxEarlyResetsPerSecond = 100
 	// DefaultGRPCMaxConnectionIdle closes a gRPC connection that has had
 	// no call for this long: Envoy's own default idle timeout for its
 	// upstream connections.
@@ -98,6 +101,12 @@ type GRPCLimits struct {
 	// every slot; a call beyond it is answered ResourceExhausted at once.
 	// It counts only with MaxInFlight; 0 means no bound of its own.
 	MaxInFlightPerConnection int
+	// MaxEarlyResetsPerSecond bounds, per connection and second, the calls
+	// that end before their request message arrives (reset by the
+	// client: HTTP/2's rapid reset). A connection that passes it is
+	// closed. Envoy sends a call's message with its headers, so its calls
+	// never count. 0 means no bound.
+	MaxEarlyResetsPerSecond int
 	// RequestTimeout bounds the time from a call's headers to its request
 	// message: a call whose message has not arrived by then is cancelled
 	// (its stream reset) and its slot of MaxInFlight given back, counted
@@ -120,6 +129,9 @@ type Load struct {
 	// RequestTimeouts counts the gRPC calls cancelled for not sending
 	// their request message within RequestTimeout.
 	RequestTimeouts uint64
+	// ResetConnectionsClosed counts the connections closed for
+	// resetting more calls than MaxEarlyResetsPerSecond.
+	ResetConnectionsClosed uint64
 	// Saturated is true while calls are being shed for MaxInFlight (gRPC
 	// health answers NOT_SERVING meanwhile).
 	Saturated bool
@@ -136,14 +148,15 @@ type Load struct {
 // Load reports the server's bounds' counts.
 func (s *Server) Load() Load {
 	return Load{
-		InFlight:           s.inflight.n.Load(),
-		Shed:               s.inflight.shed.Load(),
-		ShedConnection:     s.calls.shedConn.Load(),
-		RequestTimeouts:    s.calls.timeouts.Load(),
-		Saturated:          s.inflight.saturated.Load(),
-		Connections:        s.grpcLimit.open.Load(),
-		ConnectionsRefused: s.grpcLimit.refused.Load(),
-		TooLarge:           s.tooLarge.n.Load(),
+		InFlight:               s.inflight.n.Load(),
+		Shed:                   s.inflight.shed.Load(),
+		ShedConnection:         s.calls.shedConn.Load(),
+		RequestTimeouts:        s.calls.timeouts.Load(),
+		ResetConnectionsClosed: s.calls.resetCloses.Load(),
+		Saturated:              s.inflight.saturated.Load(),
+		Connections:            s.grpcLimit.open.Load(),
+		ConnectionsRefused:     s.grpcLimit.refused.Load(),
+		TooLarge:               s.tooLarge.n.Load(),
 	}
 }
 

@@ -141,7 +141,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		why := l.admit(ip, keyed)
 		if why == "" {
 			lc := &limitConn{Conn: c, ip: ip, keyed: keyed, l: l}
-			lc.addr.addr = c.RemoteAddr()
+			lc.addr.addr, lc.addr.calls.conn = c.RemoteAddr(), lc
 			return lc, nil
 		}
 		// Counted before the close, so that whoever sees the connection

@@ -144,6 +144,7 @@ func New(o Options) (*Server, error) {
 	s.inflight.max, s.inflight.log = int64(max(o.GRPCLimits.MaxInFlight, 0)), s.log
 	s.inflight.onSaturation = s.saturationChanged
 	s.calls.perConn, s.calls.timeout, s.calls.log = int64(max(o.GRPCLimits.MaxInFlightPerConnection, 0)), max(o.GRPCLimits.RequestTimeout, 0), s.log
+	s.calls.maxResets = int64(max(o.GRPCLimits.MaxEarlyResetsPerSecond, 0))
 	s.tooLarge.max, s.tooLarge.log, s.tooLarge.notify = o.MaxRequestBytes, s.log, o.OnRequestTooLarge
 
 	var err error
