@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -141,23 +143,28 @@ func TestGRPCRapidResetClosed(t *testing.T) {
 	log, logs := bufferLogger()
 	st := newStack(t, testConfig, Options{Logger: log, GRPCLimits: GRPCLimits{MaxInFlight: 100, MaxEarlyResetsPerSecond: bound}}, nil)
 	c := dialRaw(t, st.srv.GRPCAddr())
-	for range sent {
-		c.mu.Lock()
-		closed := c.closed
-		c.mu.Unlock()
-		if closed {
-			break
-		}
-		id := c.next
-		c.open(t, 1, shouldRateLimit)
-		if err := c.write(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeCancel) }); err != nil {
-			break // closed by the server
+	var b bytes.Buffer
+	enc := hpack.NewEncoder(&b)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "raw"}, {":path", shouldRateLimit},
+		{"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	for id := uint32(1); id < 2*sent; id += 2 {
+		err := c.write(func() error {
+			if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b.Bytes(), EndHeaders: true}); err != nil {
+				return err
+			}
+			return c.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+		})
+		if err != nil {
+			break // the server closed the connection
 		}
 	}
 	c.waitFor(t, "the connection closed", func() bool { return c.closed })
 	if n := st.srv.Load().ResetConnectionsClosed; n != 1 {
 		t.Errorf("connections closed for resets: %d, want 1", n)
 	}
+	waitFor(t, "the reset calls' slots given back", func() bool { return st.srv.Load().InFlight == 0 })
 	resp, err := rlsv3.NewRateLimitServiceClient(st.conn(t)).ShouldRateLimit(context.Background(), request("api", "k", "v"))
 	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("call on another connection: %v %v", resp.GetOverallCode(), err)
