@@ -135,6 +135,15 @@ func faultRedis(t *testing.T, keyPrefix string) (*redistest.Server, *redis.Backe
 	return srv, newRedis(t, redis.Options{URL: srv.Addr(), Timeout: faultTimeout, KeyPrefix: keyPrefix})
 }
 
+// healthyRedis is faultRedis for the tests whose Redis stays up and which
+// want no call to fail: a generous timeout, since under -race on a loaded
+// machine a healthy round trip can take longer than faultTimeout.
+func healthyRedis(t *testing.T, keyPrefix string) (*redistest.Server, *redis.Backend) {
+	t.Helper()
+	srv := redistest.Standalone(t)
+	return srv, newRedis(t, redis.Options{URL: srv.Addr(), Timeout: 2 * time.Second, KeyPrefix: keyPrefix})
+}
+
 // TestRedisKilledUnderLoad kills the only Redis (SIGKILL) while 8 clients
 // call, and restarts it on the same port. Clients of the default failure
 // mode see Unavailable, clients of a failure_mode local domain see no
@@ -345,7 +354,7 @@ func TestClusterMasterKilled(t *testing.T) {
 // clients call: nobody sees an error (NOSCRIPT falls back to EVAL within
 // the same call).
 func TestScriptFlushUnderLoad(t *testing.T) {
-	srv, be := faultRedis(t, "flush:")
+	srv, be := healthyRedis(t, "flush:")
 	rc := srv.Client()
 	st := startStack(t, service.Options{Backend: be}, faultsYAML)
 	warmUp(t, st, userRequest("faults", "warm-up"))
@@ -495,7 +504,7 @@ func writeConfigVersion(t *testing.T, dir string, n int, yaml string) {
 // (nobody sees an error, the limit stays), and the fixed version takes
 // effect.
 func TestConfigReplacedBrokenThenFixed(t *testing.T) {
-	_, be := faultRedis(t, "reload:")
+	_, be := healthyRedis(t, "reload:")
 	st := startStack(t, service.Options{Backend: be})
 	dir := t.TempDir()
 	writeConfigVersion(t, dir, 1, faultsYAML)
