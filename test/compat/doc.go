@@ -5,8 +5,8 @@
 // and its server tests. The expectations were written anew from the facts
 // those tests state; the config fixtures under testdata are data.
 //
-// Every case runs black-box (internal/sluicetest starts the built binary)
-// on the embedded backend and on Redis (internal/redistest: standalone,
+// Every case runs black-box (internal/testkit/sluicetest starts the built binary)
+// on the embedded backend and on Redis (internal/testkit/redistest: standalone,
 // cluster, Sentinel), under the settings variants the incumbent's tests
 // use: local cache, cache key prefix, stop-increment, auth, TLS with and
 // without a client certificate, cluster, Sentinel, per-second Redis,

@@ -1,7 +1,7 @@
 // Package integration holds black-box tests of the sluice binary against
 // real Redis topologies: a standalone redis-server and a Redis Cluster of 3
-// masters with one replica each (internal/redistest). Each test builds the
-// binary once (internal/sluicetest), runs it as Envoy would see it, and
+// masters with one replica each (internal/testkit/redistest). Each test builds the
+// binary once (internal/testkit/sluicetest), runs it as Envoy would see it, and
 // talks to it over gRPC and HTTP only; Redis itself is inspected directly
 // (INFO commandstats, INFO memory, KEYS) where a claim is about Redis.
 //

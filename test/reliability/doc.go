@@ -7,7 +7,7 @@
 //
 // Every test runs sluice in-process (service, backend and gRPC server on
 // 127.0.0.1 ports) so that it can count goroutines and read the heap, and
-// starts its own redis-server processes through internal/redistest. Each
+// starts its own redis-server processes through internal/testkit/redistest. Each
 // test is bounded in time; docs/reliability.md lists what each one
 // measured and how to rerun it.
 //
