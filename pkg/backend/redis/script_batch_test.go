@@ -150,14 +150,8 @@ func TestBatchErrorIsPerDescriptor(t *testing.T) {
 	now := bases[0]
 	good := newHarness(t, c, "batch-good", []limit.Rule{{Unit: limit.Minute, Limit: 5}})
 	cal := limit.Rule{Unit: limit.Day, Limit: 5, Location: mustZone(t, "Asia/Shanghai")}
-	a, err := prepareRule(cal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ga, err := prepareRule(good.rules[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustPrepareRule(t, cal)
+	ga := mustPrepareRule(t, good.rules[0])
 	skewed := scriptClock{Fixed: true, At: now + 3*24*3600*1_000_000} // windows computed three days ahead
 	clock := scriptClock{Fixed: true, At: now}
 	args := appendBatchHead(nil, clock)
@@ -383,10 +377,7 @@ func TestBatchMalformedWritesNothing(t *testing.T) {
 	srv := redistest.Standalone(t)
 	c := srv.Client()
 	h := newHarness(t, c, "batch-bad", []limit.Rule{{Unit: limit.Minute, Limit: 5}})
-	a, err := prepareRule(h.rules[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustPrepareRule(t, h.rules[0])
 	clock := scriptClock{Fixed: true, At: bases[0]}
 	args := appendBatchHead(nil, clock)
 	args = appendBatchItem(args, 1, limit.Cost{N: 1}, []*ruleArgs{a}, clock)
@@ -423,18 +414,9 @@ func TestBatchWrongTypeKeyFailsItsDescriptor(t *testing.T) {
 	now := limit.Micros(1_800_000_000_000_000)
 	minute, hour := limit.Rule{Unit: limit.Minute, Limit: 5}, limit.Rule{Unit: limit.Hour, Limit: 5}
 	log := limit.Rule{Algorithm: limit.SlidingLog, Unit: limit.Minute, Limit: 5}
-	pm, err := prepareRule(minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ph, err := prepareRule(hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, err := prepareRule(log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pm := mustPrepareRule(t, minute)
+	ph := mustPrepareRule(t, hour)
+	pl := mustPrepareRule(t, log)
 	bad, err := appendKeys(nil, "w:", "bad", []*ruleArgs{pl})
 	if err != nil {
 		t.Fatal(err)

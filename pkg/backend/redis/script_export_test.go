@@ -2,6 +2,7 @@ package redis
 
 import (
 	"fmt"
+	"testing"
 
 	"github.com/sluice-rl/sluice/pkg/limit"
 )
@@ -44,4 +45,15 @@ func parseDecideReply(v any, n int) (limit.Decision, error) {
 		ints[i] = v
 	}
 	return parseDecideInts(ints, make([]limit.Outcome, n))
+}
+
+// mustPrepareRule is prepareRule for a rule the test knows to be valid:
+// an error fails t.
+func mustPrepareRule(t testing.TB, r limit.Rule) *ruleArgs {
+	t.Helper()
+	ra, err := prepareRule(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ra
 }

@@ -73,10 +73,7 @@ func TestTogetherDenialWritesNothing(t *testing.T) {
 	for _, it := range items {
 		var prepared []*ruleArgs
 		for _, r := range it.rules {
-			a, err := prepareRule(r)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := mustPrepareRule(t, r)
 			prepared = append(prepared, a)
 		}
 		nk, err := appendKeys(nil, "", strings.Trim(strings.TrimPrefix(it.key, "t:"), "{}"), prepared)
@@ -167,10 +164,7 @@ func TestTogetherItemFails(t *testing.T) {
 				for _, it := range tc.items {
 					var prepared []*ruleArgs
 					for _, r := range it.rules {
-						a, err := prepareRule(r)
-						if err != nil {
-							t.Fatal(err)
-						}
+						a := mustPrepareRule(t, r)
 						prepared = append(prepared, a)
 					}
 					ks, err := appendKeys(nil, "tf:", it.id, prepared)
@@ -235,10 +229,7 @@ func TestDecideTouchesOnlyDeclaredKeys(t *testing.T) {
 		{Algorithm: limit.SlidingLog, Unit: limit.Minute, Limit: 5}, {Algorithm: limit.GCRA, Unit: limit.Minute, Limit: 5}}
 	var prepared []*ruleArgs
 	for _, r := range rules {
-		a, err := prepareRule(r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := mustPrepareRule(t, r)
 		prepared = append(prepared, a)
 	}
 	keys, err := appendKeys(nil, "wk:", "api|k=v", prepared)
@@ -330,14 +321,8 @@ func TestTogetherDenialCostIsItsOwn(t *testing.T) {
 	now := limit.Micros(1_800_000_000_000_000)
 	log := limit.Rule{Algorithm: limit.SlidingLog, Unit: limit.Hour, Limit: 1_000_000}
 	denying := limit.Rule{Unit: limit.Hour, Limit: 0}
-	pl, err := prepareRule(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pd, err := prepareRule(denying)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := mustPrepareRule(t, log)
+	pd := mustPrepareRule(t, denying)
 	lk, err := appendKeys(nil, "big:", "log", []*ruleArgs{pl})
 	if err != nil {
 		t.Fatal(err)
