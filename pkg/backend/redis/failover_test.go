@@ -123,6 +123,12 @@ func TestFailoverBound(t *testing.T) {
 				return rs[0].Behind
 			}
 
+			// The master takes writes only once it has counted its replica
+			// as good (min-replicas-*: Valkey can lag a moment behind the
+			// replica's first acknowledgement); a peek asks without taking.
+			probe := checks[0]
+			probe.Cost = limit.Cost{}
+			waitUntil(t, 30*time.Second, "the master taking writes", func() bool { return b.Decide(ctx, []backend.Check{probe})[0].Err == nil })
 			before := 0
 			for range 5 {
 				a, f := round()
