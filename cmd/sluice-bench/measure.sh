@@ -12,9 +12,14 @@
 # TARGETS names targets and scenario groups (default: all):
 #   main         noop noopredis memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack
 #   concurrency  noop, noopredis, redis1 and inc1 at c = 1, 16, 256 (NAME-cN), and at C
-#   cluster      redis1 and inc1 on one Redis and on a 3-master Redis Cluster (NAMEcl)
+#   cluster      redis1 inc1 and redis3d inc3 on one Redis and on a 3-master Redis
+#                Cluster (NAMEcl)
 #   rules        redis1, redis3fw, redis6fw: 1, 3, 6 fixed-window rules on one descriptor
-#   descriptors  redis1 inc1, redis3d inc3, redis10d inc10: 1, 3, 10 descriptors per request
+#   descriptors  redis1 inc1, redis3d inc3, redis5d inc5, redis10d inc10: 1, 3, 5, 10
+#                descriptors per request
+#   rediscpu     each Redis load beside the incumbent's: redis1 inc1, redis3 and
+#                redis3fw (3 rules on one descriptor) against inc3, redis5d inc5,
+#                redis10d inc10, attack incattack, redis1cl inc1cl, redis3dcl inc3cl
 #   defaults     redis1 memory attack, and each with one speed default off: redis1nc
 #                (SLUICE_REDIS_COALESCE=false), redis1nm (SLUICE_REDIS_MERGE=false),
 #                redis1ev (SLUICE_REDIS_FUNCTIONS=false: EVALSHA), memorynw
@@ -29,9 +34,10 @@
 # embedded backend); redis1 (sluice on Redis, one descriptor, one per-second
 # limit); redis3 (three rules of three algorithms on one descriptor);
 # redis3fw (three fixed windows on one descriptor); redis6fw (six);
-# redis3d/redis10d (3/10 descriptors of one fixed window each); attack
-# (redis1 with 30% of requests on 4 hot keys); inc1, inc3, inc10, incattack
-# (the incumbent on the same configs and load). Any target takes -cN for
+# redis3d/redis5d/redis10d (3/5/10 descriptors of one fixed window each);
+# attack (redis1 with 30% of requests on 4 hot keys); redis1cl and redis3dcl
+# (redis1 and redis3d on the cluster); inc1, inc3, inc5, inc10, incattack,
+# inc1cl, inc3cl (the incumbent on the same configs and load). Any target takes -cN for
 # concurrency N. Targets of the incumbent are skipped without INCUMBENT_BIN.
 #
 # Environment: ROUNDS (3), DURATION (10s), WARMUP (2s), C (64), KEYS
@@ -52,8 +58,8 @@
 # and is bounded: the load generator by DURATION + WARMUP + 60 s, the
 # servers by 3 minutes more (DURATION and WARMUP: a whole number and ms, s
 # or m);
-# the cluster takes about 3 s to form, once. `all` is 36 runs a round with
-# the incumbent (28 without): about 7.4 minutes a round at the defaults.
+# the cluster takes about 3 s to form, once. `all` is 40 runs a round with
+# the incumbent (30 without): about 8.3 minutes a round at the defaults.
 #
 # Every run records, besides the load generator's report (NAME.ROUND.json),
 # NAME.ROUND.cpu.json (the CPU time of the server, redis-server (every node),
@@ -96,11 +102,12 @@ group() { # name: the targets of a scenario group, or the name itself
 	case $1 in
 	main) echo noop noopredis memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack ;;
 	concurrency) echo noop-c1 noopredis-c1 redis1-c1 inc1-c1 noop-c16 noopredis-c16 redis1-c16 inc1-c16 noop noopredis redis1 inc1 noop-c256 noopredis-c256 redis1-c256 inc1-c256 ;;
-	cluster) echo redis1 inc1 redis1cl inc1cl ;;
+	cluster) echo redis1 inc1 redis1cl inc1cl redis3d inc3 redis3dcl inc3cl ;;
 	rules) echo redis1 redis3fw redis6fw ;;
-	descriptors) echo redis1 inc1 redis3d inc3 redis10d inc10 ;;
+	descriptors) echo redis1 inc1 redis3d inc3 redis5d inc5 redis10d inc10 ;;
+	rediscpu) echo redis1 inc1 redis3 redis3fw inc3 redis5d inc5 redis10d inc10 attack incattack redis1cl inc1cl redis3dcl inc3cl ;;
 	defaults) echo redis1 redis1nc redis1nm redis1ev memory memorynw attack attacknc redis1dw redis1gf redis1-c1 redis1dw-c1 ;;
-	all) echo main concurrency cluster rules descriptors defaults ;;
+	all) echo main concurrency cluster rules descriptors rediscpu defaults ;;
 	*) echo "$1" ;;
 	esac
 }
@@ -115,12 +122,12 @@ expand() { # words: targets, groups expanded, first occurrence kept
 		fi
 	done
 }
-known=" noop noopredis memory memorynw redis1 redis1nc redis1nm redis1ev redis1dw redis1gf redis1cl redis3 redis3fw redis6fw redis3d redis10d attack attacknc inc1 inc1cl inc3 inc10 incattack "
+known=" noop noopredis memory memorynw redis1 redis1nc redis1nm redis1ev redis1dw redis1gf redis1cl redis3 redis3fw redis6fw redis3d redis3dcl redis5d redis10d attack attacknc inc1 inc1cl inc3 inc3cl inc5 inc10 incattack "
 targets=()
 for t in $(expand ${TARGETS:-all}); do
 	case " ${targets[*]} " in *" $t "*) continue ;; esac
 	case $known in *" ${t%-c[0-9]*} "*) ;; *)
-		echo "unknown target $t (known: $known; groups: main concurrency cluster rules descriptors defaults all)" >&2
+		echo "unknown target $t (known: $known; groups: main concurrency cluster rules descriptors rediscpu defaults all)" >&2
 		exit 2
 		;;
 	esac
@@ -210,16 +217,19 @@ descriptors:
   - key: c
     rate_limit: {unit: hour, requests_per_unit: 20000}
 EOF
-units=(second minute hour) limits=(50 1000 20000) d10=()
+units=(second minute hour) limits=(50 1000 20000) d5=() d10=()
+for i in $(seq 0 4); do d5+=(--descriptor "d$i={ip}"); done
 for i in $(seq 0 9); do d10+=(--descriptor "d$i={ip}"); done
-{
-	echo "domain: bench"
-	echo "descriptors:"
-	for i in $(seq 0 9); do
-		echo "  - key: d$i"
-		echo "    rate_limit: {unit: ${units[i % 3]}, requests_per_unit: ${limits[i % 3]}}"
-	done
-} | conf conf10d
+for n in 5 10; do # N descriptors d0 ... d(N-1), one fixed window each: second, minute, hour in turn
+	{
+		echo "domain: bench"
+		echo "descriptors:"
+		for i in $(seq 0 $((n - 1))); do
+			echo "  - key: d$i"
+			echo "    rate_limit: {unit: ${units[i % 3]}, requests_per_unit: ${limits[i % 3]}}"
+		done
+	} | conf conf${n}d
+done
 
 wait_port() { # port: wait up to 10 s for it to accept connections
 	for _ in $(seq 100); do
@@ -433,11 +443,15 @@ for round in $(seq "$rounds"); do
 		redis3fw) run "$t" "$round" redis conf3fw "$conc" "${one[@]}" ;;
 		redis6fw) run "$t" "$round" redis conf6fw "$conc" "${one[@]}" ;;
 		redis3d) run "$t" "$round" redis conf3d "$conc" "${three[@]}" ;;
+		redis3dcl) run "$t" "$round" redis-cluster conf3d "$conc" "${three[@]}" ;;
+		redis5d) run "$t" "$round" redis conf5d "$conc" "${d5[@]}" ;;
 		redis10d) run "$t" "$round" redis conf10d "$conc" "${d10[@]}" ;;
 		attack) run "$t" "$round" redis conf1 "$conc" "${one[@]}" "${attack[@]}" ;;
 		inc1) run "$t" "$round" incumbent conf1 "$conc" "${one[@]}" ;;
 		inc1cl) run "$t" "$round" incumbent-cluster conf1 "$conc" "${one[@]}" ;;
 		inc3) run "$t" "$round" incumbent conf3d "$conc" "${three[@]}" ;;
+		inc3cl) run "$t" "$round" incumbent-cluster conf3d "$conc" "${three[@]}" ;;
+		inc5) run "$t" "$round" incumbent conf5d "$conc" "${d5[@]}" ;;
 		inc10) run "$t" "$round" incumbent conf10d "$conc" "${d10[@]}" ;;
 		incattack) run "$t" "$round" incumbent conf1 "$conc" "${one[@]}" "${attack[@]}" ;;
 		*) echo "unknown target $t" >&2; exit 2 ;;

@@ -18,17 +18,18 @@ func TestMeasureTargets(t *testing.T) {
 	}
 	all := "noop noopredis memory redis1 inc1 redis3 redis3fw redis3d inc3 attack incattack " +
 		"noop-c1 noopredis-c1 redis1-c1 inc1-c1 noop-c16 noopredis-c16 redis1-c16 inc1-c16 noop-c256 noopredis-c256 redis1-c256 inc1-c256 " +
-		"redis1cl inc1cl redis6fw redis10d inc10 redis1nc redis1nm redis1ev memorynw attacknc redis1dw redis1gf redis1dw-c1"
+		"redis1cl inc1cl redis3dcl inc3cl redis6fw redis5d inc5 redis10d inc10 redis1nc redis1nm redis1ev memorynw attacknc redis1dw redis1gf redis1dw-c1"
 	for _, tt := range []struct {
 		name, targets, incumbent, want string
 		env                            []string // more settings
 	}{
 		{"default: every group", "", "/bin/ratelimit", all, nil},
 		{"all", "all", "/bin/ratelimit", all, nil},
-		{"without the incumbent", "", "", "noop noopredis memory redis1 redis3 redis3fw redis3d attack noop-c1 noopredis-c1 redis1-c1 noop-c16 noopredis-c16 redis1-c16 noop-c256 noopredis-c256 redis1-c256 redis1cl redis6fw redis10d redis1nc redis1nm redis1ev memorynw attacknc redis1dw redis1gf redis1dw-c1", nil},
-		{"groups share targets", "rules descriptors", "/bin/ratelimit", "redis1 redis3fw redis6fw inc1 redis3d inc3 redis10d inc10", nil},
+		{"without the incumbent", "", "", "noop noopredis memory redis1 redis3 redis3fw redis3d attack noop-c1 noopredis-c1 redis1-c1 noop-c16 noopredis-c16 redis1-c16 noop-c256 noopredis-c256 redis1-c256 redis1cl redis3dcl redis6fw redis5d redis10d redis1nc redis1nm redis1ev memorynw attacknc redis1dw redis1gf redis1dw-c1", nil},
+		{"groups share targets", "rules descriptors", "/bin/ratelimit", "redis1 redis3fw redis6fw inc1 redis3d inc3 redis5d inc5 redis10d inc10", nil},
 		{"concurrency keeps the default c in its place", "concurrency", "x", "noop-c1 noopredis-c1 redis1-c1 inc1-c1 noop-c16 noopredis-c16 redis1-c16 inc1-c16 noop noopredis redis1 inc1 noop-c256 noopredis-c256 redis1-c256 inc1-c256", nil},
-		{"cluster", "cluster", "x", "redis1 inc1 redis1cl inc1cl", nil},
+		{"cluster", "cluster", "x", "redis1 inc1 redis1cl inc1cl redis3d inc3 redis3dcl inc3cl", nil},
+		{"each Redis load beside the incumbent's", "rediscpu", "x", "redis1 inc1 redis3 redis3fw inc3 redis5d inc5 redis10d inc10 attack incattack redis1cl inc1cl redis3dcl inc3cl", nil},
 		{"defaults", "defaults", "", "redis1 redis1nc redis1nm redis1ev memory memorynw attack attacknc redis1dw redis1gf redis1-c1 redis1dw-c1", nil},
 		{"plain targets and a repeat", "redis1 noop-c8 redis1", "", "redis1 noop-c8", nil},
 		{"an unknown target stops it", "redis1 redis2", "", "exit status 2", nil},
