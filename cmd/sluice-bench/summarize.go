@@ -28,6 +28,9 @@ type sample struct {
 	// stages is the service's CPU by stage (shares summing to 1), from
 	// NAME.ROUND.pprof when measure.sh ran with PROFILE.
 	stages map[string]float64
+	// commands is the calls of each data command INFO commandstats
+	// counted over the run (every node; commands scripts ran included).
+	commands map[string]float64
 	// metrics is sluice's /metrics at the end of the run
 	// (NAME.ROUND.metrics.txt), "" when absent.
 	metrics string
@@ -306,6 +309,11 @@ func readRedis(prefix string, s *sample) error {
 		if *f.dst, err = parseRedisInfo(string(data)); err != nil {
 			return fmt.Errorf("%s: %w", f.path, err)
 		}
+		if f.dst == &s.redis {
+			if s.commands, err = commandCalls(string(data)); err != nil {
+				return fmt.Errorf("%s: %w", f.path, err)
+			}
+		}
 	}
 	if s.redis.Nodes == 0 {
 		c := s.cpu
@@ -316,7 +324,7 @@ func readRedis(prefix string, s *sample) error {
 
 // targetOrder is the order of measure.sh's targets in the tables.
 var targetOrder = []string{"noop", "noopredis", "memory", "redis1", "inc1", "redis3", "redis3fw", "redis6fw", "redis3d", "inc3",
-	"redis10d", "inc10", "attack", "incattack", "redis1cl", "inc1cl", "redis1nc", "redis1nm", "redis1ev", "memorynw", "attacknc", "redis1dw", "redis1gf"}
+	"redis5d", "inc5", "redis10d", "inc10", "attack", "incattack", "redis1cl", "inc1cl", "redis3dcl", "inc3cl", "redis1nc", "redis1nm", "redis1ev", "memorynw", "attacknc", "redis1dw", "redis1gf"}
 
 // sortTargets orders target names as measure.sh runs them (a target at
 // another concurrency after it, by concurrency), others after them by name.
@@ -367,7 +375,7 @@ func noopFor(name string) string { return "noop" + name[len(base(name)):] }
 // sluice's target name, "" if none.
 func incumbentFor(name string) string {
 	inc := map[string]string{"redis1": "inc1", "redis3": "inc3", "redis3fw": "inc3", "redis3d": "inc3",
-		"redis10d": "inc10", "attack": "incattack", "redis1cl": "inc1cl"}[base(name)]
+		"redis5d": "inc5", "redis10d": "inc10", "attack": "incattack", "redis1cl": "inc1cl", "redis3dcl": "inc3cl"}[base(name)]
 	if inc == "" {
 		return ""
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,6 +82,8 @@ func TestTargetNames(t *testing.T) {
 		{"redis3fw", "redis3fw", "noop", "inc3", 0},
 		{"redis10d-c1", "redis10d", "noop-c1", "inc10-c1", 1},
 		{"redis1cl", "redis1cl", "noop", "inc1cl", 0},
+		{"redis5d", "redis5d", "noop", "inc5", 0},
+		{"redis3dcl", "redis3dcl", "noop", "inc3cl", 0},
 		{"attack", "attack", "noop", "incattack", 0},
 		{"inc1-c256", "inc1", "noop-c256", "", 256},
 		{"memory", "memory", "noop", "", 0},
@@ -206,6 +209,9 @@ func TestSummarizeDoc(t *testing.T) {
 		"| `redis1` | 200.0 | 10.0 | 30.0 | 20.0 | 20.0 | 120.0 | 10.0 |",
 		"| `noop` | 200.0 | 10.0 | 20.0 | 0.0 | 20.0 | 150.0 | — |",
 		startMarker("three-limits") + "\n" + notMeasured + endMarker,
+		// Redis CPU, sluice against the incumbent: 20 and 10 µs per
+		// request; 100,000 and 20,000 µs inside commands over 10,000 calls.
+		"| 1 descriptor, 1 fixed window | `redis1`, `inc1` | 20.0 / 10.0 | 2.00× | 2.00× | 10.0 / 2.0 | — / — | evalsha 1.00; evalsha 1.00 |",
 		// stages: 75% and 25% of the service's 30 µs per request.
 		"| service CPU µs per request, by stage | `redis1` |\n|---|---:|\n| Redis client: go-redis | 22.5 |\n| gRPC and HTTP/2 | 7.5 |\n| all (the service's CPU per request) | 30.0 |\n",
 	} {
@@ -497,6 +503,69 @@ func TestSummarizeMergedRuns(t *testing.T) {
 					t.Errorf("summary has %q:\n%s", not, out)
 				}
 			}
+		})
+	}
+}
+
+func TestCommandCalls(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		text    string
+		want    map[string]float64
+		wantErr string
+	}{
+		{
+			name: "every data command, those scripts ran included, summed over the nodes",
+			text: "# node a\r\ncmdstat_fcall:calls=10,usec=200\r\ncmdstat_get:calls=12,usec=30\r\ncmdstat_config|resetstat:calls=1,usec=40\r\n" +
+				"cmdstat_info:calls=3,usec=90\r\nused_memory:1000\r\n# node b\ncmdstat_fcall:calls=5,usec=100\ncmdstat_cluster|slots:calls=9,usec=99\n",
+			want: map[string]float64{"fcall": 15, "get": 12},
+		},
+		{name: "none", text: "used_memory:10\n", want: map[string]float64{}},
+		{name: "a bad number", text: "cmdstat_get:calls=x,usec=1\n", wantErr: "line 1: cmdstat_get: calls"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := commandCalls(tt.text)
+			if wantError(t, err, tt.wantErr) {
+				return
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// The Redis CPU table puts each sluice load beside the incumbent's on the
+// same limits, only where both were measured, with the commands of each
+// per request, most called first.
+func TestRedisCPUTable(t *testing.T) {
+	run := func(calls uint64, tput, redis, usec, syscalls float64, commands map[string]float64) sample {
+		return sample{
+			report:   loadgen.Report{CallsTotal: calls, Throughput: tput},
+			cpu:      cpuFigures{Redis: redis, RedisSyscalls: &syscalls},
+			redis:    redisFigures{Usec: usec, Commands: 1},
+			commands: commands,
+		}
+	}
+	sluice := map[string]float64{"fcall": 140, "get": 1000, "set": 1000, "pexpire": 2}
+	inc := map[string]float64{"incrby": 3000, "expire": 3000}
+	for _, tc := range []tableCase{
+		{"pairs measured", map[string][]sample{
+			"redis3fw": {run(1000, 20000, 0.010, 9000, 200, sluice), run(1000, 24000, 0.012, 11000, 220, sluice), run(1000, 22000, 0.014, 10000, 240, sluice)},
+			"redis3":   {run(1000, 18000, 0.020, 20000, 200, sluice)},
+			"inc3":     {run(1000, 10000, 0.016, 6000, 1200, inc)},
+			"redis1":   {run(1000, 25000, 0.008, 6000, 200, sluice)}, // no inc1: left out
+		}, []string{"redis1", "redis3", "redis3fw", "inc3"},
+			[]string{
+				"| load | targets | Redis CPU µs per request: sluice / incumbent |",
+				"| 3 fixed-window rules on 1 descriptor (incumbent: 3 descriptors) | `redis3fw`, `inc3` | 12.0 / 16.0 | 0.75× | 2.20× | 10.0 / 6.0 | 0.22 / 1.20 | get 1.00, set 1.00, fcall 0.14; expire 3.00, incrby 3.00 |",
+				"| token bucket + sliding window + fixed window on 1 descriptor (incumbent: 3 descriptors) | `redis3`, `inc3` | 20.0 / 16.0 | 1.25× | 1.80× |",
+			},
+			[]string{"pexpire", "`redis1`"}, true},
+		{"no pair", map[string][]sample{"redis1": {run(1000, 25000, 0.008, 6000, 200, sluice)}}, []string{"redis1"}, nil, []string{"|"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkTable(t, (*runSet).redisCPUTable, tc)
 		})
 	}
 }

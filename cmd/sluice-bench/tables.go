@@ -138,6 +138,7 @@ func (rs *runSet) blocks() []block {
 	add("attack", rs.attackTable)
 	add("concurrency", rs.concurrencyTable)
 	add("cluster", rs.clusterTable)
+	add("redis-cpu", rs.redisCPUTable)
 	add("rules", rs.rulesTable)
 	add("descriptors", rs.descriptorsTable)
 	add("defaults", rs.defaultsTable)
@@ -265,7 +266,9 @@ func (rs *runSet) clusterTable(w io.Writer) bool {
 		return false
 	}
 	rs.scenarioTable(w, []row{{"sluice, one Redis", "redis1"}, {"sluice, Redis Cluster of 3 masters", "redis1cl"},
-		{"incumbent, one Redis", "inc1"}, {"incumbent, Redis Cluster of 3 masters", "inc1cl"}})
+		{"incumbent, one Redis", "inc1"}, {"incumbent, Redis Cluster of 3 masters", "inc1cl"},
+		{"sluice, 3 descriptors, one Redis", "redis3d"}, {"sluice, 3 descriptors, Redis Cluster of 3 masters", "redis3dcl"},
+		{"incumbent, 3 descriptors, one Redis", "inc3"}, {"incumbent, 3 descriptors, Redis Cluster of 3 masters", "inc3cl"}})
 	fmt.Fprintf(w, "\n3 masters ÷ one Redis, req/s: sluice %s, incumbent %s. The Redis CPU column is the sum over the masters.\n",
 		ratio(rs.med("redis1cl", throughput), rs.med("redis1", throughput)), ratio(rs.med("inc1cl", throughput), rs.med("inc1", throughput)))
 	return true
@@ -285,7 +288,8 @@ func (rs *runSet) rulesTable(w io.Writer) bool {
 // sluice and the incumbent.
 func (rs *runSet) descriptorsTable(w io.Writer) bool {
 	rows := []row{{"sluice, 1 descriptor", "redis1"}, {"incumbent, 1 descriptor", "inc1"}, {"sluice, 3 descriptors", "redis3d"},
-		{"incumbent, 3 descriptors", "inc3"}, {"sluice, 10 descriptors", "redis10d"}, {"incumbent, 10 descriptors", "inc10"}}
+		{"incumbent, 3 descriptors", "inc3"}, {"sluice, 5 descriptors", "redis5d"}, {"incumbent, 5 descriptors", "inc5"},
+		{"sluice, 10 descriptors", "redis10d"}, {"incumbent, 10 descriptors", "inc10"}}
 	if (!rs.has("redis10d") && !rs.has("inc10")) || !rs.scenarioTable(w, rows) {
 		return false
 	}
