@@ -131,3 +131,28 @@ func TestOverrideLimitGauge(t *testing.T) {
 		t.Errorf("override series of a removed domain kept: %q", got)
 	}
 }
+
+// TestOverridePeriodsClamped: a limit override longer than a year is
+// counted in sluice_override_periods_clamped_total and its gauge is per
+// YEAR, the period it is decided with; a year exactly is not counted.
+func TestOverridePeriodsClamped(t *testing.T) {
+	h := newHarness(t, Options{}, service.Options{}, apiYAML)
+	h.m.ConfigApplied(parseConfig(t, apiYAML))
+	f := scrape(t, h.reg)
+	f.check(t, []want{{"sluice_override_periods_clamped_total", "", 0}})
+	for _, x := range []*rlv3.RateLimitDescriptor{
+		withOverride(d("user", "alice"), 730, typev3.RateLimitUnit_SECOND, 3_000_000_000),
+		withOverride(d("user", "bob"), 730, typev3.RateLimitUnit_YEAR, 2),
+		withOverride(d("user", "carol"), 365, typev3.RateLimitUnit_DAY, 365),
+	} {
+		if _, err := h.call(t, rq("api", x)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f = scrape(t, h.reg)
+	f.check(t, []want{
+		{"sluice_override_periods_clamped_total", "", 2},
+		{"sluice_override_limit", "descriptor=user,domain=api,unit=year", 730},
+		{"sluice_override_limit", "descriptor=user,domain=api,unit=day", 1},
+	})
+}

@@ -132,6 +132,7 @@ type Metrics struct {
 	requests      *prometheus.CounterVec                  // code
 	requestsOver  prometheus.Counter
 	shadowForced  prometheus.Counter
+	overClamped   prometheus.Counter
 	refused       *prometheus.CounterVec   // reason
 	duration      *prometheus.HistogramVec // method
 	backendTime   prometheus.Histogram
@@ -215,6 +216,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		"ShouldRateLimit calls answered with overall code OVER_LIMIT.")
 	m.shadowForced = f.counter("sluice_requests_shadow_forced_total",
 		"ShouldRateLimit calls whose OVER_LIMIT overall code the global shadow mode turned into OK.")
+	m.overClamped = f.counter("sluice_override_periods_clamped_total",
+		"Request limit overrides whose period was longer than one YEAR (365 days), decided as requests_per_unit per YEAR.")
 	m.refused = f.counterVec("sluice_requests_refused_total",
 		"Calls refused for a request bound, to which Envoy (failure_mode_deny false) then applies no limit, by reason: "+
 			"descriptors (SLUICE_MAX_DESCRIPTORS), rules (SLUICE_MAX_REQUEST_RULES), request_bytes (SLUICE_MAX_REQUEST_BYTES), domain_bytes (a domain over 64 KiB).", "reason")

@@ -61,6 +61,9 @@ func (m *Metrics) Descriptor(ev service.DescriptorEvent) {
 	m.outcome(d, o).Inc()
 	if ev.Override {
 		m.observeOverride(&ev)
+		if ev.OverrideClamped {
+			m.overClamped.Inc()
+		}
 	}
 	if o != outOK && o != outOverLimit && o != outShadowOverLimit {
 		return

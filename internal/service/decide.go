@@ -43,6 +43,7 @@ type item struct {
 	entries  []descriptor.Entry
 	node     *descriptor.Node
 	override bool
+	clamped  bool // an override longer than MaxOverridePeriod, decided per YEAR
 	kind     kind
 	invalid  string       // what is wrong with the descriptor (kindInvalid)
 	rules    []limit.Rule // the rules decided (kindCheck)
@@ -184,9 +185,15 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, dom *descriptor.Domain, w *w
 		*it = item{entries: w.entries[start:len(w.entries):len(w.entries)], check: -1, cost: costOf(d, req.HitsAddend), quota: s.opts.QuotaMode,
 			debit: d.GetHitsAddend().GetValue() > 0 && !d.IsNegativeHits}
 		if d.Limit != nil {
-			w.rules = append(w.rules, overrideRule(d.Limit, s.opts.IgnoreOverrideUnitMultiplier))
-			it.override, it.kind, it.rules = true, kindCheck, w.rules[len(w.rules)-1:len(w.rules):len(w.rules)]
+			r, clamped := overrideRule(d.Limit, s.opts.IgnoreOverrideUnitMultiplier)
+			w.rules = append(w.rules, r)
+			it.override, it.clamped, it.kind, it.rules = true, clamped, kindCheck, w.rules[len(w.rules)-1:len(w.rules):len(w.rules)]
 			it.cost.Charge = s.charges(nil, false, it.debit)
+			if clamped {
+				s.clampLog.warn(s.log.WithFields(logrus.Fields{"domain": req.Domain, "descriptor": entryKeys(it.entries),
+					"unit": d.Limit.Unit.String(), "unit_multiplier": d.Limit.GetUnitMultiplier().GetValue()}),
+					"a limit override's period is longer than one YEAR (365 days): it is decided as requests_per_unit per YEAR", nil)
+			}
 			continue
 		}
 		node := dom.Match(it.entries)
@@ -428,7 +435,8 @@ func backendStatus(dom *descriptor.Domain, err error) error {
 func (s *Service) observe(domain string, dom *descriptor.Domain, w *work) {
 	for i := range w.items {
 		it := &w.items[i]
-		ev := DescriptorEvent{Domain: domain, Entries: it.entries, Node: it.node, Override: it.override, Shadow: it.shadowed}
+		ev := DescriptorEvent{Domain: domain, Entries: it.entries, Node: it.node, Override: it.override,
+			OverrideClamped: it.clamped, Shadow: it.shadowed}
 		switch it.kind {
 		case kindUnknownDomain:
 			ev.Outcome = OutcomeUnknownDomain

@@ -33,18 +33,15 @@ var overrideUnitSeconds = map[typev3.RateLimitUnit]int64{
 	1: 1, 2: 60, 3: 3600, 4: 86400, 5: 30 * 86400, 6: 365 * 86400, 7: 7 * 86400,
 }
 
-// hundredYears is the longest period an override may ask, in seconds.
-const hundredYears = 100 * 365 * 86400
+// oneYear is the longest period an override is decided with, in seconds
+// (MaxOverridePeriod): a longer one is decided as per YEAR.
+const oneYear = 365 * 86400
 
-// overrideValid reports whether a service decides o (known unit, period
-// at most 100 years) rather than answering it OVER_LIMIT on its own.
+// overrideValid reports whether a service decides o (a known unit) rather
+// than answering it OVER_LIMIT on its own.
 func overrideValid(o *rlv3.RateLimitDescriptor_RateLimitOverride) bool {
-	secs, ok := overrideUnitSeconds[o.Unit]
-	if !ok {
-		return false
-	}
-	m := int64(o.GetUnitMultiplier().GetValue())
-	return m <= 1 || m <= hundredYears/secs
+	_, ok := overrideUnitSeconds[o.Unit]
+	return ok
 }
 
 // u32 reads a uint32 from a byte and a shift.
@@ -110,9 +107,13 @@ func (r *fuzzReader) overrideRequest() *rlsv3.RateLimitRequest {
 }
 
 // wantCurrentLimit is what a decided override is echoed as: the response
-// leaves unit_multiplier out when it is 1, unset or 0.
+// leaves unit_multiplier out when it is 1, unset or 0, and a period longer
+// than a year is decided, and echoed, as per YEAR.
 func wantCurrentLimit(o *rlv3.RateLimitDescriptor_RateLimitOverride) (uint32, rlsv3.RateLimitResponse_RateLimit_Unit, uint32) {
 	m := o.GetUnitMultiplier().GetValue()
+	if int64(m) > oneYear/overrideUnitSeconds[o.Unit] {
+		return o.RequestsPerUnit, rlsv3.RateLimitResponse_RateLimit_YEAR, 0
+	}
 	if m <= 1 {
 		m = 0
 	}
@@ -161,9 +162,9 @@ func checkOverrideResponse(t *testing.T, req *rlsv3.RateLimitRequest, resp *rlsv
 // FuzzLimitOverrides sends arbitrary `limit` overrides on two configured
 // descriptors, interleaved with ordinary requests on the same ones. Every
 // request is answered (InvalidArgument only when malformed as a whole, else
-// one status per descriptor); an override with an unknown unit or a period
-// over 100 years is answered OVER_LIMIT on its own; a decided override
-// echoes the limit sent; and k's own rule, 5 a minute, admits exactly 5 in
+// one status per descriptor); an override with an unknown unit is answered
+// OVER_LIMIT on its own; a decided override echoes the limit sent, or per
+// YEAR when its period is longer than a year; and k's own rule, 5 a minute, admits exactly 5 in
 // a minute whatever overrides on k came between, so no override reaches,
 // resets or crowds out its state.
 func FuzzLimitOverrides(f *testing.F) {
@@ -176,7 +177,7 @@ func FuzzLimitOverrides(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	// k with an unknown unit (UNKNOWN), then 3 per 3 weeks, then ordinary k.
 	f.Add([]byte{1, 0, 0, 0, 3, 0, 1, 0, 0, 0, 1, 0, 0, 0, 3, 0, 8, 2, 2, 0, 0, 0, 0})
-	// j per 1000 years (refused) with a huge hits_addend beside k per 20
+	// j per 1000 years (decided per year) with a huge hits_addend beside k per 20
 	// years, a request addend of 255<<20; then ordinary k.
 	f.Add([]byte{1, 1, 255, 20, 1, 5, 5, 0, 7, 3, 250, 2, 255, 63, 0, 1, 0, 7, 2, 99, 0, 0, 0, 0})
 	// Requests malformed as a whole (5 descriptors, empty domain, null

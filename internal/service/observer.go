@@ -62,6 +62,9 @@ type DescriptorEvent struct {
 	Node *descriptor.Node
 	// Override is true when the descriptor carried a `limit` override.
 	Override bool
+	// OverrideClamped is true when that override's period was longer than
+	// MaxOverridePeriod, so it was decided as requests_per_unit per YEAR.
+	OverrideClamped bool
 	// Outcome is what happened.
 	Outcome Outcome
 	// Shadow is true when an over-limit status was reported OK because of

@@ -3,6 +3,7 @@ package service
 import (
 	"fmt"
 	"math"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -87,14 +88,8 @@ func (s *Service) invalidDescriptor(i int, d *ratelimitv3.RateLimitDescriptor, m
 		}
 	}
 	if o := d.Limit; o != nil {
-		u, ok := unitFromEnvoy(int32(o.Unit))
-		if !ok {
+		if _, ok := unitFromEnvoy(int32(o.Unit)); !ok {
 			return fmt.Sprintf("descriptor %d limit override has invalid unit %d (%s)", i, int32(o.Unit), o.Unit)
-		}
-		// Periods are capped at 100 years: a longer one would be decided
-		// as another period than the one echoed back.
-		if m := o.GetUnitMultiplier().GetValue(); !s.opts.IgnoreOverrideUnitMultiplier && int64(m) > limit.MaxPeriodMicros/(u.Seconds()*1_000_000) {
-			return fmt.Sprintf("descriptor %d limit override unit_multiplier %d × %s is longer than 100 years", i, m, u)
 		}
 	}
 	return ""
@@ -155,16 +150,30 @@ func unitToEnvoy(u limit.Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
 	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
 }
 
+// MaxOverridePeriod is the longest period a request `limit` override is
+// decided with: one YEAR (365 days), the longest an override can have in
+// envoyproxy/ratelimit, which ignores unit_multiplier. A fixed window's
+// key lives until its window ends, so an override's period is how long the
+// state it creates lives: without this bound one request could create keys
+// that live for decades (docs/decisions/0094).
+const MaxOverridePeriod = 365 * 24 * time.Hour
+
 // overrideRule builds the rule of a request `limit` override: a fixed
 // window of requests_per_unit per unit_multiplier×unit, or per unit when
-// ignoreMultiplier. The unit has been validated.
-func overrideRule(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride, ignoreMultiplier bool) limit.Rule {
+// ignoreMultiplier. A period longer than MaxOverridePeriod is decided, and
+// echoed, as requests_per_unit per YEAR; clamped says so. The unit has
+// been validated.
+func overrideRule(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride, ignoreMultiplier bool) (r limit.Rule, clamped bool) {
 	u, _ := unitFromEnvoy(int32(o.Unit))
 	m := uint32(1)
 	if !ignoreMultiplier && o.UnitMultiplier != nil && o.UnitMultiplier.Value > 0 {
 		m = o.UnitMultiplier.Value
 	}
-	return limit.Rule{Algorithm: limit.FixedWindow, Unit: u, Multiplier: m, Limit: uint64(o.RequestsPerUnit)}
+	r = limit.Rule{Algorithm: limit.FixedWindow, Unit: u, Multiplier: m, Limit: uint64(o.RequestsPerUnit)}
+	if r.Period() > MaxOverridePeriod {
+		r.Unit, r.Multiplier, clamped = limit.Year, 1, true
+	}
+	return r, clamped
 }
 
 // clamp32 converts n to uint32, saturating.

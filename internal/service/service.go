@@ -167,6 +167,9 @@ type Service struct {
 	// boundLog rate-limits the warning about requests refused for a
 	// bound (validate).
 	boundLog throttledLog
+	// clampLog rate-limits the warning about limit overrides longer than
+	// MaxOverridePeriod (plan).
+	clampLog throttledLog
 	cfg      atomic.Pointer[descriptor.Config]
 	pool     sync.Pool // *work
 }

@@ -138,9 +138,25 @@ func everyDecided(n int) func(*testing.T, string, *rlsv3.RateLimitResponse, call
 	}
 }
 
-// hundredYears is limit.MaxPeriodMicros: no reset may exceed it (plus a
-// window's worth of slack for the fixed window still running).
-const hundredYears = 100 * 365 * 24 * time.Hour
+// oneYear is the longest period a limit override is decided with: no
+// override's reset may exceed it.
+const oneYear = 365 * 24 * time.Hour
+
+// decidedPerYear checks a limit override longer than a year: decided, and
+// echoed, per YEAR, admitted with remaining left, resetting within a year.
+func decidedPerYear(remaining uint32) func(*testing.T, string, *rlsv3.RateLimitResponse, caller) {
+	return func(t *testing.T, _ string, resp *rlsv3.RateLimitResponse, _ caller) {
+		t.Helper()
+		wantStatuses(t, resp, OK, OK, remaining)
+		st := resp.Statuses[0]
+		if cl := st.CurrentLimit; cl.GetUnit() != rlsv3.RateLimitResponse_RateLimit_YEAR || cl.GetUnitMultiplier() != nil {
+			t.Fatalf("current limit %v, want per YEAR", cl)
+		}
+		if r := st.DurationUntilReset.AsDuration(); r <= 0 || r > oneYear {
+			t.Fatalf("reset %v, want within (0, 365 days]", r)
+		}
+	}
+}
 
 var hostileCases = []hostileCase{
 	{
@@ -356,26 +372,21 @@ var hostileCases = []hostileCase{
 		req: func(tag string) *rlsv3.RateLimitRequest {
 			return rq("hostile", override(tag, 1, typev3.RateLimitUnit_YEAR, math.MaxUint32))
 		},
-		check: invalidDescriptor,
+		check: decidedPerYear(0),
 	},
 	{
 		name: "override with multiplier 100 years",
 		req: func(tag string) *rlsv3.RateLimitRequest {
 			return rq("hostile", override(tag, 1, typev3.RateLimitUnit_YEAR, 100))
 		},
-		check: func(t *testing.T, tag string, resp *rlsv3.RateLimitResponse, call caller) {
-			wantStatuses(t, resp, OK, OK, 0)
-			if r := resp.Statuses[0].DurationUntilReset.AsDuration(); r <= 0 || r > hundredYears {
-				t.Fatalf("reset %v, want within (0, 100 years]", r)
-			}
-		},
+		check: decidedPerYear(0),
 	},
 	{
 		name: "override with requests_per_unit 2^32-1 and a second multiplier of 2^32-1",
 		req: func(tag string) *rlsv3.RateLimitRequest {
 			return rq("hostile", withAddend(override(tag, math.MaxUint32, typev3.RateLimitUnit_SECOND, math.MaxUint32), math.MaxUint32))
 		},
-		check: invalidDescriptor,
+		check: decidedPerYear(0),
 	},
 	{
 		name: "override with requests_per_unit 0",
