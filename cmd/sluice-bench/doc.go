@@ -16,13 +16,13 @@ const (
 func startMarker(name string) string { return markerPrefix + name + " -->" }
 
 // replaceBlocks replaces the text between every start marker in doc and
-// the end marker after it with the block of that name. A marker naming no
-// block, or without its end, is an error: the doc would keep figures of
-// another run.
+// the end marker after it with the block of that name, or leaves it as it
+// is when that block is marked keep. A marker naming no block, or without
+// its end, is an error: the doc would keep figures of another run unsaid.
 func replaceBlocks(doc string, blocks []block) (string, error) {
-	byName := make(map[string]string, len(blocks))
+	byName := make(map[string]block, len(blocks))
 	for _, b := range blocks {
-		byName[b.name] = b.text
+		byName[b.name] = b
 	}
 	var out strings.Builder
 	rest := doc
@@ -37,7 +37,7 @@ func replaceBlocks(doc string, blocks []block) (string, error) {
 			return "", fmt.Errorf("marker at byte %d is not closed", len(doc)-len(rest)+i)
 		}
 		name := rest[i+len(markerPrefix) : i+nameEnd]
-		text, ok := byName[name]
+		b, ok := byName[name]
 		if !ok {
 			return "", fmt.Errorf("marker %q: summarize has no such block", name)
 		}
@@ -46,9 +46,13 @@ func replaceBlocks(doc string, blocks []block) (string, error) {
 		if end < 0 {
 			return "", fmt.Errorf("marker %q has no %s after it", name, endMarker)
 		}
-		out.WriteString(rest[:afterStart])
-		out.WriteString("\n")
-		out.WriteString(text)
+		if b.keep {
+			out.WriteString(rest[:afterStart+end])
+		} else {
+			out.WriteString(rest[:afterStart])
+			out.WriteString("\n")
+			out.WriteString(b.text)
+		}
 		rest = rest[afterStart+end:]
 		found++
 	}

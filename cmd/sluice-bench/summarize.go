@@ -97,13 +97,17 @@ func (s sample) bytesPerDescriptor() float64 {
 // merged in the order given), each block between the markers the doc
 // holds it in; with --doc FILE it replaces those blocks in FILE instead
 // (repeatable: docs/benchmarks.md and README.md), and with --only NAMES it
-// prints only the named blocks.
+// prints only the named blocks. --keep-unmeasured, with --doc, leaves the
+// blocks whose targets the run did not measure as the doc has them,
+// instead of writing that they were not measured: for a run of some
+// targets only, whose doc must then say which blocks came from which run.
 func summarize(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sluice-bench summarize", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var docs repeated
 	fs.Var(&docs, "doc", "replace the generated blocks of this markdown file in place (repeatable)")
 	only := fs.String("only", "", "comma-separated blocks to print (default: every block)")
+	keep := fs.Bool("keep-unmeasured", false, "with --doc: leave the blocks this run did not measure as they are")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -118,6 +122,14 @@ func summarize(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	blocks := rs.blocks()
+	if *keep {
+		if len(docs) == 0 {
+			return errors.New("--keep-unmeasured: only with --doc")
+		}
+		for i := range blocks {
+			blocks[i].keep = blocks[i].text == notMeasured
+		}
+	}
 	if len(docs) > 0 {
 		for _, doc := range docs {
 			if err := updateDoc(doc, blocks); err != nil {

@@ -109,7 +109,7 @@ func TestThousands(t *testing.T) {
 }
 
 func TestReplaceBlocks(t *testing.T) {
-	blocks := []block{{"a", "new A\n"}, {"b", "new B\n"}}
+	blocks := []block{{name: "a", text: "new A\n"}, {name: "b", text: "new B\n"}, {name: "k", text: "unused\n", keep: true}}
 	for _, tt := range []struct {
 		name, doc, want, wantErr string
 	}{
@@ -117,6 +117,11 @@ func TestReplaceBlocks(t *testing.T) {
 			name: "every marked block replaced, the prose kept",
 			doc:  "# T\n\n" + startMarker("a") + "\nold\nlines\n" + endMarker + "\n\ntext\n" + startMarker("b") + "\n" + endMarker + "\nend\n",
 			want: "# T\n\n" + startMarker("a") + "\nnew A\n" + endMarker + "\n\ntext\n" + startMarker("b") + "\nnew B\n" + endMarker + "\nend\n",
+		},
+		{
+			name: "a block marked keep keeps the doc's text",
+			doc:  startMarker("k") + "\nold K\n" + endMarker + "\n" + startMarker("a") + "\nold\n" + endMarker + "\n",
+			want: startMarker("k") + "\nold K\n" + endMarker + "\n" + startMarker("a") + "\nnew A\n" + endMarker + "\n",
 		},
 		{name: "unknown block", doc: startMarker("c") + "\n" + endMarker, wantErr: `marker "c": summarize has no such block`},
 		{name: "no end", doc: startMarker("a") + "\nold\n", wantErr: `marker "a" has no <!-- end -->`},
@@ -231,6 +236,18 @@ func TestSummarizeDoc(t *testing.T) {
 	if !strings.HasPrefix(string(got), "# B\n\n"+startMarker("goals")+"\n| goal |") || !strings.HasSuffix(string(got), endMarker+"\n\nprose\n") ||
 		!strings.Contains(out, string(got)[len("# B\n\n"):len(got)-len("\n\nprose\n")]) {
 		t.Errorf("doc after --doc:\n%s", got)
+	}
+	// --keep-unmeasured: the blocks this run did not measure (three-limits)
+	// keep the doc's text; the others are replaced.
+	writeFiles(t, filepath.Dir(doc), map[string]string{"bench.md": startMarker("three-limits") + "\nold 3\n" + endMarker + "\n" +
+		startMarker("rules") + "\nold rules\n" + endMarker + "\n"})
+	summarizeOut(t, "--keep-unmeasured", "--doc", doc, dir)
+	if got, err = os.ReadFile(doc); err != nil {
+		t.Fatal(err)
+	}
+	checkText(t, string(got), []string{startMarker("three-limits") + "\nold 3\n" + endMarker, startMarker("rules") + "\n| |"}, []string{"old rules", notMeasured})
+	if code := run(context.Background(), []string{"summarize", "--keep-unmeasured", dir}, io.Discard, io.Discard); code != 1 {
+		t.Errorf("--keep-unmeasured without --doc: exit %d, want 1", code)
 	}
 	if code := run(context.Background(), []string{"summarize", "--doc", filepath.Join(t.TempDir(), "missing.md"), dir}, io.Discard, io.Discard); code != 1 {
 		t.Errorf("--doc of a missing file: exit %d, want 1", code)

@@ -105,8 +105,12 @@ func thousands(v float64) string {
 // row is one line of a scenario table: a label and the target it shows.
 type row struct{ label, name string }
 
-// block is one generated piece of docs/benchmarks.md.
-type block struct{ name, text string }
+// block is one generated piece of docs/benchmarks.md. keep, when set,
+// leaves the doc's text of the block as it is (see replaceBlocks).
+type block struct {
+	name, text string
+	keep       bool
+}
 
 // notMeasured stands for a table whose targets this run did not measure.
 const notMeasured = "Not measured in this run.\n"
@@ -120,7 +124,7 @@ func (rs *runSet) blocks() []block {
 			b.Reset()
 			b.WriteString(notMeasured)
 		}
-		out = append(out, block{name, b.String()})
+		out = append(out, block{name: name, text: b.String()})
 	}
 	add("machine", rs.machineBlock)
 	add("summary", rs.summaryTable)
