@@ -335,7 +335,7 @@ func serveFlags(fs *flag.FlagSet, s *settings) []envName {
 	integer(&s.MaxDescriptors, "max-descriptors", "SLUICE_MAX_DESCRIPTORS", service.DefaultMaxDescriptors,
 		"most descriptors in one rate-limit request (0: no bound but the request's size)")
 	integer(&s.MaxRequestRules, "max-request-rules", "SLUICE_MAX_REQUEST_RULES", service.DefaultMaxRequestRules,
-		"most rules the descriptors of one request may ask to decide together (0: no bound)")
+		"most the rules the descriptors of one request ask to decide may weigh: 1 per rule, 64 per sliding log (0: no bound)")
 
 	duration(&s.HealthInterval, "health-interval", "SLUICE_HEALTH_INTERVAL", 5*time.Second, "how often to ping the backend for health")
 	boolean(&s.HealthyWithConfig, "healthy-with-at-least-one-config-loaded", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false,

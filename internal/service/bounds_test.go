@@ -123,11 +123,12 @@ func TestBoundRefusalIsLoud(t *testing.T) {
 	}
 }
 
-// TestRequestRulesBound: the rules a request's descriptors ask to decide
-// together are bounded (SLUICE_MAX_REQUEST_RULES), counting each matched
-// descriptor's rules; unlimited, unknown and invalid descriptors ask for
-// none. Beyond the bound the request is refused before the backend is
-// called.
+// TestRequestRulesBound: the weight of the rules a request's descriptors
+// ask to decide is bounded (SLUICE_MAX_REQUEST_RULES), counting each
+// matched descriptor's rules, 1 each and 64 per sliding log; unlimited,
+// unknown and invalid descriptors ask for none. Beyond the bound the
+// request is refused before the backend is called: naming the same
+// sliding log 129 times is refused by default, 128 is decided.
 func TestRequestRulesBound(t *testing.T) {
 	const yaml = `
 domain: r
@@ -142,11 +143,24 @@ descriptors:
       - {unit: day, requests_per_unit: 100}
   - key: free
     rate_limit: {unlimited: true}
+  - key: log
+    rate_limit: {algorithm: sliding_log, unit: hour, requests_per_unit: 100}
+  - key: mixed
+    rate_limits:
+      - {algorithm: sliding_log, unit: minute, requests_per_unit: 100}
+      - {unit: hour, requests_per_unit: 100}
 `
 	desc := func(key string, n int) []*rlv3.RateLimitDescriptor {
 		out := make([]*rlv3.RateLimitDescriptor, n)
 		for i := range out {
 			out[i] = d(key, fmt.Sprint(i))
+		}
+		return out
+	}
+	same := func(key string, n int) []*rlv3.RateLimitDescriptor {
+		out := make([]*rlv3.RateLimitDescriptor, n)
+		for i := range out {
+			out[i] = d(key, "same")
 		}
 		return out
 	}
@@ -163,6 +177,13 @@ descriptors:
 		{"the default bound: 2048 x 4", 0, desc("four", 2048), ""},
 		{"over the default bound: 2049 x 4", 0, desc("four", 2049), "rate limit request asks for 8196 rules, more than the limit of 8192 (SLUICE_MAX_REQUEST_RULES)"},
 		{"no bound", -1, desc("four", 3000), ""},
+		{"sliding logs at the bound: 64 + 64 + 1", 129, append(desc("log", 2), d("one", "x")), ""},
+		{"sliding logs over: 2 x (64 + 1)", 129, desc("mixed", 2),
+			"rate limit request asks for 4 rules weighing 130 (a sliding log weighs 64), more than the limit of 129 (SLUICE_MAX_REQUEST_RULES)"},
+		{"the default bound: one sliding log 128 times", 0, same("log", 128), ""},
+		{"over the default bound: one sliding log 129 times", 0, same("log", 129),
+			"rate limit request asks for 129 rules weighing 8256 (a sliding log weighs 64), more than the limit of 8192 (SLUICE_MAX_REQUEST_RULES)"},
+		{"no bound: one sliding log 5000 times", -1, same("log", 5000), ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

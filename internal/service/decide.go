@@ -130,24 +130,31 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, shadowForced, nil
 }
 
-// checkRules refuses a request whose descriptors ask for more rules than
-// Bounds.MaxRequestRules, before any is decided: on Redis every rule of a
-// request is decided in one script call, during which Redis serves no one
-// else (decision 0081).
+// checkRules refuses a request whose descriptors' rules weigh more than
+// Bounds.MaxRequestRules (backend.Weight: a rule weighs 1, a sliding log
+// backend.SlidingLogWeight), before any is decided: Redis serves no one
+// else while it runs a script call, and the rules of a request are decided
+// in a few (all in one when decided together), so the weight bounds the
+// time one request holds Redis (decisions 0081 and 0095).
 func (s *Service) checkRules(w *work) error {
 	bound := s.opts.Bounds.MaxRequestRules
 	if bound <= 0 {
 		return nil
 	}
-	n := 0
+	n, weight := 0, 0
 	for i := range w.checks { // a local check's rules are some of its check's
 		n += len(w.checks[i].Rules)
+		weight += backend.Weight(w.checks[i].Rules)
 	}
-	if n <= bound {
+	if weight <= bound {
 		return nil
 	}
 	w.refused = RefusedRules
-	return status.Errorf(codes.InvalidArgument, "rate limit request asks for %d rules, more than the limit of %d (SLUICE_MAX_REQUEST_RULES)", n, bound)
+	if weight == n {
+		return status.Errorf(codes.InvalidArgument, "rate limit request asks for %d rules, more than the limit of %d (SLUICE_MAX_REQUEST_RULES)", n, bound)
+	}
+	return status.Errorf(codes.InvalidArgument, "rate limit request asks for %d rules weighing %d (a sliding log weighs %d), more than the limit of %d (SLUICE_MAX_REQUEST_RULES)",
+		n, weight, backend.SlidingLogWeight, bound)
 }
 
 // plan fills w.items (one per descriptor, in request order) and w.checks

@@ -112,7 +112,8 @@ type HeaderOptions struct {
 // RequestBounds bounds request sizes; a request beyond any bound gets
 // InvalidArgument naming it. Zero fields take the defaults. The work of
 // one request is at most MaxDescriptors descriptors, each matched through
-// at most MaxEntries entries, and MaxRequestRules rules decided.
+// at most MaxEntries entries, and rules weighing at most MaxRequestRules
+// decided.
 type RequestBounds struct {
 	// MaxDescriptors is the most descriptors per request (default
 	// DefaultMaxDescriptors); a negative value means no bound but the
@@ -124,9 +125,10 @@ type RequestBounds struct {
 	// MaxEntryLen is the most bytes in the domain and in each entry key and
 	// value (default 64 KiB).
 	MaxEntryLen int
-	// MaxRequestRules is the most rules the descriptors of one request may
-	// ask to decide together (default DefaultMaxRequestRules); a negative
-	// value means no bound but MaxDescriptors × descriptor.MaxRules.
+	// MaxRequestRules is the most the rules the descriptors of one request
+	// ask to decide may weigh (backend.Weight: 1 per rule, 64 per sliding
+	// log; default DefaultMaxRequestRules); a negative value means no bound
+	// but MaxDescriptors × descriptor.MaxRules.
 	MaxRequestRules int
 }
 
@@ -144,6 +146,9 @@ type RequestBounds struct {
 // matching method condition, 512 × 9 = 4,608 (decision 0081). On Redis
 // a request's rules are decided in one script call: 8,192 rules took
 // 29-38 ms of it, where 131,072 (4,096 descriptors of 32 rules) took 3.4 s.
+// A sliding log weighs 64 (backend.SlidingLogWeight), so the default
+// admits 128 of them in one request (docs/operations.md gives the Redis
+// time of that worst case).
 const (
 	DefaultMaxDescriptors  = 8192
 	DefaultMaxRequestRules = 8192

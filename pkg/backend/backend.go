@@ -61,6 +61,33 @@ func CountsBeside(rules []limit.Rule) bool {
 	return false
 }
 
+// SlidingLogWeight is what one sliding log rule weighs in Weight: its
+// decision searches its sorted set by rank (a binary search of O(log n)
+// commands, about 15 for 20,000 entries, each O(log n) itself; a refund
+// searches twice), where any other rule reads and writes a few fields of
+// one key. Measured on redis-server 7.0 (docs/operations.md, "Bounded
+// work per request"), a denial on a full 20,000-entry log costs Redis
+// about as much CPU as 20 fixed windows, a refund about 42; 64 leaves room
+// for logs that charged costs grew to millions of entries.
+const SlidingLogWeight = 64
+
+// Weight is what deciding rules costs a store, in units of one rule of
+// another algorithm: 1 per rule, SlidingLogWeight per sliding log. It
+// bounds the work of one request (the service's per-request bound) and of
+// one Redis call (the Redis backend's batches), so that neither holds a
+// store for long however the rules are mixed.
+func Weight(rules []limit.Rule) int {
+	w := 0
+	for i := range rules {
+		if rules[i].Algorithm == limit.SlidingLog {
+			w += SlidingLogWeight
+		} else {
+			w++
+		}
+	}
+	return w
+}
+
 // Result is the answer to one Check. The zero Result carries the zero
 // Decision and no error; backends always fill one of the two.
 type Result struct {

@@ -195,8 +195,9 @@ func (b *Backend) Decide(ctx context.Context, checks []backend.Check) []backend.
 // maxBatchWeight bounds what one batch call of a Decide decides, so that
 // one call holds Redis (which runs one script at a time) for a bounded
 // time, and its reply arrives within Options.Timeout however many checks a
-// request carries: a check weighs one per rule, and a sliding log, whose
-// decision reads its sorted set (O(log n) commands), weighs 16.
+// request carries: a check weighs backend.Weight of its rules (one per
+// rule, backend.SlidingLogWeight per sliding log, whose decision searches
+// its sorted set).
 const maxBatchWeight = 512
 
 // batchPrefix returns how many of the checks of idx (at least one) the
@@ -204,12 +205,7 @@ const maxBatchWeight = 512
 func batchPrefix(checks []backend.Check, idx []int) int {
 	w := 0
 	for n, i := range idx {
-		for _, r := range checks[i].Rules {
-			w++
-			if r.Algorithm == limit.SlidingLog {
-				w += 15
-			}
-		}
+		w += backend.Weight(checks[i].Rules)
 		if w > maxBatchWeight && n > 0 {
 			return n
 		}

@@ -12,7 +12,7 @@ import (
 
 // TestDecideSplitsBigBatches: a Decide of many checks on one node is sent
 // as batch calls of at most maxBatchWeight (a rule weighs 1, a sliding log
-// 16), each check decided once; a Decide decided together stays one call.
+// backend.SlidingLogWeight, 64), each check decided once; a Decide decided together stays one call.
 func TestDecideSplitsBigBatches(t *testing.T) {
 	srv := redistest.Standalone(t)
 	rc := srv.Client()
@@ -28,7 +28,7 @@ func TestDecideSplitsBigBatches(t *testing.T) {
 		wantCalls int
 	}{
 		{"1200 fixed windows", fixed, 1200, false, 3}, // 512 + 512 + 176
-		{"100 sliding logs", log, 100, false, 4},      // 32 + 32 + 32 + 4
+		{"100 sliding logs", log, 100, false, 13},     // 12 x 8 + 4
 		{"1200 fixed windows together", fixed, 1200, true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
