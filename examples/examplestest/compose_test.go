@@ -237,6 +237,11 @@ func TestComposeStack(t *testing.T) {
 			t.Errorf("REDIS_URL seed %s, but %s listens on %q", seed, host, p)
 		}
 	}
+	// The README's compose section asks sluice over gRPC on the host's
+	// loopback (./scripts/sluice.sh check --addr 127.0.0.1:8081).
+	if !slices.Contains(sl.Ports, "127.0.0.1:8081:8081") {
+		t.Errorf("sluice ports %v: want 127.0.0.1:8081:8081 (the README's sluice.sh check)", sl.Ports)
+	}
 	sv := sl.mount(t, "sluice", "examples/envoy/sluice")
 	if sl.Environment["SLUICE_CONFIG"] != sv.target {
 		t.Errorf("SLUICE_CONFIG %q, but the config is mounted at %q", sl.Environment["SLUICE_CONFIG"], sv.target)
