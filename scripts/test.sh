@@ -98,6 +98,11 @@ step "examples/prometheus/validate" sh -c 'cd examples/prometheus/validate && go
 # The release build's tags (Dockerfile): the codec's vtproto marshaler.
 step "go vet, release tags" go vet -tags timetzdata,vtprotobuf ./...
 step "go test, release tags" go test -race -count=1 -tags timetzdata,vtprotobuf ./internal/server/ ./cmd/sluice/
+# The release workflow's build (.github/workflows/release.yml builds the
+# Dockerfile): the Dockerfile's go build line, for every platform the
+# workflow publishes, stamped with a tag; the binary of this machine's
+# platform must report it.
+step "release build" ./scripts/release-build.sh
 
 # The Helm chart (charts/sluice), rendered with helm for every values file
 # and decoded strictly into the Kubernetes API types. Its test is a module of
