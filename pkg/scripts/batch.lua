@@ -7,19 +7,26 @@
 -- of the decide script (see decide.lua): the script runs
 -- decide_call(KEYS, ARGV); the function library registers it.
 
+-- cost_n and cost_mode are the N and the mode read from the slots of
+-- rules_a0 (rule.lua), which a repeat item's descriptor decides again.
+local cost_n, cost_mode
+
 -- decide_one decides the descriptor whose KEYS are KEYS[k0 + 1 .. k0 + nk]
 -- and whose slots are ARGV[a0 + 1 .. a0 + na] (N, the mode, then its
 -- rules'; ARGV[1] is the call's now), read in place. peek decides it with
 -- N = 0. It returns the descriptor's reply, or an error reply.
 local function decide_one(KEYS, ARGV, k0, a0, nk, na, peek)
-  N = tonumber(ARGV[a0 + 1])
-  if N == nil then
-    return redis.error_reply('sluice decide: bad ARGV (now, cost)')
+  if a0 ~= rules_a0 then
+    cost_n = tonumber(ARGV[a0 + 1])
+    if cost_n == nil then
+      return redis.error_reply('sluice decide: bad ARGV (now, cost)')
+    end
+    cost_mode = ARGV[a0 + 2]
   end
+  N = cost_n
   if peek then N = 0 end
-  local mode = ARGV[a0 + 2]
-  refund = mode == '1'
-  charge = mode == '2' and N ~= 0 -- limit.Cost.Charge (never with a refund)
+  refund = cost_mode == '1'
+  charge = cost_mode == '2' and N ~= 0 -- limit.Cost.Charge (never with a refund)
   local err = read_rules(KEYS, ARGV, k0, a0, nk, na)
   if err then return err end
   local ck = KEYS[k0 + 1]
@@ -87,6 +94,10 @@ local function flush(kept, key)
   end
 end
 
+-- batch_items holds a batch's items (decide_call): one table for every
+-- call, its slots past the call's items left from earlier calls.
+local batch_items = {}
+
 -- decide_call decides one call: it reads the clock once, whatever the
 -- number of descriptors, then decides the call's descriptor or each of a
 -- batch's.
@@ -102,7 +113,7 @@ local function decide_call(KEYS, ARGV)
     end
   end
   testmode = ARGV[1] ~= ''
-  defer = nil
+  defer, rules_a0 = nil, nil
   if testmode then
     now = tonumber(ARGV[1])
   else
@@ -128,7 +139,7 @@ local function decide_call(KEYS, ARGV)
   -- nothing. items holds, per descriptor, the index before its KEYS, the
   -- index before its slots (a0), nk and na.
   local nargv, nkeys = #ARGV, #KEYS
-  local items, ni = {}, 0
+  local items, ni = batch_items, 0
   do
     local a, k, nk, na, a0 = 2, 0, nil, nil, nil
     while a < nargv do

@@ -16,14 +16,6 @@ local function keep_writer(key)
   if w[#w] ~= defer.h then w[#w + 1] = defer.h end
 end
 
-local function check(r, n, ref)
-  if r.alg == 1 then return fw_check(r, states[r.id], n, ref) end
-  if r.alg == 2 then return sl_check(r, states[r.id], n, ref) end
-  if r.alg == 3 then return sw_check(r, states[r.id], n, ref) end
-  if r.alg == 4 then return mt_check(r, states[r.id], n, ref) end
-  return n == 0 or ref, 0, 0 -- unknown unit
-end
-
 -- pxttl returns the PX of a counter written now that must live until at
 -- (us): Expiry rounded up to the millisecond, plus 1 ms because PX may
 -- count from a command time up to a millisecond before TIME (see the top).
@@ -33,6 +25,11 @@ local function pxttl(at)
   end
   return ceil(at / 1000) - floor(now / 1000) + 1
 end
+
+-- px_s is the PX (a decimal) of a counter written now that must live until
+-- px_at (us), now being px_now (and testmode px_test): the descriptors of
+-- a call whose records expire together format it once.
+local px_at, px_now, px_test, px_s
 
 -- decide_rules decides the descriptor whose rules and states read_rules
 -- and load_states set (ck: its counter key): Check every rule, Bind, Apply to all only if all
@@ -51,14 +48,15 @@ local function decide_rules(ck)
   local allowed = true
   for i = 1, nrules do
     local r = rules[i]
-    local ok, rem, reset = check(r, N, refund)
+    local ok, rem, reset = r.check(r, r.st, N, refund)
     if not ok then allowed = false end
     out[3 * i], out[3 * i + 1], out[3 * i + 2] = ok and 1 or 0, rem, reset
   end
 
-  -- Decision.Bind (binding is 1-based here)
-  local binding = -1
-  for i = 1, nrules do
+  -- Decision.Bind (binding is 1-based here): a descriptor's one rule binds
+  local binding, first = -1, 1
+  if nrules == 1 then binding, first = 1, 2 end
+  for i = first, nrules do
     if binding < 0 then
       if allowed or out[3 * i] == 0 then binding = i end
     elseif not allowed then
@@ -78,31 +76,23 @@ local function decide_rules(ck)
   if write then
     for i = 1, nrules do
       local r = rules[i]
-      if r.alg == 1 then fw_apply(r, states[r.id], N, refund)
-      elseif r.alg == 2 then sl_apply(r, states[r.id], N, refund)
-      elseif r.alg == 3 then sw_apply(r, states[r.id], N, refund)
-      elseif r.alg == 4 then mt_apply(r, states[r.id], N, refund)
-      end
+      local apply = r.apply
+      if apply then apply(r, r.st, N, refund) end
     end
     -- Store each state once; rules sharing an id keep it until the latest
     -- of their expiries (st.x), and never earlier than the e it had.
     for i = 1, nrules do
       local r = rules[i]
-      if r.alg ~= 0 then
-        local st = states[r.id]
-        local at
-        if r.alg == 1 then at = fw_expiry(r, st)
-        elseif r.alg == 2 then at = sl_expiry(r, st)
-        elseif r.alg == 3 then at = sw_expiry(r, st)
-        else at = mt_expiry(r, st)
-        end
+      local st = r.st
+      if st then
+        local at = r.expiry(r, st)
         if not st.x or at > st.x then st.x = at end
       end
     end
     for i = 1, nrules do
       local r = rules[i]
-      local st = states[r.id]
-      if r.alg ~= 0 and st.own == r then
+      local st = r.st
+      if st and st.own == r then
         local at = st.x
         if r.alg == 2 then
           sl_store(st, at)
@@ -121,7 +111,8 @@ local function decide_rules(ck)
       -- Nothing was consumed: the rules that alone admitted report a peek.
       for i = 1, nrules do
         if out[3 * i] == 1 then
-          local ok, rem, reset = check(rules[i], 0, false)
+          local r = rules[i]
+          local ok, rem, reset = r.check(r, r.st, 0, false)
           out[3 * i], out[3 * i + 1], out[3 * i + 2] = ok and 1 or 0, rem, reset
         end
       end
@@ -131,7 +122,7 @@ local function decide_rules(ck)
     for i = 1, nrules do
       local r = rules[i]
       if r.alg == 4 then
-        local st = states[r.id]
+        local st = r.st
         if st.e > 0 then
           local at = mt_fields_expiry(r, st)
           if at > 0 and ceil(at / 1000) * 1000 > st.e then
@@ -149,12 +140,21 @@ local function decide_rules(ck)
     local v, latest = false, 0
     for i = 1, nrules do
       local r = rules[i]
-      local st = states[r.id]
+      local st = r.st
       if r.alg ~= 0 and r.alg ~= 2 and st.own == r and st.e > 0 then
         local e = st.e / 1000
         local rec
         if r.alg == 1 then
-          rec = format('%s %d %d %d', r.id, e, st.w, st.c)
+          if st.w == r.start and st.e == ceil(r.wend / 1000) * 1000 then
+            -- The record of the current window (state.lua's fw_prefix);
+            -- a count below 10^14 is written by .. (%.14g: every digit).
+            local c = st.c
+            if c < 1e14 then rec = fw_prefix(r) .. c
+            else rec = fw_prefix(r) .. format('%d', c)
+            end
+          else
+            rec = format('%s %d %d %d', r.id, e, st.w, st.c)
+          end
         elseif r.alg == 3 then
           rec = format('%s %d %d %d %d', r.id, e, st.w, st.c, st.p)
         else
@@ -170,14 +170,17 @@ local function decide_rules(ck)
         if others[j][2] > latest then latest = others[j][2] end
       end
     end
+    if v and (latest ~= px_at or now ~= px_now or testmode ~= px_test) then
+      px_at, px_now, px_test, px_s = latest, now, testmode, format('%d', pxttl(latest))
+    end
     if defer then
       -- The first pass of a batch decided together: kept, not sent.
       if v or found then
-        defer.v[ck] = { v, format('%d', pxttl(latest)) }
+        defer.v[ck] = { v, px_s }
         keep_writer(ck)
       end
     elseif v then
-      call('SET', ck, v, 'PX', format('%d', pxttl(latest)))
+      call('SET', ck, v, 'PX', px_s)
     elseif found then
       call('DEL', ck)
     end

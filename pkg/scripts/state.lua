@@ -20,12 +20,95 @@
 -- only then).
 local log_entry, sl_load
 
--- The descriptor's states, set by load_states: states by rule id, how
--- many ids keep a counter record, whether KEYS[1] held a counter string,
--- the kept records of other ids ({ rec, at (us), id }; false when there
--- are none, the usual case, so that no table is built for them), and
--- whether more than MAXOTHERS of those were dropped.
-local states, ncounters, found, others, trimmed
+-- The descriptor's states, set by load_states: each rule's state is its
+-- st (false for a rule of no state: an unknown unit), shared by the rules
+-- of one id; how many ids keep a counter record, whether KEYS[1] held a
+-- counter string, the kept records of other ids ({ rec, at (us), id };
+-- false when there are none, the usual case, so that no table is built for
+-- them), and whether more than MAXOTHERS of those were dropped.
+local ncounters, found, others, trimmed
+
+-- Tables kept for the whole call (and, in a function library, for every
+-- call) instead of built per descriptor: stpool[i] is the counter state of
+-- the i-th rule when it owns one (every field is set again before use);
+-- fwc holds the counts fw_records reads before it sets any.
+local stpool, fwc = {}, {}
+
+-- state_of returns the state of rule id, or nil when the descriptor names
+-- no rule of that id: for read_records, which reads a value fw_records
+-- could not (a new window, records of other ids or algorithms). byid maps
+-- ids to states for a descriptor of many rules (built on first use).
+local byid
+local function state_of(id)
+  if nrules <= 8 then
+    for i = 1, nrules do
+      local r = rules[i]
+      if r.id == id then return r.st or nil end
+    end
+    return nil
+  end
+  if not byid then
+    byid = {}
+    for i = nrules, 1, -1 do
+      local r = rules[i]
+      if r.st then byid[r.id] = r.st end
+    end
+  end
+  return byid[id]
+end
+
+-- fw_prefix returns the text that starts the record of r, a fixed window,
+-- when its state holds r's current window and expires at its end:
+-- "<id> <e> <w> " (CONTRACT.md, "Records"), the count following. It is
+-- kept in r while r's window stays, so that a descriptor decided again in
+-- the same window formats no number but its count.
+local function fw_prefix(r)
+  if r.pw ~= r.start or r.pe ~= r.wend then
+    r.pw, r.pe = r.start, r.wend
+    r.pfx = format('%s %d %d ', r.id, ceil(r.wend / 1000), r.start)
+  end
+  return r.pfx
+end
+
+-- fw_records reads v, a counter value, when it holds exactly one record
+-- per counter state of the descriptor, in the order of their rules, each
+-- of a fixed window's current window (fw_prefix's text, then digits): what
+-- a descriptor of fixed windows stores, and finds again until a window
+-- ends. Each record is then compared, not parsed field by field, and reads
+-- as read_records would read it. For any other v it returns false and sets
+-- nothing, and read_records reads v.
+local function fw_records(v)
+  local pos, m = 1, 0
+  for i = 1, nrules do
+    local r = rules[i]
+    local st = r.st
+    if st and st.own == r and r.alg ~= 2 then
+      if r.alg ~= 1 then return false end
+      if m > 0 then
+        if string.byte(v, pos) ~= 124 then return false end -- '|'
+        pos = pos + 1
+      end
+      local pfx = fw_prefix(r)
+      if string.find(v, pfx, pos, true) ~= pos then return false end
+      local c, nxt = string.match(v, '^(%d+)()', pos + #pfx)
+      if not c then return false end
+      m = m + 1
+      fwc[m] = c
+      pos = nxt
+    end
+  end
+  if m == 0 or pos ~= #v + 1 then return false end
+  m = 0
+  for i = 1, nrules do
+    local r = rules[i]
+    local st = r.st
+    if st and st.own == r and r.alg ~= 2 then
+      m = m + 1
+      st.w, st.c, st.e = r.start, tonumber(fwc[m]), ceil(r.wend / 1000) * 1000
+    end
+  end
+  return true
+end
 
 -- read_records loads the records of the counter value v (KEYS[1]), each
 -- into its rule's state, or keeps it in others when this call names no
@@ -44,12 +127,13 @@ local states, ncounters, found, others, trimmed
 -- next '|'. [0-9.e+-] is [-+.%de] (the same bytes), spelled so that Lua's
 -- matcher tests a digit first, with a range.
 local function read_records(v)
+  byid = nil
   local pos, len = 1, #v
   while pos <= len do
     local id, e, x, y, z, nxt = string.match(v,
       '^([^%s|]+) (%d+) ([0-9.e+-]+) ([0-9.e+-]+) ?([0-9.e+-]*)()', pos)
     if id and (nxt > len or string.byte(v, nxt) == 124) then -- '|'
-      local st = states[id]
+      local st = state_of(id)
       local at = tonumber(e) * 1000
       if at > now then -- else expired: the zero state
         if st then
@@ -76,26 +160,36 @@ local function read_records(v)
   end
 end
 
--- load_states loads the state of each rule id of the descriptor: the
--- counter records of its counter key ck (one GET) and the sliding logs'
--- sorted sets.
+-- load_states loads the state of each rule id of the descriptor, into
+-- each rule's st: the counter records of its counter key ck (one GET) and
+-- the sliding logs' sorted sets.
 local function load_states(ck)
-  states, ncounters = {}, 0
+  ncounters = 0
   for i = 1, nrules do
     local r = rules[i]
-    if r.alg ~= 0 and states[r.id] == nil then
-      local st
-      if r.alg == 2 then
-        -- The sorted set is the state, its expired entries dropped
-        -- (sliding_log.lua).
-        st = sl_load(r.key, r.P)
+    local st = false
+    if r.alg ~= 0 then
+      if r.sh ~= i then
+        st = rules[r.sh].st -- a rule of the same id came first
       else
-        st = { w = 0, c = 0, p = 0, l = 0, t = 0, e = 0, own = false, x = false }
-        ncounters = ncounters + 1
+        if r.alg == 2 then
+          -- The sorted set is the state, its expired entries dropped
+          -- (sliding_log.lua).
+          st = sl_load(r.key, r.P)
+        else
+          st = stpool[i]
+          if not st then
+            st = { w = 0, c = 0, p = 0, l = 0, t = 0, e = 0, own = false, x = false }
+            stpool[i] = st
+          else
+            st.w, st.c, st.p, st.l, st.t, st.e = 0, 0, 0, 0, 0, 0
+          end
+          ncounters = ncounters + 1
+        end
+        st.own, st.x = r, false
       end
-      st.own, st.x = r, false
-      states[r.id] = st
     end
+    r.st = st
   end
   found, others, trimmed = false, false, false
 
@@ -109,7 +203,7 @@ local function load_states(ck)
     if kept then v = kept[1] else v = pcall_redis('GET', ck) end
     if type(v) == 'string' then
       found = true
-      read_records(v)
+      if not fw_records(v) then read_records(v) end
     end
   end
 
