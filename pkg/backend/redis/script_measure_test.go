@@ -27,7 +27,9 @@ import (
 // windows on window keys must send (floorLibrary). A request is
 // one check: its descriptors, each with its rules; its limits are
 // descriptors × rules, each of which costs the incumbent one descriptor.
-// Every scenario decides over 10,000 descriptors, admitting (the write
+// Every scenario decides over 10,000 descriptors (SLUICE_MEASURE_KEYS:
+// fewer descriptors are decided more often, each finding its records of
+// the window, as under load), admitting (the write
 // path), from one client sending pipelines of 16 requests, so Redis never
 // waits for the client; the scenarios alternate over rounds and the median
 // is reported. It runs only with SLUICE_MEASURE=1:
@@ -49,7 +51,8 @@ func TestMeasureRedisCost(t *testing.T) {
 	srv := redistest.Standalone(t)
 	c := srv.Client()
 	ctx := context.Background()
-	const keys, pipe = 10000, 16
+	keys := envInt(t, "SLUICE_MEASURE_KEYS", 10000)
+	const pipe = 16
 	open := uint64(1) << 40
 	fw := limit.Rule{Unit: limit.Second, Limit: open}
 	mixed := []limit.Rule{
