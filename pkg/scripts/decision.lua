@@ -26,6 +26,22 @@ local function pxttl(at)
   return ceil(at / 1000) - floor(now / 1000) + 1
 end
 
+-- store stores the state st of its first rule r, which must count until at
+-- (us; 0: it is empty): a sliding log sends (or keeps) its changes; a
+-- counter state's e becomes at rounded up to the millisecond, never earlier
+-- than it was (its record is written with the descriptor's counter key).
+local function store(r, st, at)
+  if r.alg == 2 then
+    sl_store(st, at)
+    if defer then keep_writer(r.key) end
+  elseif at == 0 then
+    st.e = 0
+  else
+    at = ceil(at / 1000) * 1000
+    if at > st.e then st.e = at end
+  end
+end
+
 -- px_s is the PX (a decimal) of a counter written now that must live until
 -- px_at (us), now being px_now (and testmode px_test): the descriptors of
 -- a call whose records expire together format it once.
@@ -74,35 +90,31 @@ local function decide_rules(ck)
   local write = (allowed or charge) and N ~= 0
   local dirty = trimmed -- the counter key must be rewritten
   if write then
-    for i = 1, nrules do
-      local r = rules[i]
-      local apply = r.apply
-      if apply then apply(r, r.st, N, refund) end
-    end
-    -- Store each state once; rules sharing an id keep it until the latest
-    -- of their expiries (st.x), and never earlier than the e it had.
+    -- Apply every rule, then store each state once with its expiry; rules
+    -- sharing a state keep it until the latest of their expiries (st.x),
+    -- computed when all have applied. Without a shared state each rule
+    -- stores as it applies.
     for i = 1, nrules do
       local r = rules[i]
       local st = r.st
       if st then
-        local at = r.expiry(r, st)
-        if not st.x or at > st.x then st.x = at end
+        r.apply(r, st, N, refund)
+        if not shared then store(r, st, r.expiry(r, st)) end
       end
     end
-    for i = 1, nrules do
-      local r = rules[i]
-      local st = r.st
-      if st and st.own == r then
-        local at = st.x
-        if r.alg == 2 then
-          sl_store(st, at)
-          if defer then keep_writer(r.key) end
-        elseif at == 0 then
-          st.e = 0
-        else
-          at = ceil(at / 1000) * 1000
-          if at > st.e then st.e = at end
+    if shared then
+      for i = 1, nrules do
+        local r = rules[i]
+        local st = r.st
+        if st then
+          local at = r.expiry(r, st)
+          if not st.x or at > st.x then st.x = at end
         end
+      end
+      for i = 1, nrules do
+        local r = rules[i]
+        local st = r.st
+        if st and st.own == r then store(r, st, st.x) end
       end
     end
     dirty = true
@@ -145,12 +157,14 @@ local function decide_rules(ck)
         local e = st.e / 1000
         local rec
         if r.alg == 1 then
-          if st.w == r.start and st.e == ceil(r.wend / 1000) * 1000 then
+          local pfx = r.pfx
+          if r.pw ~= r.start or r.pe ~= r.wend then pfx = fw_prefix(r) end
+          if st.w == r.start and st.e == r.pem then
             -- The record of the current window (state.lua's fw_prefix);
             -- a count below 10^14 is written by .. (%.14g: every digit).
             local c = st.c
-            if c < 1e14 then rec = fw_prefix(r) .. c
-            else rec = fw_prefix(r) .. format('%d', c)
+            if c < 1e14 then rec = pfx .. c
+            else rec = pfx .. format('%d', c)
             end
           else
             rec = format('%s %d %d %d', r.id, e, st.w, st.c)

@@ -22,6 +22,11 @@ local RC_RULES = 32
 -- decide_call clears it at the start of every call.
 local rules_a0
 
+-- shared is set when two rules of the descriptor share a state (one id):
+-- only then must every rule apply before any computes its expiry
+-- (decision.lua).
+local shared
+
 -- none_check is the check of a rule of an unknown unit (alg 0): it keeps no
 -- state and admits only what consumes nothing.
 local function none_check(r, st, n, ref)
@@ -66,7 +71,7 @@ local function read_rules(KEYS, ARGV, k0, a0, nk, na)
       r = { as = as, ls = ls, cs = cs, ps = ps, id = id,
         alg = tonumber(as), L = tonumber(ls), C = tonumber(cs), P = tonumber(ps),
         key = false, start = 0, wend = 0, wl = false, wat = 0, cal = false,
-        st = false, sh = 0, pfx = false, pw = false, pe = false,
+        st = false, sh = 0, pfx = false, pw = false, pe = false, pem = 0,
         check = false, apply = false, expiry = false }
       if r.alg == nil or r.L == nil or r.C == nil or r.P == nil or id == nil then
         return redis.error_reply('sluice decide: bad ARGV for rule ' .. i)
@@ -119,6 +124,7 @@ local function read_rules(KEYS, ARGV, k0, a0, nk, na)
   -- Rules of one id share one state (state.lua): each rule's sh is the
   -- position of the first rule of its id, its own when it is the first
   -- (or keeps no state: alg 0).
+  shared = false
   if nrules > 8 then
     local first = {}
     for i = 1, nrules do
@@ -129,6 +135,7 @@ local function read_rules(KEYS, ARGV, k0, a0, nk, na)
         if not f then f = i; first[r.id] = i end
       end
       r.sh = f
+      if f ~= i then shared = true end
     end
   else
     for i = 1, nrules do
@@ -141,6 +148,7 @@ local function read_rules(KEYS, ARGV, k0, a0, nk, na)
         end
       end
       r.sh = f
+      if f ~= i then shared = true end
     end
   end
   rules_a0 = a0

@@ -30,9 +30,8 @@ local ncounters, found, others, trimmed
 
 -- Tables kept for the whole call (and, in a function library, for every
 -- call) instead of built per descriptor: stpool[i] is the counter state of
--- the i-th rule when it owns one (every field is set again before use);
--- fwc holds the counts fw_records reads before it sets any.
-local stpool, fwc = {}, {}
+-- the i-th rule when it owns one (every field is set again before use).
+local stpool = {}
 
 -- state_of returns the state of rule id, or nil when the descriptor names
 -- no rule of that id: for read_records, which reads a value fw_records
@@ -60,14 +59,26 @@ end
 -- fw_prefix returns the text that starts the record of r, a fixed window,
 -- when its state holds r's current window and expires at its end:
 -- "<id> <e> <w> " (CONTRACT.md, "Records"), the count following. It is
--- kept in r while r's window stays, so that a descriptor decided again in
--- the same window formats no number but its count.
+-- kept in r (pfx, with that e in us: pem) while r's window stays (pw,
+-- pe), so that a descriptor decided again in the same window formats no
+-- number but its count; callers test pw and pe first to skip the call.
 local function fw_prefix(r)
-  if r.pw ~= r.start or r.pe ~= r.wend then
-    r.pw, r.pe = r.start, r.wend
-    r.pfx = format('%s %d %d ', r.id, ceil(r.wend / 1000), r.start)
-  end
+  r.pw, r.pe, r.pem = r.start, r.wend, ceil(r.wend / 1000) * 1000
+  r.pfx = format('%s %d %d ', r.id, r.pem / 1000, r.start)
   return r.pfx
+end
+
+-- fw_undo gives back their zero state to the fixed windows of rules
+-- 1 .. i - 1 that fw_records read, and returns false.
+local function fw_undo(i)
+  for j = 1, i - 1 do
+    local r = rules[j]
+    if r.sh == j and r.alg == 1 then
+      local st = r.st
+      st.w, st.c, st.e = 0, 0, 0
+    end
+  end
+  return false
 end
 
 -- fw_records reads v, a counter value, when it holds exactly one record
@@ -75,38 +86,30 @@ end
 -- of a fixed window's current window (fw_prefix's text, then digits): what
 -- a descriptor of fixed windows stores, and finds again until a window
 -- ends. Each record is then compared, not parsed field by field, and reads
--- as read_records would read it. For any other v it returns false and sets
--- nothing, and read_records reads v.
+-- as read_records would read it. For any other v it returns false, the
+-- states as load_states set them, and read_records reads v.
 local function fw_records(v)
-  local pos, m = 1, 0
+  local pos = 1
   for i = 1, nrules do
     local r = rules[i]
-    local st = r.st
-    if st and st.own == r and r.alg ~= 2 then
-      if r.alg ~= 1 then return false end
-      if m > 0 then
-        if string.byte(v, pos) ~= 124 then return false end -- '|'
+    local alg = r.alg
+    if r.sh == i and alg ~= 0 and alg ~= 2 then
+      if alg ~= 1 then return fw_undo(i) end
+      if pos > 1 then
+        if string.byte(v, pos) ~= 124 then return fw_undo(i) end -- '|'
         pos = pos + 1
       end
-      local pfx = fw_prefix(r)
-      if string.find(v, pfx, pos, true) ~= pos then return false end
+      local pfx = r.pfx
+      if r.pw ~= r.start or r.pe ~= r.wend then pfx = fw_prefix(r) end
+      if string.find(v, pfx, pos, true) ~= pos then return fw_undo(i) end
       local c, nxt = string.match(v, '^(%d+)()', pos + #pfx)
-      if not c then return false end
-      m = m + 1
-      fwc[m] = c
+      if not c then return fw_undo(i) end
+      local st = r.st
+      st.w, st.c, st.e = r.start, tonumber(c), r.pem
       pos = nxt
     end
   end
-  if m == 0 or pos ~= #v + 1 then return false end
-  m = 0
-  for i = 1, nrules do
-    local r = rules[i]
-    local st = r.st
-    if st and st.own == r and r.alg ~= 2 then
-      m = m + 1
-      st.w, st.c, st.e = r.start, tonumber(fwc[m]), ceil(r.wend / 1000) * 1000
-    end
-  end
+  if pos == 1 or pos ~= #v + 1 then return fw_undo(nrules + 1) end
   return true
 end
 
