@@ -197,6 +197,15 @@ func TestMeasureRedisCost(t *testing.T) {
 			p.FCall(ctx, "sluice_floor", ks, rules, 1)
 		}
 	}
+	floorHash := func(rules, descriptors int) func(p goredis.Pipeliner, key int) {
+		return func(p goredis.Pipeliner, key int) {
+			ks := make([]string, descriptors)
+			for d := range ks {
+				ks[d] = fmt.Sprintf("{floorh%d|k=%d}", d, key)
+			}
+			p.FCall(ctx, "sluice_floor_hash", ks, rules, 1)
+		}
+	}
 	fw10x3 := decide(fw3, 10, true, true, false)
 	scenarios = append(scenarios,
 		scenario{"sluice FCALL, 10 descriptors of 3 fixed windows, 1 batch", 10, 30, fw10x3},
@@ -204,6 +213,9 @@ func TestMeasureRedisCost(t *testing.T) {
 		scenario{"floor FCALL, 3 fixed windows, 1 descriptor", 1, 3, floor(3, 1)},
 		scenario{"floor FCALL, 10 descriptors of 1 fixed window, 1 batch", 10, 10, floor(1, 10)},
 		scenario{"floor FCALL, 10 descriptors of 3 fixed windows, 1 batch", 10, 30, floor(3, 10)},
+		scenario{"floor hash FCALL, 1 fixed window", 1, 1, floorHash(1, 1)},
+		scenario{"floor hash FCALL, 3 fixed windows, 1 descriptor", 1, 3, floorHash(3, 1)},
+		scenario{"floor hash FCALL, 10 descriptors of 1 fixed window, 1 batch", 10, 10, floorHash(1, 10)},
 	)
 	if err := c.FunctionLoad(ctx, floorLibrary).Err(); err != nil {
 		t.Fatal(err)
@@ -336,7 +348,11 @@ func TestMeasureRedisCost(t *testing.T) {
 // (the key, the rule's number, the window's start) and EXPIREATs it at the
 // window's end when the INCRBY made it, and replies one integer per
 // descriptor. Nothing a decision needs beyond those commands: it checks no
-// limit and puts nothing back.
+// limit and puts nothing back. sluice_floor_hash is the same with one
+// declared key per descriptor: a hash whose field per rule and window is
+// HINCRBYed, the rule's previous window's field deleted and the key's
+// expiry set when the HINCRBY made the field -- one command per rule in a
+// window's steady state.
 const floorLibrary = `#!lua name=sluice_floor
 local periods = { 1, 60, 3600, 86400, 604800, 2592000 }
 redis.register_function('sluice_floor', function(KEYS, ARGV)
@@ -357,6 +373,31 @@ redis.register_function('sluice_floor', function(KEYS, ARGV)
     for j = 1, nr do
       local key = base .. tails[j]
       if call('INCRBY', key, ns) == n then call('EXPIREAT', key, ends[j]) end
+    end
+    out[i] = 1
+  end
+  return out
+end)
+redis.register_function('sluice_floor_hash', function(KEYS, ARGV)
+  local call = redis.call
+  local t = call('TIME')
+  local now = tonumber(t[1])
+  local nr, ns = tonumber(ARGV[1]), ARGV[2]
+  local n = tonumber(ns)
+  local fields, olds, ends = {}, {}, {}
+  for j = 1, nr do
+    local P = periods[j]
+    local start = now - now % P
+    fields[j], olds[j], ends[j] = j .. ':' .. start, j .. ':' .. (start - P), start + P
+  end
+  local out = {}
+  for i = 1, #KEYS do
+    local key = KEYS[i]
+    for j = 1, nr do
+      if call('HINCRBY', key, fields[j], ns) == n then
+        call('HDEL', key, olds[j])
+        call('EXPIREAT', key, ends[nr])
+      end
     end
     out[i] = 1
   end
