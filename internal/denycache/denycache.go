@@ -38,6 +38,14 @@
 // long ago it asked the store, and a step of the host's wall clock changes
 // nothing it answers.
 //
+// A request decided together (backend.TogetherDecider: if one check is
+// denied, none consumes) is answered only whole: when a remembered denial
+// answers every one of its checks, the store would deny every check and
+// charge none, so the remembered denials are its answer. When only some
+// are remembered the store decides it: the others' answers (a peek's
+// numbers where they fit) are the store's, and so are their refunds and
+// charged costs. See DecideTogether.
+//
 // The cache is bounded (Options.Size identities), sharded by identity with
 // one lock per shard, and evicts with CLOCK (an approximation of LRU that
 // needs no list update on a hit). A hit takes no lock beyond its shard's

@@ -260,8 +260,47 @@ var seeds = flag.Uint64("seeds", 8, "TestDifferential: how many random traffic s
 
 // TestDifferential drives random traffic through a cached and an uncached
 // memory backend on one clock and requires identical answers, with many
-// answers coming from the cache.
+// answers coming from the cache: requests decided check by check (Decide)
+// and requests decided together (DecideTogether, all-or-nothing), where
+// the cache answers the requests whose every check it holds a denial of.
 func TestDifferential(t *testing.T) {
+	for _, together := range []bool{false, true} {
+		name := "Decide"
+		if together {
+			name = "DecideTogether"
+		}
+		t.Run(name, func(t *testing.T) {
+			hits := differential(t, *seeds, 3000, together, func(t *testing.T, now func() time.Time) (cached *Backend, model backend.Backend) {
+				model = memory.New(memory.Options{Now: now, SweepInterval: -1})
+				cached = New(memory.New(memory.Options{Now: now, SweepInterval: -1}), Options{Clock: elapsed(now), Size: 4, Shards: 1})
+				return cached, model
+			})
+			if hits < 1000 {
+				t.Errorf("only %d answers came from the cache: the comparison proves little", hits)
+			}
+		})
+	}
+}
+
+// decideBoth asks b for checks, together or by Decide, and fails t when a
+// backend declines a request decided together.
+func decideBoth(t *testing.T, b backend.Backend, checks []backend.Check, together bool) []backend.Result {
+	t.Helper()
+	if !together {
+		return b.Decide(context.Background(), checks)
+	}
+	res, ok := b.(backend.TogetherDecider).DecideTogether(context.Background(), checks)
+	if !ok {
+		t.Fatalf("DecideTogether declined %+v", checks)
+	}
+	return res
+}
+
+// differential runs seeds random traffic sequences of steps requests each
+// through a cached backend and its model (newPair makes both on one clock),
+// requiring identical decisions, and returns the cache's hits.
+func differential(t *testing.T, seeds uint64, steps int, together bool,
+	newPair func(t *testing.T, now func() time.Time) (*Backend, backend.Backend)) uint64 {
 	zone, err := time.LoadLocation("Asia/Kathmandu")
 	if err != nil {
 		t.Fatal(err)
@@ -293,17 +332,16 @@ func TestDifferential(t *testing.T) {
 	costs := []uint64{0, 1, 1, 1, 1, 1, 2, 3, 6}
 	waits := []time.Duration{0, 0, 0, time.Microsecond, 7 * time.Millisecond, 333 * time.Millisecond, 1700 * time.Millisecond, 4 * time.Second, 61 * time.Second}
 	var hits uint64
-	for seed := uint64(1); seed <= *seeds; seed++ {
+	for seed := uint64(1); seed <= seeds; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0xdec1de))
 			c := testenv.NewClock(start.Add(time.Duration(rng.Int64N(int64(time.Hour)))))
-			model := memory.New(memory.Options{Now: c.Now, SweepInterval: -1})
+			b, model := newPair(t, c.Now)
 			defer model.Close()
-			b := New(memory.New(memory.Options{Now: c.Now, SweepInterval: -1}), Options{Clock: elapsed(c.Now), Size: 4, Shards: 1})
 			defer b.Close()
 			ids := []string{"a", "b", "c", "d", "e", "f"}
 			var denied []backend.Check // recent denials, asked again like an abusive client would
-			for step := range 3000 {
+			for step := range steps {
 				c.Advance(waits[rng.IntN(len(waits))])
 				checks := make([]backend.Check, 1+rng.IntN(3))
 				for i := range checks {
@@ -318,8 +356,8 @@ func TestDifferential(t *testing.T) {
 						Cost:     limit.Cost{N: costs[rng.IntN(len(costs))], Refund: rng.IntN(10) == 0},
 					}
 				}
-				got := b.Decide(context.Background(), checks)
-				want := model.Decide(context.Background(), checks)
+				got := decideBoth(t, b, checks, together)
+				want := decideBoth(t, model, checks, together)
 				for i := range checks {
 					if !want[i].Allowed && len(denied) < 8 {
 						denied = append(denied, checks[i])
@@ -340,9 +378,7 @@ func TestDifferential(t *testing.T) {
 			t.Logf("%+v", st)
 		})
 	}
-	if hits < 1000 {
-		t.Errorf("only %d answers came from the cache: the comparison proves little", hits)
-	}
+	return hits
 }
 
 func TestEviction(t *testing.T) {

@@ -29,6 +29,38 @@ func TestContractRedis(t *testing.T) {
 	})
 }
 
+// TestDifferentialRedis is TestDifferential on a real redis-server: a
+// cached and an uncached Redis backend (two key prefixes, one clock) get
+// the same random traffic, decided check by check and together
+// (all-or-nothing), and answer alike, field by field.
+func TestDifferentialRedis(t *testing.T) {
+	srv := redistest.Standalone(t)
+	for _, together := range []bool{false, true} {
+		name := "Decide"
+		if together {
+			name = "DecideTogether"
+		}
+		t.Run(name, func(t *testing.T) {
+			run := 0
+			hits := differential(t, 2, 1500, together, func(t *testing.T, now func() time.Time) (*Backend, backend.Backend) {
+				run++
+				open := func(prefix string) backend.Backend {
+					b, err := redis.New(context.Background(), redis.Options{URL: srv.Addr(), KeyPrefix: prefix, FakeRedisClock: now, Logger: stacktest.QuietLogger()})
+					if err != nil {
+						t.Fatalf("redis.New: %v", err)
+					}
+					return b
+				}
+				tag := name + strconv.Itoa(run)
+				return New(open("cached"+tag+":"), Options{Clock: elapsed(now), Size: 4, Shards: 1}), open("model" + tag + ":")
+			})
+			if hits < 200 {
+				t.Errorf("only %d answers came from the cache: the comparison proves little", hits)
+			}
+		})
+	}
+}
+
 // BenchmarkAttackRedis decides an attack mix against a real redis-server,
 // with and without the cache: 30% of checks on 4 hot keys far over a
 // limit of 50 per second, 70% spread over 10000 keys. It reports the share

@@ -49,15 +49,26 @@ func newShard(capacity int) shard {
 // memos are never modified, so the caller computes the answer outside the
 // lock.
 func (s *shard) lookup(identity string, rules []limit.Rule, n uint64, now limit.Micros) (variant, bool) {
+	return s.find(identity, rules, n, now, true)
+}
+
+// find is lookup; it counts the hit or the miss when count is set. A
+// request decided together looks its checks up uncounted, and counts them
+// once it knows whether the cache answers it (countHit, countMiss).
+func (s *shard) find(identity string, rules []limit.Rule, n uint64, now limit.Micros, count bool) (variant, bool) {
 	if s.live.Load() == 0 {
-		s.quickMisses.Add(1)
+		if count {
+			s.quickMisses.Add(1)
+		}
 		return variant{}, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i, ok := s.index[identity]
 	if !ok {
-		s.misses++
+		if count {
+			s.misses++
+		}
 		return variant{}, false
 	}
 	sl := &s.slots[i]
@@ -70,16 +81,31 @@ func (s *shard) lookup(identity string, rules []limit.Rule, n uint64, now limit.
 		}
 		if v.matches(rules) && v.answers(n, now) {
 			sl.ref = true
-			s.hits++
+			if count {
+				s.hits++
+			}
 			return *v, true
 		}
 	}
 	if sl.n == 0 {
 		s.release(i)
 	}
-	s.misses++
+	if count {
+		s.misses++
+	}
 	return variant{}, false
 }
+
+// countHit counts a check answered from the cache after an uncounted find.
+func (s *shard) countHit() {
+	s.mu.Lock()
+	s.hits++
+	s.mu.Unlock()
+}
+
+// countMiss counts a check that the cache could have answered but did not,
+// after an uncounted find.
+func (s *shard) countMiss() { s.quickMisses.Add(1) }
 
 // insert remembers v for identity, evicting by CLOCK when the shard is
 // full, unless gen has moved from seen (an invalidation raced with the

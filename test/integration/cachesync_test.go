@@ -77,3 +77,48 @@ func scrapeText(t *testing.T, p *sluicetest.Process) string {
 	}
 	return string(b)
 }
+
+// TestAllOrNothingDenialsFromCache: with all-or-nothing requests
+// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true), a request whose every
+// descriptor is over its limit is answered from the local denial cache:
+// asked again, it is denied as before and no script call reaches Redis. A
+// request with a descriptor that still fits goes to Redis, which denies it
+// whole and charges that descriptor nothing.
+func TestAllOrNothingDenialsFromCache(t *testing.T) {
+	rs := redistest.Standalone(t)
+	p := sluicetest.Start(t, sluicetest.Options{
+		ConfigDir: configDir(t, map[string]string{"sync.yaml": hourlyConfig}),
+		Env:       merge(standaloneEnv(rs), map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}),
+	})
+	sluicetest.AwayFromEdge(t, time.Hour, 0, time.Minute)
+	a, b, c := entries("user", sluicetest.Unique("a")), entries("user", sluicetest.Unique("b")), entries("user", sluicetest.Unique("c"))
+	for i, want := range []rlsv3.RateLimitResponse_Code{ok, ok, over} {
+		if got := call(t, p, sluicetest.Request("sync", 0, a, b)).OverallCode; got != want {
+			t.Fatalf("call %d: %v, want %v", i+1, got, want)
+		}
+	}
+	scripts := func() int {
+		n := redistest.CommandCalls(t, rs.Client())
+		return n["fcall"] + n["evalsha"] + n["eval"]
+	}
+	before := scripts()
+	for i := range 5 {
+		resp := call(t, p, sluicetest.Request("sync", 0, a, b))
+		if resp.OverallCode != over || resp.Statuses[0].Code != over || resp.Statuses[1].Code != over || resp.Statuses[0].LimitRemaining != 0 {
+			t.Fatalf("asked again (%d): %v, want both OVER_LIMIT with 0 left", i+1, resp)
+		}
+	}
+	if n := scripts() - before; n != 0 {
+		t.Errorf("%d script calls reached Redis for requests whose every descriptor was a cached denial, want 0", n)
+	}
+	resp := call(t, p, sluicetest.Request("sync", 0, a, c))
+	if resp.OverallCode != over || resp.Statuses[1].Code != ok || resp.Statuses[1].LimitRemaining != 2 {
+		t.Fatalf("a beside a fresh c: %v, want OVER_LIMIT with c OK and 2 left (a peek)", resp)
+	}
+	if scripts() == before {
+		t.Error("a request with a descriptor that fits never reached Redis")
+	}
+	if got := call(t, p, sluicetest.Request("sync", 0, c)); got.OverallCode != ok || got.Statuses[0].LimitRemaining != 1 {
+		t.Errorf("c alone after: %v, want OK with 1 left (nothing charged beside a's denial)", got)
+	}
+}

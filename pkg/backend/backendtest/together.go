@@ -1,9 +1,11 @@
 package backendtest
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/pkg/backend"
 	"github.com/sluice-rl/sluice/pkg/limit"
@@ -62,6 +64,44 @@ func (e *env) remaining(id string, rules []limit.Rule) uint64 {
 func (s *suite) testTogether(t *testing.T) {
 	t.Run("Decisions", s.testTogetherDecisions)
 	t.Run("NoPartialCharge", s.testTogetherConcurrency)
+	t.Run("AskedAgainWhileDenied", s.testTogetherAskedAgain)
+}
+
+// testTogetherAskedAgain: a request asked again and again while one of its
+// checks stays over its limit (an abusive client; what a cache of denials
+// in front of a store answers) is denied each time, check for check as
+// pkg/limit decides each alone, and consumes nothing: when every check is
+// over, each reports its own denial; when one is, the others report a peek.
+func (s *suite) testTogetherAskedAgain(t *testing.T) {
+	s.perAlgorithm(t, func(t *testing.T, e *env, alg limit.Algorithm) {
+		e.together()
+		rules := []limit.Rule{{Algorithm: alg, Unit: limit.Minute, Limit: 2}}
+		a, b, c := e.id("a"), e.id("b"), e.id("c")
+		e.decide("fill a and b", backend.Check{Identity: a, Rules: rules, Cost: limit.Cost{N: 2}},
+			backend.Check{Identity: b, Rules: rules, Cost: limit.Cost{N: 2}})
+		both := []backend.Check{{Identity: a, Rules: rules, Cost: limit.Cost{N: 1}}, {Identity: b, Rules: rules, Cost: limit.Cost{N: 1}}}
+		withC := []backend.Check{{Identity: a, Rules: rules, Cost: limit.Cost{N: 1}}, {Identity: c, Rules: rules, Cost: limit.Cost{N: 1}}}
+		for round := range 4 {
+			e.wait(time.Second)
+			now := limit.MicrosOf(e.clock.Now())
+			for _, req := range [][]backend.Check{both, both, withC, withC} {
+				d := e.decideTogether(fmt.Sprintf("round %d", round), req...)
+				for i, got := range d {
+					asked := req[i]
+					if asked.Identity == c {
+						asked.Cost.N = 0 // beside a denial it reports a peek
+					}
+					want := e.model.decide(asked, now)
+					if !SameDecision(got, want) || got.Allowed != (asked.Identity == c) {
+						t.Errorf("round %d, check %d of %d: got %s, want %s", round, i, len(req), format(got), format(want))
+					}
+				}
+			}
+		}
+		if got := e.remaining(c, rules); got != 2 {
+			t.Errorf("c, asked only beside a denial: %d remaining, want 2 (nothing consumed)", got)
+		}
+	})
 }
 
 // testTogetherDecisions: all admitted → all charged, as Decide would; one
