@@ -375,7 +375,13 @@ func clusterFailover(t *testing.T, c *redistest.ClusterSet, fullCoverage bool) {
 	}
 	switch {
 	case fullCoverage && otherFailed > clusterDown:
-		t.Errorf("%d calls on the healthy masters failed with something else than Redis's CLUSTERDOWN", otherFailed-clusterDown)
+		var other []string
+		for _, o := range during {
+			if failed(o) && !says("CLUSTERDOWN")(o) {
+				other = append(other, fmt.Sprintf("%v after the kill: %v", o.end.Sub(killed).Round(time.Millisecond), o.err))
+			}
+		}
+		t.Errorf("%d calls on the healthy masters failed with something else than Redis's CLUSTERDOWN:\n%s", otherFailed-clusterDown, strings.Join(other, "\n"))
 	case !fullCoverage && otherFailed > 0:
 		t.Errorf("%d calls on the healthy masters failed; with cluster-require-full-coverage no, want none", otherFailed)
 	}
