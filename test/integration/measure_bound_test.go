@@ -67,8 +67,12 @@ func TestMeasureRequestBound(t *testing.T) {
 	const rounds = 7
 	batch := service.DefaultMaxRequestRules / backend.SlidingLogWeight // entries added per filling request
 	var table strings.Builder
-	fmt.Fprintf(&table, "%s; one request naming a %d-entry sliding log %d times; %d rounds, median [max]\n\n",
-		redisVersion(t), boundLogEntries, copies, rounds)
+	what := fmt.Sprintf("a full %d-entry sliding log", boundLogEntries)
+	if algorithm != "sliding_log" {
+		what = fmt.Sprintf("a full %s of %d", algorithm, limit)
+	}
+	fmt.Fprintf(&table, "%s; one request naming %s %d times; %d rounds, median [max]\n\n",
+		redisVersion(t), what, copies, rounds)
 	fmt.Fprintf(&table, "| mode | copies | Redis calls | longest command (SLOWLOG) | sum of its commands | redis-server main-thread CPU |\n|---|---|---:|---:|---:|---:|\n")
 	for _, mode := range []struct {
 		name string
