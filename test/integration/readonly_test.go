@@ -93,7 +93,14 @@ descriptors:
 				}
 				admitted(resp)
 			}
-			// b holds every count a answered before the failover.
+			// b holds every count a answered before the failover. WAIT waits
+			// for the replication of its own client's last write, so this
+			// client writes first: a's one replication stream carries
+			// sluice's writes before it. (Without it WAIT can return while b
+			// is still in its first sync, which REPLICAOF NO ONE then cuts.)
+			if err := ac.Set(ctx, "readonly-test-replicated", "1", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
 			if n, err := ac.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n < 1 {
 				t.Fatalf("WAIT on a: %d replicas, %v", n, err)
 			}
