@@ -373,17 +373,26 @@ func clusterFailover(t *testing.T, c *redistest.ClusterSet, fullCoverage bool) {
 	if breaker > 0 {
 		t.Errorf("%d calls on the healthy masters were failed by a circuit breaker: the dead master's failures spilled over", breaker)
 	}
-	switch {
-	case fullCoverage && otherFailed > clusterDown:
-		var other []string
+	// Each failed call on the healthy masters: when it started and ended
+	// (after the kill), how long it took, and what it said.
+	list := func(f func(outcome) bool) string {
+		var lines []string
 		for _, o := range during {
-			if failed(o) && !says("CLUSTERDOWN")(o) {
-				other = append(other, fmt.Sprintf("%v after the kill: %v", o.end.Sub(killed).Round(time.Millisecond), o.err))
+			if f(o) {
+				lines = append(lines, fmt.Sprintf("started %v, ended %v after the kill (took %v): %v",
+					o.start.Sub(killed).Round(time.Millisecond), o.end.Sub(killed).Round(time.Millisecond),
+					o.end.Sub(o.start).Round(time.Millisecond), o.err))
 			}
 		}
-		t.Errorf("%d calls on the healthy masters failed with something else than Redis's CLUSTERDOWN:\n%s", otherFailed-clusterDown, strings.Join(other, "\n"))
+		return strings.Join(lines, "\n")
+	}
+	switch {
+	case fullCoverage && otherFailed > clusterDown:
+		t.Errorf("%d calls on the healthy masters failed with something else than Redis's CLUSTERDOWN:\n%s",
+			otherFailed-clusterDown, list(func(o outcome) bool { return failed(o) && !says("CLUSTERDOWN")(o) }))
 	case !fullCoverage && otherFailed > 0:
-		t.Errorf("%d calls on the healthy masters failed; with cluster-require-full-coverage no, want none", otherFailed)
+		t.Errorf("%d calls on the healthy masters failed; with cluster-require-full-coverage no, want none:\n%s",
+			otherFailed, list(failed))
 	}
 }
 
