@@ -2,10 +2,12 @@
 -- slots each, ten for a calendar-aligned fixed window; see CONTRACT.md) and
 -- given their keys. Part of the decide script (see decide.lua).
 
--- rc keeps, per rule position, the rule its slots last gave, with those
--- slot strings (as, ls, cs, ps): a rule whose slots are the same strings
--- is read again from rc, parsing nothing -- from one descriptor of a batch
--- to the next, and, in a function library, from one call to the next.
+-- rc keeps, per rule position, the rules its slots last gave, by id (at
+-- most RC_IDS ids a position: then it starts again; rcn counts them),
+-- with those slot strings (as, ls, cs, ps): a rule whose slots are the
+-- same strings is read again from rc, parsing nothing -- from one
+-- descriptor of a batch to the next, and, in a function library, from one
+-- call to the next, also when descriptors of different rules alternate.
 -- What a rule's table holds for one call (a sliding log's key, a fixed
 -- window's start and end, a meter's wl and wat, sh: the position of the
 -- first rule of its id) is set again on every read, and its state (st) by
@@ -13,8 +15,8 @@
 -- call; its record prefix (pfx, state.lua) is kept with the window it was
 -- made for (pw, pe). Its algorithm's functions are its check, apply and
 -- expiry.
-local rc = {}
-local RC_RULES = 32
+local rc, rcn = {}, {}
+local RC_RULES, RC_IDS = 32, 16
 
 -- rules_a0 is the a0 of the slots rules were last read from in this call
 -- (nil when none were, or their read failed): a batch's repeat items have
@@ -66,8 +68,9 @@ local function read_rules(KEYS, ARGV, k0, a0, nk, na)
   while b < last do
     local i = nrules + 1
     local as, ls, cs, ps, id = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
-    local r = rc[i]
-    if not (r and r.as == as and r.ls == ls and r.cs == cs and r.ps == ps and r.id == id) then
+    local m = rc[i]
+    local r = m and id and m[id]
+    if not (r and r.as == as and r.ls == ls and r.cs == cs and r.ps == ps) then
       r = { as = as, ls = ls, cs = cs, ps = ps, id = id,
         alg = tonumber(as), L = tonumber(ls), C = tonumber(cs), P = tonumber(ps),
         key = false, start = 0, wend = 0, wl = false, wat = 0, cal = false,
@@ -96,7 +99,14 @@ local function read_rules(KEYS, ARGV, k0, a0, nk, na)
       else
         r.check = none_check
       end
-      if i <= RC_RULES then rc[i] = r end
+      if i <= RC_RULES then
+        if not m or rcn[i] >= RC_IDS then
+          m = {}
+          rc[i], rcn[i] = m, 0
+        end
+        if not m[id] then rcn[i] = rcn[i] + 1 end
+        m[id] = r
+      end
     end
     local alg = r.alg
     r.wl = false
