@@ -42,9 +42,8 @@ local function store(r, st, at)
   end
 end
 
--- px_s is the PX (a decimal) of a counter written now that must live until
--- px_at (us), now being px_now (and testmode px_test): the descriptors of
--- a call whose records expire together format it once.
+-- px_s is the PX of a counter written now (px_now, px_test) that must live
+-- until px_at (us), formatted once for the descriptors expiring together.
 local px_at, px_now, px_test, px_s
 
 -- decide_rules decides the descriptor whose rules and states read_rules
@@ -90,10 +89,8 @@ local function decide_rules(ck)
   local write = (allowed or charge) and N ~= 0
   local dirty = trimmed -- the counter key must be rewritten
   if write then
-    -- Apply every rule, then store each state once with its expiry; rules
-    -- sharing a state keep it until the latest of their expiries (st.x),
-    -- computed when all have applied. Without a shared state each rule
-    -- stores as it applies.
+    -- Apply every rule, then store each state once with the latest expiry
+    -- of its rules (st.x); without a shared state each stores as it applies.
     for i = 1, nrules do
       local r = rules[i]
       local st = r.st

@@ -19,14 +19,12 @@ local rc, rcn = {}, {}
 local RC_RULES, RC_IDS = 32, 16
 
 -- rules_a0 is the a0 of the slots rules were last read from in this call
--- (nil when none were, or their read failed): a batch's repeat items have
--- the a0 of the item they repeat, so their rules are not read again.
--- decide_call clears it at the start of every call.
+-- (nil: none, or a failed read; decide_call clears it): a batch's repeat
+-- items have the a0 of the item they repeat, and read no rule again.
 local rules_a0
 
--- shared is set when two rules of the descriptor share a state (one id):
--- only then must every rule apply before any computes its expiry
--- (decision.lua).
+-- shared: two rules of the descriptor share a state (one id), so every
+-- rule must apply before any computes its expiry (decision.lua).
 local shared
 
 -- none_check is the check of a rule of an unknown unit (alg 0): it keeps no

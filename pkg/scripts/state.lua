@@ -28,9 +28,8 @@ local log_entry, sl_load
 -- them), and whether more than MAXOTHERS of those were dropped.
 local ncounters, found, others, trimmed
 
--- Tables kept for the whole call (and, in a function library, for every
--- call) instead of built per descriptor: stpool[i] is the counter state of
--- the i-th rule when it owns one (every field is set again before use).
+-- stpool[i], the counter state of the i-th rule when it owns one, is kept
+-- from descriptor to descriptor and call to call (every field set anew).
 local stpool = {}
 
 -- state_of returns the state of rule id, or nil when the descriptor names
@@ -56,20 +55,16 @@ local function state_of(id)
   return byid[id]
 end
 
--- fw_prefix returns the text that starts the record of r, a fixed window,
--- when its state holds r's current window and expires at its end:
--- "<id> <e> <w> " (CONTRACT.md, "Records"), the count following. It is
--- kept in r (pfx, with that e in us: pem) while r's window stays (pw,
--- pe), so that a descriptor decided again in the same window formats no
--- number but its count; callers test pw and pe first to skip the call.
+-- fw_prefix makes "<id> <e> <w> ", the start of the record of r's current
+-- window (a fixed window's), kept in r as pfx (and e in us as pem) for
+-- the window it was made for (pw, pe: callers test them to skip the call).
 local function fw_prefix(r)
   r.pw, r.pe, r.pem = r.start, r.wend, ceil(r.wend / 1000) * 1000
   r.pfx = format('%s %d %d ', r.id, r.pem / 1000, r.start)
   return r.pfx
 end
 
--- fw_undo gives back their zero state to the fixed windows of rules
--- 1 .. i - 1 that fw_records read, and returns false.
+-- fw_undo zeroes the states fw_records set before rule i; returns false.
 local function fw_undo(i)
   for j = 1, i - 1 do
     local r = rules[j]
@@ -81,13 +76,11 @@ local function fw_undo(i)
   return false
 end
 
--- fw_records reads v, a counter value, when it holds exactly one record
--- per counter state of the descriptor, in the order of their rules, each
--- of a fixed window's current window (fw_prefix's text, then digits): what
--- a descriptor of fixed windows stores, and finds again until a window
--- ends. Each record is then compared, not parsed field by field, and reads
--- as read_records would read it. For any other v it returns false, the
--- states as load_states set them, and read_records reads v.
+-- fw_records reads v when it holds exactly one record per counter state,
+-- in rule order, each a fixed window's of its current window (fw_prefix,
+-- then digits), as fixed windows store it: compared, not parsed, it reads
+-- as read_records would. Else it returns false, the states left as
+-- load_states set them, and read_records reads v.
 local function fw_records(v)
   local pos = 1
   for i = 1, nrules do
