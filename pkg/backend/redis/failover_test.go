@@ -133,7 +133,7 @@ func TestFailoverBound(t *testing.T) {
 			for range 5 {
 				a, f := round()
 				if f > 0 {
-					t.Fatalf("%d calls failed before the stall: %v", f, b.Decide(ctx, checks[:1])[0].Err)
+					t.Fatalf("%d calls failed before the stall, the last with: %v", f, lastErr)
 				}
 				before += a
 			}
