@@ -125,9 +125,10 @@ func TestFailoverBound(t *testing.T) {
 
 			// The master takes writes only once it has counted its replica
 			// as good (min-replicas-*: Valkey can lag a moment behind the
-			// replica's first acknowledgement); a peek asks without taking.
-			probe := checks[0]
-			probe.Cost = limit.Cost{}
+			// replica's first acknowledgement). The probe takes, on a
+			// descriptor of its own: a peek writes nothing, and was seen
+			// answered on Valkey while the takes after it got NOREPLICAS.
+			probe := backend.Check{Identity: "failover|probe", Rules: rules, Cost: limit.Cost{N: 1}}
 			waitUntil(t, 30*time.Second, "the master taking writes", func() bool { return b.Decide(ctx, []backend.Check{probe})[0].Err == nil })
 			before := 0
 			for range 5 {
